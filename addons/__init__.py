@@ -1,0 +1,31 @@
+"""freezeframe's mitmproxy addons, as one ordered chain.
+
+Order matters and is the whole design: the context addon strips freezeframe's headers
+and picks the cassette before anyone looks at the request; replay answers what it can;
+record sees only what replay left for the upstream.
+"""
+
+from __future__ import annotations
+
+from addons.context import RequestContext
+from addons.record import Record
+from addons.reenact import Reenactor
+from addons.replay import Replay
+from addons.state import Mode, RuntimeState
+from canonicalize import KeyConfig
+from storage import Store
+from storage.redaction import Redactor
+
+__all__ = ["Mode", "RuntimeState", "default_addons"]
+
+
+def default_addons(
+    store: Store, state: RuntimeState, redactor: Redactor, key_config: KeyConfig
+) -> list[object]:
+    reenactor = Reenactor()
+    return [
+        RequestContext(state, redactor),
+        reenactor,
+        Replay(store, state, key_config, redactor, reenactor),
+        Record(store, state, key_config, redactor),
+    ]

@@ -1,0 +1,119 @@
+"""The only module that knows both mitmproxy's flows and freezeframe's own records.
+
+Every other addon translates through here, so a change in mitmproxy's flow model is
+absorbed in one place (hishel's ``_httpx_to_internal`` habit), and ``canonicalize`` and
+``storage`` never learn what an ``HTTPFlow`` is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from mitmproxy import http
+
+from canonicalize import Canonical, KeyConfig, RequestView, canonicalize
+from storage import Chunk, Exchange, Header, RecordedResponse
+from storage.redaction import Redactor
+
+METADATA_KEY = "freezeframe"
+
+
+@dataclass(slots=True)
+class FlowInfo:
+    """What freezeframe has learned about one flow, kept in ``flow.metadata``."""
+
+    cassette: str
+    context: dict[str, str]
+    target: str  # path and query as forwarded, secrets redacted
+    request_headers: tuple[Header, ...]  # as forwarded, secrets redacted
+    secrets: tuple[bytes, ...]  # the raw secrets this request carries, to scrub from its answer
+    canonical: Canonical | None = None
+    served: Exchange | None = None  # set when replay answered this flow
+    notes: list[str] = field(default_factory=list)
+
+
+def info_of(flow: http.HTTPFlow) -> FlowInfo | None:
+    info = flow.metadata.get(METADATA_KEY)
+    return info if isinstance(info, FlowInfo) else None
+
+
+def request_body(flow: http.HTTPFlow, redactor: Redactor) -> bytes:
+    """The body as it was sent (still content-encoded), with secrets replaced."""
+    info = info_of(flow)
+    return redactor.body(flow.request.raw_content or b"", info.secrets if info else ())
+
+
+def canonical_of(
+    flow: http.HTTPFlow, info: FlowInfo, config: KeyConfig, redactor: Redactor
+) -> Canonical:
+    """Compute the request key once per flow; replay and record both need it."""
+    if info.canonical is None:
+        path, _, query = info.target.partition("?")
+        decoded = flow.request.get_content(strict=False) or b""
+        headers = tuple(
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in info.request_headers
+        )
+        view = RequestView(
+            method=flow.request.method,
+            scheme=flow.request.scheme,
+            host=flow.request.host,
+            port=flow.request.port,
+            path=path,
+            query=tuple(parse_qsl(query, keep_blank_values=True)),
+            headers=headers,
+            body=redactor.body(decoded, info.secrets),
+            content_type=flow.request.headers.get("content-type", ""),
+        )
+        info.canonical = canonicalize(view, config)
+    return info.canonical
+
+
+def display_url(flow: http.HTTPFlow, info: FlowInfo) -> str:
+    request = flow.request
+    default_port = {"http": 80, "https": 443}.get(request.scheme)
+    port = "" if request.port == default_port else f":{request.port}"
+    return f"{request.scheme}://{request.host}{port}{info.target}"
+
+
+def recorded_response(
+    flow: http.HTTPFlow,
+    info: FlowInfo,
+    body: bytes,
+    chunks: tuple[tuple[int, float], ...],
+    redactor: Redactor,
+) -> RecordedResponse:
+    response = flow.response
+    assert response is not None
+    started = flow.request.timestamp_start
+    return RecordedResponse(
+        status=response.status_code,
+        reason=response.reason,
+        http_version=response.http_version,
+        headers=redactor.headers(response.headers.fields, info.secrets),
+        body=redactor.body(body, info.secrets),
+        chunks=tuple(Chunk(offset=offset, at=at) for offset, at in chunks),
+        first_byte_at=response.timestamp_start - started if response.timestamp_start else None,
+        trailers=redactor.headers(response.trailers.fields, info.secrets)
+        if response.trailers
+        else (),
+    )
+
+
+def response_from(exchange: Exchange) -> http.Response:
+    """A mitmproxy response that sends the recorded bytes unchanged (same encoding)."""
+    now = time.time()
+    recorded = exchange.response
+    assert recorded is not None
+    return http.Response(
+        http_version=recorded.http_version.encode("ascii"),
+        status_code=recorded.status,
+        reason=recorded.reason.encode("latin-1"),
+        headers=http.Headers(list(recorded.headers)),
+        content=recorded.body,
+        trailers=http.Headers(list(recorded.trailers)) if recorded.trailers else None,
+        timestamp_start=now,
+        timestamp_end=now,
+    )

@@ -1,0 +1,67 @@
+"""Reads and strips the ``X-Freezeframe-*`` request headers, and picks the cassette.
+
+Runs first in the chain: the headers are the proxy's business, so no upstream may
+see them and no request key may depend on them, and every later addon needs to know
+which cassette a flow belongs to. This is also where secrets leave the request as far
+as freezeframe's own records are concerned.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mitmproxy import http
+
+from addons import answers
+from addons._flows import METADATA_KEY, FlowInfo
+from addons.state import RuntimeState
+from storage.names import InvalidCassetteName, validate_cassette_name
+from storage.redaction import Redactor
+
+log = logging.getLogger("freezeframe.proxy")
+
+PREFIX = "x-freezeframe-"
+CASSETTE_HEADER = "x-freezeframe-cassette"
+#: header -> the name the value is stored under (the replay kit's run context)
+CONTEXT_HEADERS: dict[str, str] = {
+    "x-freezeframe-run-id": "run-id",
+    "x-freezeframe-session-id": "session-id",
+    "x-freezeframe-user-id": "user-id",
+    "x-freezeframe-tenant-id": "tenant-id",
+    "x-freezeframe-commit": "commit",
+    "x-freezeframe-flags": "flags",
+}
+
+
+class RequestContext:
+    def __init__(self, state: RuntimeState, redactor: Redactor) -> None:
+        self._state = state
+        self._redactor = redactor
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        headers = flow.request.headers
+        secrets = self._redactor.secret_values(headers.fields, flow.request.path)
+        cassette = self._state.cassette
+        context: dict[str, str] = {}
+        ours = [name for name in headers if name.lower().startswith(PREFIX)]
+        for name in ours:
+            value = headers[name]
+            del headers[name]
+            lower = name.lower()
+            if lower == CASSETTE_HEADER:
+                cassette = value.strip()
+            elif lower in CONTEXT_HEADERS:
+                context[CONTEXT_HEADERS[lower]] = self._redactor.text(value)
+        try:
+            validate_cassette_name(cassette)
+        except InvalidCassetteName as exc:
+            log.warning("%s %s: %s", flow.request.method, flow.request.pretty_host, exc)
+            flow.response = answers.error(400, "freezeframe_bad_cassette", f"freezeframe: {exc}")
+            return
+        flow.metadata[METADATA_KEY] = FlowInfo(
+            cassette=cassette,
+            context=context,
+            target=self._redactor.target(flow.request.path),
+            request_headers=self._redactor.headers(flow.request.headers.fields),
+            secrets=secrets,
+        )

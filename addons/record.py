@@ -1,0 +1,144 @@
+"""Tees every forwarded exchange into the store, byte-exact and as it streams.
+
+The response is never buffered for the client's sake: ``flow.response.stream`` is a
+tee that hands each chunk on unchanged and notes its offset and arrival time. Failures
+are recorded like answers, because a 429 with a half-written body is exactly what a
+user will later want to see again. The store write itself happens on the store's
+writer thread; the request path only builds a record and enqueues it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from mitmproxy import http
+
+from addons._flows import (
+    FlowInfo,
+    canonical_of,
+    display_url,
+    info_of,
+    recorded_response,
+    request_body,
+)
+from addons.state import Mode, RuntimeState
+from canonicalize import SCHEME_VERSION, KeyConfig
+from storage import NewExchange, Outcome, Slot, Store
+from storage.redaction import Redactor
+
+log = logging.getLogger("freezeframe.record")
+
+STOPPED = "the proxy was stopped while this exchange was in flight"
+
+
+class _Recording:
+    """One exchange on its way through the proxy; the tee is its stream callable."""
+
+    __slots__ = ("flow", "info", "slot", "body", "chunks", "started")
+
+    def __init__(self, flow: http.HTTPFlow, info: FlowInfo, slot: Slot) -> None:
+        self.flow = flow
+        self.info = info
+        self.slot = slot
+        self.body = bytearray()
+        self.chunks: list[tuple[int, float]] = []
+        self.started = flow.request.timestamp_start
+
+    def tee(self, data: bytes) -> bytes:
+        if data:
+            self.chunks.append((len(self.body), time.time() - self.started))
+            self.body += data
+        return data
+
+
+class Record:
+    def __init__(
+        self, store: Store, state: RuntimeState, key_config: KeyConfig, redactor: Redactor
+    ) -> None:
+        self._store = store
+        self._state = state
+        self._key_config = key_config
+        self._redactor = redactor
+        self._inflight: dict[str, _Recording] = {}
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is not None or self._state.mode not in (Mode.RECORD, Mode.AUTO):
+            return
+        info = info_of(flow)
+        if info is None or info.served is not None:
+            return
+        canonical = canonical_of(flow, info, self._key_config, self._redactor)
+        for warning in canonical.warnings:
+            log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
+        slot = self._store.reserve(info.cassette, canonical.key)
+        self._inflight[flow.id] = _Recording(flow, info, slot)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        assert flow.response is not None
+        recording = self._inflight.get(flow.id)
+        if recording is not None:
+            flow.response.stream = recording.tee
+        elif flow.response.stream is False:
+            flow.response.stream = True  # passthrough streams too; nothing to keep
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        recording = self._inflight.pop(flow.id, None)
+        if recording is not None:
+            self._submit(recording, Outcome.COMPLETE, None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        recording = self._inflight.pop(flow.id, None)
+        if recording is None:
+            return
+        message = flow.error.msg if flow.error else "unknown error"
+        outcome = Outcome.FAILED if flow.response is None else Outcome.TRUNCATED
+        self._submit(recording, outcome, message)
+
+    def done(self) -> None:
+        for recording in list(self._inflight.values()):
+            self._submit(recording, Outcome.INCOMPLETE, STOPPED)
+        self._inflight.clear()
+
+    def _submit(self, recording: _Recording, outcome: Outcome, error: str | None) -> None:
+        flow, info = recording.flow, recording.info
+        canonical = info.canonical
+        assert canonical is not None
+        ended = flow.response.timestamp_end if flow.response else None
+        response = None
+        if flow.response is not None:
+            body = bytes(recording.body)
+            if not recording.chunks and flow.response.raw_content:
+                body = flow.response.raw_content  # answered without streaming (e.g. HEAD)
+            response = recorded_response(flow, info, body, tuple(recording.chunks), self._redactor)
+        exchange = NewExchange(
+            cassette=info.cassette,
+            key=canonical.key,
+            key_scheme=SCHEME_VERSION,
+            canonical=canonical.form,
+            method=flow.request.method,
+            scheme=flow.request.scheme,
+            host=flow.request.host,
+            port=flow.request.port,
+            path=info.target,
+            http_version=flow.request.http_version,
+            request_headers=info.request_headers,
+            request_body=request_body(flow, self._redactor),
+            started_at=recording.started,
+            duration=(ended or time.time()) - recording.started,
+            response=response,
+            outcome=outcome,
+            error=self._redactor.text(error) if error else None,
+            context=info.context,
+            slot=recording.slot,
+        )
+        self._store.submit(exchange)
+        if outcome is not Outcome.COMPLETE:
+            log.info(
+                "recorded %s %s in %r as %s: %s",
+                flow.request.method,
+                display_url(flow, info),
+                info.cassette,
+                outcome.value,
+                exchange.error,
+            )

@@ -1,0 +1,189 @@
+"""Explaining a replay miss: where a live request's canonical form departs from recorded ones.
+
+Works on canonical forms alone, so a miss report needs nothing but what storage already keeps.
+Never raises: a form that cannot be read compares as empty, so it shows every part as absent
+and ranks last instead of aborting the whole report.
+"""
+
+import heapq
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .jsonbody import MAX_DEPTH, JsonValue, NotJson, Number, decode_json, encode_json
+from .model import Difference
+
+_MAX_DIFFERENCES = 50
+_MAX_SHOWN = 80
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_SCALAR_MEMBERS = (
+    ("v", "v"),
+    ("method", "method"),
+    ("scheme", "url.scheme"),
+    ("host", "url.host"),
+    ("port", "url.port"),
+    ("path", "url.path"),
+)
+"""Form members compared whole, with the label each is reported under, in report order."""
+
+_NAMED_MEMBERS = (("query", "query"), ("headers", "header"))
+"""Form members holding [name, value] pairs, compared name by name under `<label>.<name>`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Absent:
+    """Marks a member missing on one side, which JSON `null` cannot, as null is a value."""
+
+
+_ABSENT = _Absent()
+
+type _Side = JsonValue | _Absent
+type _Form = dict[str, JsonValue]
+
+
+def differences(live_form: bytes, recorded_form: bytes) -> list[Difference]:
+    """List what differs, at most 50 entries then one "…" entry counting the rest."""
+    return _capped(_all_differences(_read(live_form), _read(recorded_form)))
+
+
+def nearest[T](
+    live_form: bytes, candidates: Iterable[tuple[T, bytes]], limit: int = 3
+) -> list[tuple[T, list[Difference]]]:
+    """Pick the candidates differing from the live form in the fewest paths, ties in input order.
+
+    Ranks by the full count, not the capped list, so two very different candidates are still
+    told apart; only `limit` candidates' differences are held at a time.
+    """
+    live = _read(live_form)
+    scored = ((item, _all_differences(live, _read(form))) for item, form in candidates)
+    best = heapq.nsmallest(limit, scored, key=lambda entry: len(entry[1]))
+    return [(item, _capped(found)) for item, found in best]
+
+
+def _read(form: bytes) -> _Form:
+    """Parse a form, reading anything that is not a JSON object as an empty one."""
+    try:
+        value = decode_json(form, max_depth=MAX_DEPTH + 1)
+    except NotJson:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _capped(found: list[Difference]) -> list[Difference]:
+    """Keep a report readable when everything differs, while saying how much was left out."""
+    if len(found) <= _MAX_DIFFERENCES:
+        return found
+    rest = len(found) - _MAX_DIFFERENCES
+    return [*found[:_MAX_DIFFERENCES], Difference(path="…", live=f"{rest} more", recorded="")]
+
+
+def _all_differences(live: _Form, recorded: _Form) -> list[Difference]:
+    """Compare in a fixed order, request line first, so reports read the same way every time."""
+    found: list[Difference] = []
+    for member, label in _SCALAR_MEMBERS:
+        _compare_whole(label, live.get(member, _ABSENT), recorded.get(member, _ABSENT), found)
+    for member, label in _NAMED_MEMBERS:
+        _compare_by_name(label, live.get(member, _ABSENT), recorded.get(member, _ABSENT), found)
+    _compare_bodies(live, recorded, found)
+    return found
+
+
+def _compare_whole(label: str, live: _Side, recorded: _Side, found: list[Difference]) -> None:
+    """Report a member as one entry, for parts whose insides carry no separate meaning."""
+    if live != recorded:
+        found.append(Difference(label, _abridge(live), _abridge(recorded)))
+
+
+def _compare_by_name(label: str, live: _Side, recorded: _Side, found: list[Difference]) -> None:
+    """Compare query parameters or headers by name, as servers look them up."""
+    live_named, recorded_named = _by_name(live), _by_name(recorded)
+    if live_named is None or recorded_named is None:
+        _compare_whole(label, live, recorded, found)
+        return
+    for name in sorted(live_named.keys() | recorded_named.keys()):
+        live_values = live_named.get(name, [])
+        recorded_values = recorded_named.get(name, [])
+        if live_values != recorded_values:
+            shown = _abridge_values(live_values), _abridge_values(recorded_values)
+            found.append(Difference(f"{label}.{name}", *shown))
+
+
+def _by_name(member: _Side) -> dict[str, list[JsonValue]] | None:
+    """Group [name, value] pairs by name; None when the member is not such a list."""
+    if isinstance(member, _Absent):
+        return {}
+    if not isinstance(member, list):
+        return None
+    grouped: dict[str, list[JsonValue]] = {}
+    for pair in member:
+        match pair:
+            case [str(name), str(value)]:
+                grouped.setdefault(name, []).append(value)
+            case _:
+                return None
+    return grouped
+
+
+def _compare_bodies(live: _Form, recorded: _Form, found: list[Difference]) -> None:
+    """Walk two JSON bodies member by member; report any other body change as one "body" entry."""
+    live_kind, recorded_kind = live.get("body_kind", _ABSENT), recorded.get("body_kind", _ABSENT)
+    live_body, recorded_body = live.get("body", _ABSENT), recorded.get("body", _ABSENT)
+    if live_kind == recorded_kind == "json":
+        _walk("$", live_body, recorded_body, found)
+    elif (live_kind, live_body) != (recorded_kind, recorded_body):
+        shown = _describe_body(live_kind, live_body), _describe_body(recorded_kind, recorded_body)
+        found.append(Difference("body", *shown))
+
+
+def _walk(path: str, live: _Side, recorded: _Side, found: list[Difference]) -> None:
+    """Report leaf differences, and type changes or missing members at the highest path."""
+    if live == recorded:
+        return
+    if isinstance(live, dict) and isinstance(recorded, dict):
+        for name in sorted(live.keys() | recorded.keys()):
+            live_member, recorded_member = live.get(name, _ABSENT), recorded.get(name, _ABSENT)
+            _walk(_member_path(path, name), live_member, recorded_member, found)
+    elif isinstance(live, list) and isinstance(recorded, list):
+        for index in range(max(len(live), len(recorded))):
+            live_item = live[index] if index < len(live) else _ABSENT
+            recorded_item = recorded[index] if index < len(recorded) else _ABSENT
+            _walk(f"{path}[{index}]", live_item, recorded_item, found)
+    else:
+        found.append(Difference(path, _abridge(live), _abridge(recorded)))
+
+
+def _member_path(path: str, name: str) -> str:
+    """Write `.name` where that reads unambiguously, else a quoted `["name"]`."""
+    if _IDENTIFIER.fullmatch(name):
+        return f"{path}.{name}"
+    return f"{path}[{encode_json(name)}]"
+
+
+def _describe_body(kind: _Side, body: _Side) -> str:
+    """Show an opaque body as its size and a digest prefix, which is all a form keeps of it."""
+    match kind, body:
+        case "empty", None:
+            return "(empty)"
+        case "bytes", {"blake3": str(digest), "length": Number(token=length)}:
+            return f"{length} bytes, blake3 {digest[:16]}…"
+        case _:
+            return _abridge(body)
+
+
+def _abridge_values(values: list[JsonValue]) -> str:
+    """Show one value as itself and repeats as a list, the way they were sent."""
+    if not values:
+        return _abridge(_ABSENT)
+    return _abridge(values[0] if len(values) == 1 else values)
+
+
+def _abridge(value: _Side) -> str:
+    """Render a value as compact JSON cut to 80 characters, saying how long it really was."""
+    if isinstance(value, _Absent):
+        return "(absent)"
+    text = encode_json(value)
+    if len(text) <= _MAX_SHOWN:
+        return text
+    suffix = f" ({len(text)} chars)"
+    return f"{text[: _MAX_SHOWN - len(suffix) - 1]}…{suffix}"

@@ -1,0 +1,90 @@
+"""The values that cross the package boundary: what goes in, what comes out, and the options.
+
+All are frozen so a key, once computed, cannot drift from the request and options it came from.
+"""
+
+from dataclasses import dataclass
+
+from .volatile import DEFAULT_VOLATILE_FIELDS
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """A request as the proxy already decoded it, so this package never needs mitmproxy.
+
+    `path` excludes the query and keeps its percent-encoding as sent, because servers differ in
+    how they decode it. `body` is content-decoded (no gzip), because compression settings are
+    transport detail, not meaning.
+    """
+
+    method: str
+    scheme: str
+    host: str
+    port: int
+    path: str
+    query: tuple[tuple[str, str], ...]
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    content_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stripped:
+    """A part left out of the key, kept as a digest so later drift in it can still be noticed.
+
+    `part` names it (`body:$.user`, `query:ts`), `rule` says which rule removed it, and `digest`
+    is the first 16 hex digits of the blake3 of the value's canonical JSON; the value itself is
+    not kept because volatile fields often carry user identifiers.
+    """
+
+    part: str
+    rule: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Canonical:
+    """A request's replay key together with everything needed to explain it.
+
+    `form` is kept beside `key` so a replay miss can show what differs instead of two hashes.
+    `body_kind` is "empty", "json" or "bytes"; `warnings` say when the request claimed one thing
+    and was keyed as another.
+    """
+
+    key: str
+    form: bytes
+    stripped: tuple[Stripped, ...]
+    body_kind: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConfig:
+    """The options that decide what goes into a key, fixed once per run.
+
+    Header names are compared case-insensitively (HTTP says they are), so they are lower-cased
+    here once rather than on every request; query names stay case-sensitive because servers
+    treat them so.
+    """
+
+    volatile_fields: frozenset[str] = DEFAULT_VOLATILE_FIELDS
+    volatile_query: frozenset[str] = frozenset()
+    key_headers: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        lowered = frozenset(name.lower() for name in self.key_headers)
+        object.__setattr__(self, "key_headers", lowered)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One place where a live request's canonical form departs from a recorded one.
+
+    `path` is "method", "url.host", "query.page", "header.accept", "$.messages[0].content", or
+    "body" for bodies not keyed as JSON. `live` and `recorded` are abridged compact JSON (at
+    most 80 characters) or "(absent)", short enough to print in a miss report.
+    """
+
+    path: str
+    live: str
+    recorded: str

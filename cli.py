@@ -1,0 +1,516 @@
+"""The ``freezeframe`` command line.
+
+Each command resolves settings (flag > environment variable > default), calls one
+library function, and renders the result: a rich table for people, one JSON document
+on stdout for machines (``--json``). Errors are one line on stderr with a non-zero exit;
+``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlsplit
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from canonicalize import RequestView, canonicalize
+from proxy import settings as settings_module
+from proxy.keys import key_config
+from proxy.serve import StartupError, serve
+from proxy.trust import client_bundle, ensure_ca
+from storage import Exchange, Store, StoreError, open_store
+from storage.names import InvalidCassetteName, validate_cassette_name
+from storage.redaction import Redactor, load_or_create_key
+
+
+class FreezeframeGroup(click.Group):
+    """Turns every expected failure into one line on stderr, unless ``--debug``."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (StoreError, StartupError, InvalidCassetteName, ValueError, OSError) as exc:
+            if ctx.meta.get("freezeframe.debug"):
+                raise
+            _fail(str(exc))
+
+
+class _Separated(click.types.StringParamType):
+    """A repeatable option whose environment variable separates values with ``sep``
+    (click would split on whitespace, which breaks regexes with spaces)."""
+
+    def __init__(self, sep: str) -> None:
+        self.envvar_list_splitter = sep
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"freezeframe: error: {message}", err=True)
+    sys.exit(1)
+
+
+def _debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        ctx.meta["freezeframe.debug"] = value
+        return value
+
+    return click.option(
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        callback=remember,
+        is_eager=True,
+        help="Show tracebacks and debug logs.",
+    )(f)
+
+
+def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option(
+        "--store",
+        envvar="FREEZEFRAME_STORE",
+        default=None,
+        metavar="URL",
+        help="SQLAlchemy URL of the store  [default: sqlite:///<data dir>/freezeframe.db]",
+    )(f)
+    return click.option(
+        "--data-dir",
+        envvar="FREEZEFRAME_DATA_DIR",
+        default=settings_module.DEFAULT_DATA_DIR,
+        show_default=True,
+        help="Where the CA, the secret key and the default store live.",
+    )(f)
+
+
+def _open(data_dir: str, store: str | None) -> Store:
+    return open_store(store or settings_module.default_store_url(Path(data_dir).expanduser()))
+
+
+def _emit_json(document: Any) -> None:
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+
+
+def _time(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@click.group(cls=FreezeframeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="freezeframe")
+def main() -> None:
+    """Record the exact bytes an agent exchanges over HTTP(S); replay them later.
+
+    \b
+    Example:
+        freezeframe run --mode record --cassette bug-8821
+        HTTPS_PROXY=http://127.0.0.1:8080 SSL_CERT_FILE=$(freezeframe ca --bundle) python agent.py
+    """
+
+
+@main.command()
+@click.option(
+    "--mode",
+    envvar="FREEZEFRAME_MODE",
+    default="record",
+    show_default=True,
+    help="record, replay, auto or passthrough.",
+)
+@click.option(
+    "--cassette",
+    envvar="FREEZEFRAME_CASSETTE",
+    default="default",
+    show_default=True,
+    help="Default cassette; X-Freezeframe-Cassette overrides it per request.",
+)
+@_store_options
+@click.option(
+    "--listen",
+    envvar="FREEZEFRAME_LISTEN",
+    default=settings_module.DEFAULT_LISTEN,
+    show_default=True,
+    help="Proxy address (HTTPS_PROXY points here).",
+)
+@click.option(
+    "--admin",
+    envvar="FREEZEFRAME_ADMIN",
+    default=settings_module.DEFAULT_ADMIN,
+    show_default=True,
+    help="Admin API address.",
+)
+@click.option(
+    "--upstream-ca",
+    envvar="FREEZEFRAME_UPSTREAM_CA",
+    default=None,
+    metavar="FILE",
+    help="Extra CA (PEM) trusted for upstream servers, on top of the system's.",
+)
+@click.option(
+    "--redact-header",
+    "redact_headers",
+    multiple=True,
+    metavar="NAME",
+    envvar="FREEZEFRAME_REDACT_HEADERS",
+    type=_Separated(","),
+    help="Another header never to store in the clear (repeatable; env: comma-separated).",
+)
+@click.option(
+    "--redact-pattern",
+    "redact_patterns",
+    multiple=True,
+    metavar="REGEX",
+    envvar="FREEZEFRAME_REDACT_PATTERNS",
+    type=_Separated("\n"),
+    help="A regex whose matches in bodies are never stored (repeatable; env: one per line).",
+)
+@_debug_option
+def run(**options: Any) -> None:
+    """Start the proxy and the admin API; stop with Ctrl-C or SIGTERM.
+
+    \b
+    Example:
+        freezeframe run --mode replay --cassette bug-8821
+    """
+    settings = settings_module.build(**options)
+    _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+    asyncio.run(serve(settings))
+
+
+def _configure_logging(debug: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("mitmproxy").setLevel(logging.DEBUG if debug else logging.WARNING)
+    for noisy in ("hpack", "passlib", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@main.command(name="ls")
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def ls(data_dir: str, store: str | None, as_json: bool) -> None:
+    """List cassettes: name, exchanges, first and last time, size stored.
+
+    \b
+    Example:
+        freezeframe ls --json
+    """
+    opened = _open(data_dir, store)
+    try:
+        rows = opened.cassettes()
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json([asdict(row) for row in rows])
+        return
+    table = Table("cassette", "exchanges", "first", "last", "stored")
+    for row in rows:
+        table.add_row(
+            row.name,
+            str(row.exchanges),
+            _time(row.first_at),
+            _time(row.last_at),
+            _size(row.stored_bytes),
+        )
+    Console().print(table)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+@main.command()
+@click.argument("cassette")
+@click.argument("seq", type=int, required=False)
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def show(cassette: str, seq: int | None, data_dir: str, store: str | None, as_json: bool) -> None:
+    """The exchanges of a cassette in recorded order, or one exchange whole.
+
+    \b
+    Example:
+        freezeframe show bug-8821
+        freezeframe show bug-8821 3 --json
+    """
+    validate_cassette_name(cassette)
+    opened = _open(data_dir, store)
+    try:
+        if seq is None:
+            rows = opened.exchanges(cassette)
+        else:
+            exchange = opened.exchange(cassette, seq)
+    finally:
+        opened.close()
+    if seq is not None:
+        document = exchange_document(exchange)
+        if as_json:
+            _emit_json(document)
+        else:
+            _print_exchange(document)
+        return
+    if as_json:
+        _emit_json([asdict(row) for row in rows])
+        return
+    table = Table("seq", "started", "method", "url", "status", "outcome", "ms", "bytes")
+    for row in rows:
+        table.add_row(
+            str(row.seq),
+            _time(row.started_at),
+            row.method,
+            row.url,
+            str(row.status) if row.status is not None else "-",
+            row.outcome.value,
+            f"{row.duration * 1000:.0f}" if row.duration is not None else "-",
+            str(row.response_bytes),
+        )
+    Console().print(table)
+
+
+def _headers(fields: Sequence[tuple[bytes, bytes]]) -> list[list[str]]:
+    return [[name.decode("latin-1"), value.decode("latin-1")] for name, value in fields]
+
+
+def _body(data: bytes) -> dict[str, Any]:
+    try:
+        return {"text": data.decode("utf-8"), "bytes": len(data)}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii"), "bytes": len(data)}
+
+
+def exchange_document(exchange: Exchange) -> dict[str, Any]:
+    """The one JSON shape of a whole exchange, used by ``show --json`` and the admin API."""
+    response = exchange.response
+    return {
+        "cassette": exchange.cassette,
+        "seq": exchange.seq,
+        "occurrence": exchange.occurrence,
+        "key": exchange.key,
+        "key_scheme": exchange.key_scheme,
+        "outcome": exchange.outcome.value,
+        "error": exchange.error,
+        "context": dict(exchange.context),
+        "timing": {
+            "started_at": exchange.started_at,
+            "first_byte_after": response.first_byte_at if response else None,
+            "duration": exchange.duration,
+        },
+        "request": {
+            "method": exchange.method,
+            "url": _url(exchange),
+            "http_version": exchange.http_version,
+            "headers": _headers(exchange.request_headers),
+            "body": _body(exchange.request_body),
+            "canonical": json.loads(exchange.canonical),
+        },
+        "response": None
+        if response is None
+        else {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": _headers(response.headers),
+            "trailers": _headers(response.trailers),
+            "body": _body(response.body),
+            "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
+        },
+        "chain": exchange.chain,
+    }
+
+
+def _url(exchange: Exchange) -> str:
+    default = {"http": 80, "https": 443}.get(exchange.scheme)
+    port = "" if exchange.port == default else f":{exchange.port}"
+    return f"{exchange.scheme}://{exchange.host}{port}{exchange.path}"
+
+
+def _print_exchange(document: dict[str, Any]) -> None:
+    console = Console()
+    request, response = document["request"], document["response"]
+    console.print(
+        f"[bold]#{document['seq']}[/] {request['method']} {request['url']}  "
+        f"({document['outcome']}, key {document['key'][:16]}…)",
+        highlight=False,
+    )
+    if document["error"]:
+        console.print(f"[red]{document['error']}[/]", highlight=False)
+    for name, value in document["context"].items():
+        console.print(f"  {name}: {value}", highlight=False)
+    for title, message in (("request", request), ("response", response)):
+        if message is None:
+            console.print(f"\n[bold]{title}[/]: none")
+            continue
+        status = f" {message['status']} {message['reason']}" if title == "response" else ""
+        console.print(f"\n[bold]{title}[/]{status}", highlight=False)
+        for name, value in message["headers"]:
+            console.print(f"  {name}: {value}", highlight=False, markup=False)
+        body = message["body"]
+        console.print(
+            body.get("text", f"<{body['bytes']} bytes, binary>"), markup=False, highlight=False
+        )
+
+
+@main.command()
+@click.option(
+    "--bundle",
+    is_flag=True,
+    help="Print a bundle of the system's CAs plus freezeframe's (for SSL_CERT_FILE).",
+)
+@click.option(
+    "--data-dir",
+    envvar="FREEZEFRAME_DATA_DIR",
+    default=settings_module.DEFAULT_DATA_DIR,
+    show_default=True,
+)
+@_debug_option
+def ca(bundle: bool, data_dir: str) -> None:
+    """Print the path of the CA certificate clients must trust (created if missing).
+
+    \b
+    Example:
+        export SSL_CERT_FILE=$(freezeframe ca --bundle)
+    """
+    path = Path(data_dir).expanduser()
+    click.echo(str((client_bundle(path) if bundle else ensure_ca(path)).absolute()))
+
+
+@main.command()
+@click.option("--method", required=True, help="HTTP method, e.g. POST.")
+@click.option(
+    "--url", required=True, help="Full URL, e.g. https://api.openai.com/v1/chat/completions"
+)
+@click.option(
+    "--header", "headers", multiple=True, metavar="'K: V'", help="A request header (repeatable)."
+)
+@click.option(
+    "--body",
+    "body_file",
+    type=click.File("rb"),
+    default=None,
+    help="File holding the request body ('-' for stdin).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option(
+    "--data-dir",
+    envvar="FREEZEFRAME_DATA_DIR",
+    default=settings_module.DEFAULT_DATA_DIR,
+    show_default=True,
+    help="Whose secret key fingerprints redacted values, as the proxy does.",
+)
+@_debug_option
+def explain(
+    method: str, url: str, headers: tuple[str, ...], body_file: Any, as_json: bool, data_dir: str
+) -> None:
+    """Show the request key, the canonical form it comes from, and what was stripped.
+
+    \b
+    Example:
+        freezeframe explain --method POST --url https://api.openai.com/v1/chat/completions \\
+            --header 'Content-Type: application/json' --body request.json
+    """
+    redactor = Redactor(
+        load_or_create_key(Path(data_dir).expanduser() / settings_module.KEY_FILENAME)
+    )
+    view = _view(method, url, headers, body_file.read() if body_file else b"", redactor)
+    canonical = canonicalize(view, key_config())
+    document = {
+        "key": canonical.key,
+        "body_kind": canonical.body_kind,
+        "canonical": json.loads(canonical.form),
+        "stripped": [asdict(s) for s in canonical.stripped],
+        "warnings": list(canonical.warnings),
+    }
+    if as_json:
+        _emit_json(document)
+        return
+    console = Console()
+    console.print(f"[bold]key[/] {canonical.key}", highlight=False)
+    console.print_json(canonical.form.decode())
+    if canonical.stripped:
+        table = Table("stripped", "rule", "value digest")
+        for part in canonical.stripped:
+            table.add_row(part.part, part.rule, part.digest)
+        console.print(table)
+    else:
+        console.print("nothing stripped")
+    for warning in canonical.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def _view(
+    method: str, url: str, headers: tuple[str, ...], body: bytes, redactor: Redactor
+) -> RequestView:
+    """The request as the proxy would see it: secrets already replaced by markers."""
+    parts = urlsplit(redactor.target(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--url {url!r}: expected an absolute http(s) URL")
+    pairs = []
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {header!r}: expected 'Name: value'")
+        value = value.strip()
+        if redactor.is_secret_header(name.strip()):
+            value = redactor.header_value(value.encode("latin-1")).decode("latin-1")
+        pairs.append((name.strip(), value))
+    content_type = next((v for k, v in pairs if k.lower() == "content-type"), "")
+    return RequestView(
+        method=method.upper(),
+        scheme=parts.scheme,
+        host=parts.hostname,
+        port=parts.port or (443 if parts.scheme == "https" else 80),
+        path=parts.path or "/",
+        query=tuple(parse_qsl(parts.query, keep_blank_values=True)),
+        headers=tuple(pairs),
+        body=redactor.body(body),
+        content_type=content_type,
+    )
+
+
+@main.command()
+@click.argument("cassette")
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
+    """Check the cassette's tamper-evident hash chain; exit 1 on any break.
+
+    \b
+    Example:
+        freezeframe verify bug-8821 && echo intact
+    """
+    validate_cassette_name(cassette)
+    opened = _open(data_dir, store)
+    try:
+        report = opened.verify(cassette)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(report))
+    elif report.ok:
+        click.echo(f"{cassette}: intact ({report.checked} exchanges)")
+    else:
+        click.echo(f"{cassette}: BROKEN at #{report.first_break}: {report.detail}", err=True)
+    if not report.ok:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""A mitmproxy ``Master`` with only the addons a recorder needs.
+
+mitmdump loads some thirty addons and every one of them is dispatched on every event
+of every flow. freezeframe keeps mitmproxy's proxy core (server, protocol detection,
+TLS) and adds its own chain, which is most of why recording costs less than
+``mitmdump -w``.
+"""
+
+from __future__ import annotations
+
+from mitmproxy import master, options
+from mitmproxy.addons import next_layer, proxyserver, tlsconfig
+
+from addons import default_addons
+from addons.state import RuntimeState
+from proxy.keys import key_config
+from proxy.settings import Settings
+from storage import Store
+from storage.redaction import Redactor
+
+
+def mitmproxy_options(settings: Settings, upstream_trust: str) -> dict[str, object]:
+    return {
+        "listen_host": settings.listen.host,
+        "listen_port": settings.listen.port,
+        "mode": ["regular"],
+        "confdir": str(settings.data_dir.absolute()),
+        # Never open an upstream connection before a request needs one: replay must be
+        # able to answer without any upstream, including for the CONNECT and the TLS
+        # handshake with the client (certificates are made from the SNI instead).
+        "connection_strategy": "lazy",
+        "upstream_cert": False,
+        "ssl_verify_upstream_trusted_ca": upstream_trust,
+    }
+
+
+def build_master(
+    settings: Settings,
+    store: Store,
+    state: RuntimeState,
+    redactor: Redactor,
+    upstream_trust: str,
+) -> master.Master:
+    """Must be called with the event loop running: mitmproxy binds to it."""
+    opts = options.Options()
+    proxy_master = master.Master(opts)
+    proxy_master.addons.add(
+        proxyserver.Proxyserver(),
+        next_layer.NextLayer(),
+        tlsconfig.TlsConfig(),
+        *default_addons(store, state, redactor, key_config()),
+    )
+    opts.update(**mitmproxy_options(settings, upstream_trust))
+    return proxy_master

@@ -1,0 +1,150 @@
+"""One process, one event loop: the proxy, the admin API, and an orderly stop.
+
+Stopping is the part that protects data. On SIGTERM or Ctrl-C the listeners close
+first, then every exchange still in flight is written as ``incomplete`` (never half a
+record), then the store's writer drains to disk. Only then does the process exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+
+from mitmproxy import master as mitm_master
+from mitmproxy.addons.proxyserver import Proxyserver
+
+from addons.state import RuntimeState
+from proxy.admin import AdminServer, create_app
+from proxy.master import build_master
+from proxy.settings import Address, Settings
+from proxy.trust import ensure_ca, upstream_bundle
+from storage import Store, open_store
+from storage.redaction import Redactor, load_or_create_key
+
+log = logging.getLogger("freezeframe")
+
+
+class StartupError(Exception):
+    """A setting or resource that keeps the proxy from starting; the message is one line."""
+
+
+def prepare_data_dir(data_dir: Path) -> None:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StartupError(f"data dir {str(data_dir)!r} is not writable: {exc.strerror}") from None
+
+
+async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> None:
+    server = proxy_master.addons.get("proxyserver")
+    assert isinstance(server, Proxyserver)
+    errors: list[str] = []
+
+    class _Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            errors.append(record.getMessage())
+
+    capture = _Capture(logging.ERROR)
+    logging.getLogger("mitmproxy").addHandler(capture)
+    try:
+        if not await server.setup_servers():
+            reason = errors[-1] if errors else "unknown error"
+            raise StartupError(f"cannot listen on {settings.listen}: {reason}")
+    finally:
+        logging.getLogger("mitmproxy").removeHandler(capture)
+
+
+def _bind(address: Address, what: str) -> socket.socket:
+    """Bind before handing the socket to uvicorn, which would ``sys.exit`` on failure."""
+    try:
+        infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, sockaddr = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(128)
+    except OSError as exc:
+        raise StartupError(f"cannot serve the {what} on {address}: {exc.strerror or exc}") from None
+    return sock
+
+
+async def _stop_proxy(proxy_master: mitm_master.Master) -> None:
+    server = proxy_master.addons.get("proxyserver")
+    assert isinstance(server, Proxyserver)
+    await server.servers.update([])
+
+
+async def serve(
+    settings: Settings,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run until SIGTERM/SIGINT, or until ``stop`` is set by a caller embedding the proxy."""
+    prepare_data_dir(settings.data_dir)
+    ensure_ca(settings.data_dir)
+    try:
+        redactor = Redactor(
+            load_or_create_key(settings.key_path),
+            settings.redact_headers,
+            settings.redact_patterns,
+        )
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    trust = upstream_bundle(settings.data_dir, settings.upstream_ca)
+    store = open_store(settings.store_url)
+    try:
+        await _run(settings, store, redactor, str(trust), ready, stop or asyncio.Event())
+    finally:
+        store.close()
+
+
+async def _run(
+    settings: Settings,
+    store: Store,
+    redactor: Redactor,
+    upstream_trust: str,
+    ready: asyncio.Event | None,
+    stop: asyncio.Event,
+) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    state = RuntimeState(settings.mode, settings.cassette)
+    proxy_master = build_master(settings, store, state, redactor, upstream_trust)
+    admin = AdminServer(
+        create_app(store, state, settings.ca_path, str(settings.listen)), settings.admin
+    )
+    admin_task: asyncio.Task[None] | None = None
+    try:
+        admin_socket = _bind(settings.admin, "admin API")
+        await _start_proxy(proxy_master, settings)
+        admin_task = asyncio.create_task(admin.serve(sockets=[admin_socket]))
+        await proxy_master.running()
+        log.info(
+            "freezeframe %s: proxy on %s, admin on http://%s, cassette %r, store %s",
+            state.mode.value,
+            settings.listen,
+            settings.admin,
+            state.cassette,
+            settings.store_url.split("://", 1)[0],
+        )
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+        log.info("stopping: closing listeners, writing what is in flight")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await _stop_proxy(proxy_master)
+        if admin_task is not None:
+            admin.should_exit = True
+            await asyncio.gather(admin_task, return_exceptions=True)
+        await proxy_master.done()

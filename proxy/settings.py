@@ -1,0 +1,123 @@
+"""The contract's settings table as one frozen object.
+
+The CLI resolves flag > environment variable > default (click does that), then hands
+over strings; this module turns them into typed values once and says exactly what is
+wrong with a bad one, so a typo in a compose file fails at start with one line rather
+than at the first request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from addons.state import Mode
+from storage.names import validate_cassette_name
+
+DEFAULT_DATA_DIR = "./.freezeframe"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+DEFAULT_ADMIN = "127.0.0.1:8081"
+DB_FILENAME = "freezeframe.db"
+CA_FILENAME = "mitmproxy-ca-cert.pem"
+KEY_FILENAME = "secret.key"
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, value: str, what: str) -> Address:
+        """``host:port``, ``:port``, ``port`` or ``[v6]:port``."""
+        text = value.strip()
+        host, sep, port_text = text.rpartition(":")
+        if not sep:
+            host, port_text = "", text
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ValueError(f"{what} {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8080") from None
+        if not 0 <= port <= 65535:
+            raise ValueError(f"{what} {value!r}: port must be between 0 and 65535")
+        if host != "localhost" and any(c in host for c in " /?#@"):
+            raise ValueError(f"{what} {value!r}: {host!r} is not a host name or address")
+        return cls(host, port)
+
+    @property
+    def url_host(self) -> str:
+        """The host as it appears in a URL: ``0.0.0.0`` means "here" to a client."""
+        if self.host in ("0.0.0.0", ""):
+            return "127.0.0.1"
+        if self.host == "::":
+            return "[::1]"
+        try:
+            if ipaddress.ip_address(self.host).version == 6:
+                return f"[{self.host}]"
+        except ValueError:
+            pass
+        return self.host
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    mode: Mode = Mode.RECORD
+    cassette: str = "default"
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
+    store: str = ""
+    listen: Address = Address("127.0.0.1", 8080)
+    admin: Address = Address("127.0.0.1", 8081)
+    upstream_ca: Path | None = None
+    redact_headers: tuple[str, ...] = ()
+    redact_patterns: tuple[str, ...] = ()
+
+    @property
+    def store_url(self) -> str:
+        return self.store or default_store_url(self.data_dir)
+
+    @property
+    def ca_path(self) -> Path:
+        return self.data_dir / CA_FILENAME
+
+    @property
+    def key_path(self) -> Path:
+        return self.data_dir / KEY_FILENAME
+
+
+def default_store_url(data_dir: Path) -> str:
+    return f"sqlite:///{(data_dir / DB_FILENAME).absolute()}"
+
+
+def build(
+    *,
+    mode: str,
+    cassette: str,
+    data_dir: str,
+    store: str | None,
+    listen: str,
+    admin: str,
+    upstream_ca: str | None,
+    redact_headers: tuple[str, ...] = (),
+    redact_patterns: tuple[str, ...] = (),
+) -> Settings:
+    """Validate every setting; raise ``ValueError`` naming the setting and the value."""
+    ca = Path(upstream_ca).expanduser() if upstream_ca else None
+    if ca is not None and not ca.is_file():
+        raise ValueError(f"upstream CA {upstream_ca!r}: no such file")
+    return Settings(
+        mode=Mode.parse(mode),
+        cassette=validate_cassette_name(cassette),
+        data_dir=Path(data_dir).expanduser(),
+        store=store or "",
+        listen=Address.parse(listen, "listen address"),
+        admin=Address.parse(admin, "admin address"),
+        upstream_ca=ca,
+        redact_headers=tuple(h for h in redact_headers if h),
+        redact_patterns=tuple(p for p in redact_patterns if p),
+    )

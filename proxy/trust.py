@@ -1,0 +1,60 @@
+"""Certificates: the CA clients must trust, and the bundles built around it.
+
+``SSL_CERT_FILE`` and ``REQUESTS_CA_BUNDLE`` *replace* a client's trust store, so
+pointing them at freezeframe's CA alone breaks every other HTTPS call the agent makes
+that bypasses the proxy. The bundle is the system's CAs plus freezeframe's. Upstream
+verification works the same way: mitmproxy takes one CA file, so the system's CAs and
+``--upstream-ca`` are joined into one.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from pathlib import Path
+
+from mitmproxy import certs
+from mitmproxy.options import CONF_BASENAME
+
+CLIENT_BUNDLE = "ca-bundle.pem"
+UPSTREAM_BUNDLE = "upstream-trust.pem"
+_FALLBACK_SYSTEM_FILES = (
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+)
+
+
+def ensure_ca(data_dir: Path) -> Path:
+    """Create the interception CA on first use (mitmproxy's own format and file names)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    certs.CertStore.from_store(data_dir, CONF_BASENAME, 2048)
+    return data_dir / f"{CONF_BASENAME}-ca-cert.pem"
+
+
+def system_ca_file() -> Path:
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, *_FALLBACK_SYSTEM_FILES):
+        if candidate and os.path.isfile(candidate):
+            return Path(candidate)
+    import certifi  # mitmproxy's own fallback when a system has no CA file
+
+    return Path(certifi.where())
+
+
+def write_bundle(dest: Path, extra: list[Path]) -> Path:
+    """System CAs plus ``extra``, replaced atomically so a reader never sees half a file."""
+    parts = [system_ca_file().read_bytes()]
+    parts += [path.read_bytes() for path in extra]
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(b"\n".join(part.rstrip(b"\n") + b"\n" for part in parts))
+    os.replace(tmp, dest)
+    return dest
+
+
+def client_bundle(data_dir: Path) -> Path:
+    return write_bundle(data_dir / CLIENT_BUNDLE, [ensure_ca(data_dir)])
+
+
+def upstream_bundle(data_dir: Path, upstream_ca: Path | None) -> Path:
+    return write_bundle(data_dir / UPSTREAM_BUNDLE, [upstream_ca] if upstream_ca else [])

@@ -1,0 +1,179 @@
+"""Secrets out, fingerprints in: what makes a cassette safe to keep and share.
+
+A recorded request is evidence, and evidence gets copied into tickets and CI artefacts.
+So credentials are replaced before anything is stored, logged or printed, by a marker
+that keeps a short *keyed* fingerprint (blake3 keyed mode, with a per-install key).
+Two exchanges made with different keys can still be told apart, while the fingerprint
+reveals nothing about the key to anyone without the install's key file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlencode
+
+import blake3
+
+Header = tuple[bytes, bytes]
+
+#: Headers that carry credentials or session state (the contract's list).
+SECRET_HEADERS: frozenset[str] = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+)
+
+#: Query parameters that APIs use for keys when a header is not an option (Google's
+#: ``key=``, many tools' ``api_key=`` / ``access_token=``).
+SECRET_QUERY: frozenset[str] = frozenset({"key", "api_key", "apikey", "api-key", "access_token"})
+
+#: Key shapes that must not survive in a body either, e.g. an agent that echoes its
+#: configuration into a tool call. OpenAI (``sk-``, ``sk-proj-``) and Anthropic
+#: (``sk-ant-``) keys; long enough not to hit ordinary prose.
+DEFAULT_BODY_PATTERNS: tuple[str, ...] = (r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",)
+
+_AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.DOTALL)
+_MARKER_PREFIX = b"[redacted:"
+KEY_BYTES = 32
+#: Shorter values are too likely to occur by chance in an answer to be scrubbed from it.
+MIN_ECHOED_SECRET = 8
+
+
+class Redactor:
+    """Replaces secrets in headers, URLs and bodies with keyed-fingerprint markers."""
+
+    def __init__(
+        self,
+        key: bytes,
+        headers: Iterable[str] = (),
+        patterns: Iterable[str] = (),
+    ) -> None:
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"the fingerprint key must be {KEY_BYTES} bytes, got {len(key)}")
+        self._key = key
+        self._headers = SECRET_HEADERS | {h.strip().lower() for h in headers if h.strip()}
+        compiled = []
+        for pattern in (*DEFAULT_BODY_PATTERNS, *patterns):
+            try:
+                compiled.append(re.compile(pattern.encode()))
+            except re.error as exc:
+                raise ValueError(f"invalid redaction pattern {pattern!r}: {exc}") from None
+        self._patterns = tuple(compiled)
+        self._text_patterns = tuple(re.compile(p.pattern.decode()) for p in self._patterns)
+
+    def fingerprint(self, secret: bytes) -> str:
+        return blake3.blake3(secret, key=self._key).hexdigest()[:16]
+
+    def marker(self, secret: bytes) -> bytes:
+        return _MARKER_PREFIX + self.fingerprint(secret).encode() + b"]"
+
+    def is_secret_header(self, name: bytes | str) -> bool:
+        text = name.decode("latin-1") if isinstance(name, bytes) else name
+        return text.lower() in self._headers
+
+    def header_value(self, value: bytes) -> bytes:
+        """Keep an auth scheme word (``Bearer``) readable; fingerprint the rest."""
+        if value.startswith(_MARKER_PREFIX):
+            return value
+        match = _AUTH_SCHEME.match(value)
+        if match and b"=" not in match.group(1):
+            return match.group(1) + b" " + self.marker(match.group(2))
+        return self.marker(value)
+
+    def headers(self, fields: Sequence[Header], known: Sequence[bytes] = ()) -> tuple[Header, ...]:
+        return tuple(
+            (name, self.header_value(value))
+            if self.is_secret_header(name)
+            else (name, self._scrub(value, known))
+            for name, value in fields
+        )
+
+    def _scrub(self, value: bytes, known: Sequence[bytes]) -> bytes:
+        for secret in known:
+            if secret in value:
+                value = value.replace(secret, self._fitted_marker(secret))
+        return value
+
+    def body(self, data: bytes, known: Sequence[bytes] = ()) -> bytes:
+        """Length-preserving, so a recorded ``Content-Length`` still matches the body.
+
+        ``known`` are secrets seen in the request (see ``secret_values``): an endpoint
+        that echoes its caller's token back must not smuggle it into the store.
+        """
+        data = self._scrub(data, known)
+        for pattern in self._patterns:
+            data = pattern.sub(lambda m: self._fitted_marker(m.group(0)), data)
+        return data
+
+    def secret_values(self, fields: Sequence[Header], target: str) -> tuple[bytes, ...]:
+        """The raw secrets a request carries, longest first, to scrub from its answer."""
+        found: set[bytes] = set()
+        for name, value in fields:
+            if not self.is_secret_header(name):
+                continue
+            found.add(value)
+            match = _AUTH_SCHEME.match(value)
+            if match:
+                found.add(match.group(2))
+            for part in value.split(b";"):
+                found.add(part.partition(b"=")[2].strip())
+        _, _, query = target.partition("?")
+        for param, text in parse_qsl(query, keep_blank_values=True):
+            if param.lower() in SECRET_QUERY:
+                found.add(text.encode())
+        return tuple(
+            sorted((s for s in found if len(s) >= MIN_ECHOED_SECRET), key=len, reverse=True)
+        )
+
+    def _fitted_marker(self, secret: bytes) -> bytes:
+        marker = self.marker(secret)
+        if len(secret) >= len(marker):
+            return marker + b"*" * (len(secret) - len(marker))
+        room = len(secret) - len(b"[r:]")
+        if room < 4:
+            return b"*" * len(secret)
+        return b"[r:" + self.fingerprint(secret)[:room].encode() + b"]"
+
+    def text(self, value: str) -> str:
+        """For log lines and error messages, which never see raw bytes."""
+        for pattern in self._text_patterns:
+            value = pattern.sub(lambda m: self.marker(m.group(0).encode()).decode(), value)
+        return value
+
+    def target(self, target: str) -> str:
+        """Redact secret query parameters in a path-with-query (or a whole URL)."""
+        base, sep, query = target.partition("?")
+        if not sep:
+            return self.text(target)
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if not any(name.lower() in SECRET_QUERY for name, _ in pairs):
+            return self.text(target)
+        redacted = [
+            (name, self.marker(value.encode()).decode() if name.lower() in SECRET_QUERY else value)
+            for name, value in pairs
+        ]
+        return self.text(base + "?" + urlencode(redacted, quote_via=quote, safe="[]:"))
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The per-install fingerprint key, created once with owner-only permissions."""
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        key = secrets.token_bytes(KEY_BYTES)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        try:
+            os.link(tmp, path)  # atomic, and loses cleanly to a concurrent first start
+        except FileExistsError:
+            key = path.read_bytes()
+        finally:
+            tmp.unlink()
+    if len(key) != KEY_BYTES:
+        raise ValueError(f"{path}: expected a {KEY_BYTES}-byte key, found {len(key)} bytes")
+    return key

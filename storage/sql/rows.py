@@ -1,0 +1,155 @@
+"""Records to rows and back, including the JSON forms of headers, chunks and context.
+
+Header bytes are written to JSON as latin-1 text, which maps every byte to one
+code point and back, so any header survives the round trip exactly. Numbers that
+are floats in the records are stored as floats even when a caller passes an int,
+so the row read back is the row that was hashed into the chain.
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import RowMapping
+
+from storage.chain import Scalar
+from storage.records import (
+    Chunk,
+    Exchange,
+    ExchangeSummary,
+    Header,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    format_url,
+)
+from storage.sql.schema import CHAINED
+
+
+def exchange_row(
+    exchange: NewExchange,
+    cassette_id: int,
+    request_body_digest: str | None,
+    response_body_digest: str | None,
+) -> dict[str, Scalar]:
+    """The exchanges row for ``exchange``, without its chain value."""
+    response = exchange.response
+    return {
+        "cassette_id": cassette_id,
+        "seq": exchange.slot.seq,
+        "occurrence": exchange.slot.occurrence,
+        "key": exchange.key,
+        "key_scheme": exchange.key_scheme,
+        "canonical": bytes(exchange.canonical),
+        "method": exchange.method,
+        "scheme": exchange.scheme,
+        "host": exchange.host,
+        "port": exchange.port,
+        "path": exchange.path,
+        "http_version": exchange.http_version,
+        "request_headers": _headers_json(exchange.request_headers),
+        "request_body_digest": request_body_digest,
+        "started_at": float(exchange.started_at),
+        "duration": _float(exchange.duration),
+        "status": response.status if response else None,
+        "reason": response.reason if response else None,
+        "response_http_version": response.http_version if response else None,
+        "response_headers": _headers_json(response.headers) if response else None,
+        "response_trailers": _headers_json(response.trailers) if response else None,
+        "response_body_digest": response_body_digest,
+        "response_bytes": len(response.body) if response else 0,
+        "chunks": _chunks_json(response.chunks) if response else None,
+        "first_byte_at": _float(response.first_byte_at) if response else None,
+        "outcome": exchange.outcome.value,
+        "error": exchange.error,
+        "context": _json(dict(exchange.context)),
+    }
+
+
+def chain_fields(row: Mapping[str, Scalar] | RowMapping, cassette: str) -> dict[str, Scalar]:
+    """What an exchange's chain digest covers: its stored fields, with the cassette
+    named rather than numbered, since ids are private to one database."""
+    return {column.name: row[column.name] for column in CHAINED} | {"cassette": cassette}
+
+
+def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes]) -> Exchange:
+    """An Exchange from a row holding the CHAINED columns and ``chain``."""
+    response = None
+    if row["status"] is not None:
+        response = RecordedResponse(
+            status=row["status"],
+            reason=row["reason"],
+            http_version=row["response_http_version"],
+            headers=_headers(row["response_headers"]),
+            body=_body(row["response_body_digest"], bodies),
+            chunks=tuple(Chunk(offset, at) for offset, at in json.loads(row["chunks"])),
+            first_byte_at=row["first_byte_at"],
+            trailers=_headers(row["response_trailers"]),
+        )
+    return Exchange(
+        cassette=cassette,
+        seq=row["seq"],
+        occurrence=row["occurrence"],
+        key=row["key"],
+        key_scheme=row["key_scheme"],
+        canonical=row["canonical"],
+        method=row["method"],
+        scheme=row["scheme"],
+        host=row["host"],
+        port=row["port"],
+        path=row["path"],
+        http_version=row["http_version"],
+        request_headers=_headers(row["request_headers"]),
+        request_body=_body(row["request_body_digest"], bodies),
+        started_at=row["started_at"],
+        duration=row["duration"],
+        response=response,
+        outcome=Outcome(row["outcome"]),
+        error=row["error"],
+        context=json.loads(row["context"]),
+        chain=row["chain"],
+    )
+
+
+def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:
+    return ExchangeSummary(
+        cassette=cassette,
+        seq=row["seq"],
+        occurrence=row["occurrence"],
+        key=row["key"],
+        method=row["method"],
+        url=format_url(row["scheme"], row["host"], row["port"], row["path"]),
+        status=row["status"],
+        outcome=Outcome(row["outcome"]),
+        started_at=row["started_at"],
+        duration=row["duration"],
+        response_bytes=row["response_bytes"],
+        context=json.loads(row["context"]),
+    )
+
+
+def _body(digest: str | None, bodies: Mapping[str, bytes]) -> bytes:
+    return b"" if digest is None else bodies[digest]
+
+
+def _headers_json(headers: Sequence[Header]) -> str:
+    return _json([[name.decode("latin-1"), value.decode("latin-1")] for name, value in headers])
+
+
+def _headers(text: str) -> tuple[Header, ...]:
+    return tuple(
+        (name.encode("latin-1"), value.encode("latin-1")) for name, value in json.loads(text)
+    )
+
+
+def _chunks_json(chunks: Sequence[Chunk]) -> str:
+    return _json([[int(chunk.offset), float(chunk.at)] for chunk in chunks])
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _json(value: object) -> str:
+    """Compact and ASCII-only, so text that no database column accepts (lone
+    surrogates, NUL) arrives escaped."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))

@@ -1,0 +1,160 @@
+"""The tables, as SQLAlchemy Core objects, and the schema version guard.
+
+One row per exchange, bodies in ``blobs`` by digest (see storage.blobs), and a
+``meta`` table whose schema_version lets a newer freezeframe's store be refused
+instead of misread. Structured fields (headers, chunks, context) are JSON text:
+they are only ever read whole, together with their exchange.
+"""
+
+import json
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Dialect,
+    Double,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    insert,
+    inspect,
+    select,
+)
+
+from storage.errors import SchemaTooNew
+
+SCHEMA_VERSION = 1
+
+_ESCAPED = "\uffff"
+
+
+class ExactText(TypeDecorator[str]):
+    """Text that keeps any Python str, including what databases refuse.
+
+    mitmproxy decodes undecodable request bytes with surrogateescape, leaving lone
+    surrogates that no UTF-8 column can hold, and PostgreSQL text cannot hold NUL.
+    Such a value is stored as a JSON string literal behind a U+FFFF marker (a
+    noncharacter that never starts real text, and is itself escaped when it does);
+    every other value is stored as it is, so the database stays readable.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or _storable(value):
+            return value
+        return _ESCAPED + json.dumps(value, ensure_ascii=True)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
+        if value is None or not value.startswith(_ESCAPED):
+            return value
+        text: str = json.loads(value[len(_ESCAPED) :])
+        return text
+
+
+def _storable(value: str) -> bool:
+    if "\x00" in value or value.startswith(_ESCAPED):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+metadata = MetaData(
+    naming_convention={
+        "pk": "pk_%(table_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    }
+)
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+cassettes = Table(
+    "cassettes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", ExactText, nullable=False, unique=True),
+    Column("created_at", Double, nullable=False),
+    # The chain value of the last exchange written, so that exchanges deleted from
+    # the end of a cassette are detected too.
+    Column("head", String(64), nullable=False),
+)
+
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("stored_size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
+exchanges = Table(
+    "exchanges",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cassette_id", ForeignKey("cassettes.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("occurrence", Integer, nullable=False),
+    Column("key", ExactText, nullable=False),
+    Column("key_scheme", Integer, nullable=False),
+    Column("canonical", LargeBinary, nullable=False),
+    Column("method", ExactText, nullable=False),
+    Column("scheme", ExactText, nullable=False),
+    Column("host", ExactText, nullable=False),
+    Column("port", Integer, nullable=False),
+    Column("path", ExactText, nullable=False),
+    Column("http_version", ExactText, nullable=False),
+    Column("request_headers", Text, nullable=False),
+    Column("request_body_digest", ForeignKey("blobs.digest")),  # NULL: empty body
+    Column("started_at", Double, nullable=False),
+    Column("duration", Double),
+    Column("status", Integer),  # NULL: no response
+    Column("reason", ExactText),
+    Column("response_http_version", ExactText),
+    Column("response_headers", Text),
+    Column("response_trailers", Text),
+    Column("response_body_digest", ForeignKey("blobs.digest")),  # NULL: empty or no body
+    Column("response_bytes", BigInteger, nullable=False),
+    Column("chunks", Text),
+    Column("first_byte_at", Double),
+    Column("outcome", String(16), nullable=False),
+    Column("error", ExactText),
+    Column("context", Text, nullable=False),
+    Column("chain", String(64), nullable=False),
+    UniqueConstraint("cassette_id", "seq"),
+    # Serves lookup(), the hot path: one index probe per replayed request.
+    UniqueConstraint("cassette_id", "key", "occurrence"),
+)
+
+CHAINED = tuple(c for c in exchanges.c if c.name not in {"id", "cassette_id", "chain"})
+"""The columns an exchange's chain digest covers: all that describe the exchange."""
+
+
+def ensure_schema(conn: Connection, where: str) -> None:
+    """Create the tables on first use; refuse a store written by a newer schema."""
+    if inspect(conn).has_table(meta.name):
+        found = conn.scalar(select(meta.c.value).where(meta.c.name == "schema_version"))
+        if found is not None:
+            if int(found) > SCHEMA_VERSION:
+                raise SchemaTooNew(int(found), SCHEMA_VERSION, where)
+            return
+    metadata.create_all(conn)
+    conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))

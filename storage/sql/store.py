@@ -1,0 +1,313 @@
+"""SqlStore: the Store on SQLite or PostgreSQL, through SQLAlchemy Core.
+
+Writes go to the writer thread (storage.sql.writer); slot and count bookkeeping
+lives in memory (storage.counters); reads run on the caller's thread with a
+pooled connection of their own. lookup(), the replay hot path, is one indexed
+SELECT, plus one more for bodies that are not in the blob cache.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Self
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Executable,
+    RowMapping,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    union,
+)
+
+from storage import blobs
+from storage.base import Store
+from storage.counters import CassetteCounts, Counters
+from storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
+from storage.records import (
+    Candidate,
+    CassetteSummary,
+    Exchange,
+    ExchangeSummary,
+    NewExchange,
+    Slot,
+    VerifyReport,
+    format_url,
+)
+from storage.sql.engine import connect, mask, unavailable
+from storage.sql.rows import to_exchange, to_summary
+from storage.sql.schema import CHAINED, ExactText, cassettes, exchanges
+from storage.sql.schema import blobs as blobs_table
+from storage.sql.verify import verify_cassette
+from storage.sql.writer import Writer
+
+PENDING_WAIT_S = 30.0
+"""How long lookup() waits for a submitted recording to be written before giving up."""
+
+_IN_CASSETTE = cassettes.c.name == bindparam("cassette")
+
+_LOOKUP = (
+    select(exchanges.c.chain, *CHAINED)
+    .join_from(exchanges, cassettes)
+    .where(
+        _IN_CASSETTE,
+        exchanges.c.key == bindparam("key"),
+        exchanges.c.occurrence == bindparam("occurrence"),
+    )
+)
+
+_EXCHANGE = (
+    select(exchanges.c.chain, *CHAINED)
+    .join_from(exchanges, cassettes)
+    .where(_IN_CASSETTE, exchanges.c.seq == bindparam("seq"))
+)
+
+_SUMMARY_COLUMNS = (
+    "seq",
+    "occurrence",
+    "key",
+    "method",
+    "scheme",
+    "host",
+    "port",
+    "path",
+    "status",
+    "outcome",
+    "started_at",
+    "duration",
+    "response_bytes",
+    "context",
+)
+
+_SUMMARIES = (
+    select(*(exchanges.c[name] for name in _SUMMARY_COLUMNS))
+    .join_from(exchanges, cassettes)
+    .where(_IN_CASSETTE)
+    .order_by(exchanges.c.seq)
+)
+
+_COUNTS = (
+    select(
+        exchanges.c.key,
+        func.max(exchanges.c.occurrence).label("last_occurrence"),
+        func.count().label("recorded"),
+        func.max(exchanges.c.seq).label("last_seq"),
+    )
+    .join_from(exchanges, cassettes)
+    .where(_IN_CASSETTE)
+    .group_by(exchanges.c.key)
+)
+
+_CASSETTE_ID = select(cassettes.c.id).where(_IN_CASSETTE)
+
+_CANDIDATE_COLUMNS = ("id", "seq", "occurrence", "key", "method", "scheme", "host", "port", "path")
+
+
+class SqlStore(Store):
+    """A Store in a SQL database. Build one with storage.open_store(url)."""
+
+    def __init__(self, engine: Engine, where: str) -> None:
+        self._engine = engine
+        self._where = where
+        self._cache = blobs.BlobCache()
+        self._counters = Counters(self._load_counts)
+        self._writer = Writer(engine, self._counters.written, where)
+        self._closed = False
+
+    @classmethod
+    def open(cls, url: str) -> Self:
+        return cls(connect(url), mask(url))
+
+    def __repr__(self) -> str:
+        return f"<SqlStore {self._where}>"
+
+    def reserve(self, cassette: str, key: str) -> Slot:
+        self._check_open()
+        return self._counters.reserve(cassette, key)
+
+    def submit(self, exchange: NewExchange) -> None:
+        self._check_open()
+        # Counted before it is queued, so the writer always finds it when done.
+        self._counters.submitted(exchange)
+        try:
+            self._writer.put(exchange)
+        except StoreClosed:
+            self._counters.written(exchange, ok=False)
+            raise
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._writer.flush(timeout)
+
+    def count(self, cassette: str, key: str) -> int:
+        self._check_open()
+        return self._counters.count(cassette, key)
+
+    def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
+        found = self._one(_LOOKUP, cassette, key=key, occurrence=occurrence)
+        if found is None and self._counters.is_pending(cassette, key, occurrence):
+            self.flush(PENDING_WAIT_S)
+            found = self._one(_LOOKUP, cassette, key=key, occurrence=occurrence)
+        return found
+
+    def has_cassette(self, name: str) -> bool:
+        if self._counters.has_pending(name):
+            return True
+        with self._connect() as conn:
+            return conn.scalar(_CASSETTE_ID, {"cassette": name}) is not None
+
+    def candidates(
+        self, cassette: str, method: str, host: str, path: str, limit: int = 200
+    ) -> list[Candidate]:
+        path = path.split("?", 1)[0]
+        same_path = or_(
+            exchanges.c.path == path,
+            func.substr(exchanges.c.path, 1, len(path) + 1, type_=ExactText) == path + "?",
+        )
+        same_host = exchanges.c.host == host
+        likeness = case(
+            (and_(exchanges.c.method == method, same_host, same_path), 0),
+            (and_(same_host, same_path), 1),
+            (same_host, 2),
+            else_=3,
+        )
+        ranked = (
+            select(*(exchanges.c[name] for name in _CANDIDATE_COLUMNS))
+            .join_from(exchanges, cassettes)
+            .where(_IN_CASSETTE)
+            .order_by(likeness, exchanges.c.seq)
+            .limit(limit)
+        )
+        with self._connect() as conn:
+            rows = conn.execute(ranked, {"cassette": cassette}).mappings().all()
+            # Fetched apart from the ranking, so the sort does not drag every form along.
+            forms = select(exchanges.c.id, exchanges.c.canonical).where(
+                exchanges.c.id.in_([row["id"] for row in rows])
+            )
+            canonical = {row_id: form for row_id, form in conn.execute(forms)}
+        return [
+            Candidate(
+                seq=row["seq"],
+                occurrence=row["occurrence"],
+                key=row["key"],
+                method=row["method"],
+                url=format_url(row["scheme"], row["host"], row["port"], row["path"]),
+                canonical=canonical[row["id"]],
+            )
+            for row in rows
+        ]
+
+    def cassettes(self) -> list[CassetteSummary]:
+        totals = (
+            select(
+                cassettes.c.id,
+                cassettes.c.name,
+                func.count(exchanges.c.id).label("exchanges"),
+                func.min(exchanges.c.started_at).label("first_at"),
+                func.max(exchanges.c.started_at).label("last_at"),
+            )
+            .select_from(cassettes.outerjoin(exchanges))
+            .group_by(cassettes.c.id, cassettes.c.name)
+        )
+        # UNION, not UNION ALL: a body used twice in a cassette is stored once.
+        uses = union(
+            select(exchanges.c.cassette_id, exchanges.c.request_body_digest.label("digest")),
+            select(exchanges.c.cassette_id, exchanges.c.response_body_digest),
+        ).subquery()
+        sizes = (
+            select(uses.c.cassette_id, func.sum(blobs_table.c.stored_size))
+            .join_from(uses, blobs_table, uses.c.digest == blobs_table.c.digest)
+            .group_by(uses.c.cassette_id)
+        )
+        with self._connect() as conn:
+            rows = conn.execute(totals).mappings().all()
+            stored = {cassette_id: int(size) for cassette_id, size in conn.execute(sizes)}
+        summaries = [
+            CassetteSummary(
+                name=row["name"],
+                exchanges=row["exchanges"],
+                first_at=row["first_at"],
+                last_at=row["last_at"],
+                stored_bytes=stored.get(row["id"], 0),
+            )
+            for row in rows
+        ]
+        return sorted(summaries, key=lambda summary: summary.name)
+
+    def exchanges(self, cassette: str) -> list[ExchangeSummary]:
+        with self._connect() as conn:
+            rows = conn.execute(_SUMMARIES, {"cassette": cassette}).mappings().all()
+            if not rows and conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
+                raise CassetteNotFound(cassette, self._where)
+        return [to_summary(row, cassette) for row in rows]
+
+    def exchange(self, cassette: str, seq: int) -> Exchange:
+        found = self._one(_EXCHANGE, cassette, seq=seq)
+        if found is not None:
+            return found
+        if not self.has_cassette(cassette):
+            raise CassetteNotFound(cassette, self._where)
+        raise ExchangeNotFound(cassette, seq)
+
+    def verify(self, cassette: str) -> VerifyReport:
+        with self._connect() as conn:
+            return verify_cassette(conn, cassette, self._where)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.stop()
+        self._engine.dispose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(self._where)
+
+    @contextmanager
+    def _connect(self) -> Iterator[Connection]:
+        self._check_open()
+        with unavailable(f"cannot read store {self._where}", self._engine):
+            with self._engine.connect() as conn:
+                yield conn
+
+    def _one(self, query: Executable, cassette: str, **params: object) -> Exchange | None:
+        with self._connect() as conn:
+            row = conn.execute(query, {"cassette": cassette, **params}).mappings().first()
+            if row is None:
+                return None
+            return to_exchange(row, cassette, self._bodies(conn, row))
+
+    def _bodies(self, conn: Connection, row: RowMapping) -> dict[str, bytes]:
+        """The row's bodies by digest, from the cache or else in one query."""
+        found: dict[str, bytes] = {}
+        for name in (row["request_body_digest"], row["response_body_digest"]):
+            data = None if name is None else self._cache.get(name)
+            if data is not None:
+                found[name] = data
+        wanted = {row["request_body_digest"], row["response_body_digest"]} - {None} - set(found)
+        if wanted:
+            query = select(blobs_table.c.digest, blobs_table.c.data).where(
+                blobs_table.c.digest.in_(wanted)
+            )
+            for name, stored in conn.execute(query):
+                found[name] = blobs.decompress(stored)
+                self._cache.put(name, found[name])
+        if missing := wanted - set(found):
+            raise StoreError(
+                f"body {min(missing)[:16]} is missing from store {self._where}; "
+                "run freezeframe verify"
+            )
+        return found
+
+    def _load_counts(self, cassette: str) -> CassetteCounts:
+        counts = CassetteCounts()
+        with self._connect() as conn:
+            for row in conn.execute(_COUNTS, {"cassette": cassette}).mappings():
+                counts.next_occurrence[row["key"]] = row["last_occurrence"] + 1
+                counts.recorded[row["key"]] = row["recorded"]
+                counts.next_seq = max(counts.next_seq, row["last_seq"] + 1)
+        return counts

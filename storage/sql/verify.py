@@ -1,0 +1,73 @@
+"""Re-compute a cassette's hash chain from what the database holds now.
+
+Rows are read in insertion (id) order together with the cassette's head, in one
+statement so that they come from one snapshot even while the writer is adding
+rows. Bodies are re-read from the database and re-hashed, never taken from a
+cache, since the point is to notice a body changed after it was cached.
+"""
+
+from sqlalchemy import Connection, select
+
+from storage import blobs
+from storage.chain import GENESIS, exchange_digest, link
+from storage.errors import CassetteNotFound
+from storage.records import VerifyReport
+from storage.sql.rows import chain_fields
+from storage.sql.schema import CHAINED, cassettes, exchanges
+from storage.sql.schema import blobs as blobs_table
+
+_BODIES = (("request", "request_body_digest"), ("response", "response_body_digest"))
+
+
+def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport:
+    query = (
+        select(cassettes.c.head, exchanges.c.id, exchanges.c.chain, *CHAINED)
+        .select_from(cassettes.outerjoin(exchanges))
+        .where(cassettes.c.name == cassette)
+        .order_by(exchanges.c.id)
+    )
+    head: str | None = None
+    previous, previous_seq, checked = GENESIS, None, 0
+    body_problems: dict[str, str | None] = {}
+    for row in conn.execute(query).mappings():
+        head = row["head"]
+        if row["id"] is None:
+            break
+        seq = row["seq"]
+        for which, column in _BODIES:
+            name = row[column]
+            if name is not None and name not in body_problems:
+                stored = conn.scalar(select(blobs_table.c.data).where(blobs_table.c.digest == name))
+                body_problems[name] = blobs.problem(name, stored)
+            if name is not None and body_problems[name]:
+                detail = f"exchange {seq}: its {which} {body_problems[name]}"
+                return VerifyReport(cassette, checked, False, seq, detail)
+        if link(previous, exchange_digest(chain_fields(row, cassette))) != row["chain"]:
+            return VerifyReport(cassette, checked, False, seq, _mismatch(seq, previous_seq))
+        previous, previous_seq, checked = row["chain"], seq, checked + 1
+    if head is None:
+        raise CassetteNotFound(cassette, where)
+    if previous != head:
+        return VerifyReport(cassette, checked, False, None, _truncated(previous_seq))
+    return VerifyReport(cassette, checked, True, None, f"{checked} exchanges, chain intact")
+
+
+def _mismatch(seq: int, previous_seq: int | None) -> str:
+    if previous_seq is None:
+        return (
+            f"exchange {seq}, the first written, does not match its chain value: "
+            "it was changed, or exchanges before it were deleted"
+        )
+    return (
+        f"exchange {seq}, written after exchange {previous_seq}, does not match its chain "
+        "value: it was changed, or exchanges between them were deleted or reordered"
+    )
+
+
+def _truncated(last_seq: int | None) -> str:
+    if last_seq is None:
+        return "the cassette has no exchanges left, but its chain head shows some were deleted"
+    return (
+        f"the chain ends at exchange {last_seq}, but the cassette's head is later: "
+        "exchanges written after it were deleted"
+    )

@@ -1,0 +1,116 @@
+"""Shared fixtures: a trusted local upstream, and real freezeframe processes.
+
+Every end-to-end test gets its own data dir and its own ports; nothing is shared
+between tests except the upstream's CA, which is expensive to make and holds no state.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import trustme
+from support.proxy import ProxyProcess
+from support.upstream import Upstream
+
+PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
+#: CI sets this so that a PostgreSQL that does not answer fails the run instead of
+#: skipping the tests that CI exists to run.
+REQUIRE_POSTGRES = os.environ.get("FREEZEFRAME_REQUIRE_POSTGRES") == "1"
+
+
+@contextmanager
+def pg_admin() -> Iterator[psycopg.Connection[Any]]:
+    try:
+        conn = psycopg.connect(f"{PG_SERVER}/postgres", connect_timeout=3, autocommit=True)
+    except psycopg.OperationalError as exc:
+        reason = f"PostgreSQL not reachable at 127.0.0.1:5432: {str(exc).splitlines()[0]}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with conn:
+        yield conn
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database that no other test sees, dropped afterwards."""
+    name = f"ff_test_{secrets.token_hex(6)}"
+    with pg_admin() as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with pg_admin() as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def upstream_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="session")
+def upstream_ca_file(upstream_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("upstream-ca") / "upstream-ca.pem"
+    upstream_ca.cert_pem.write_to_path(str(path))
+    return path
+
+
+@pytest.fixture
+def upstream(upstream_ca: trustme.CA) -> Iterator[Upstream]:
+    server = Upstream(upstream_ca).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+ProxyFactory = Callable[..., ProxyProcess]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def start_proxy(data_dir: Path, upstream_ca_file: Path) -> Iterator[ProxyFactory]:
+    """Start ``freezeframe run`` processes; all are stopped (or killed) at teardown."""
+    started: list[ProxyProcess] = []
+
+    def start(**kwargs: object) -> ProxyProcess:
+        kwargs.setdefault("upstream_ca", upstream_ca_file)
+        proxy = ProxyProcess(kwargs.pop("data_dir", data_dir), **kwargs)  # type: ignore[arg-type]
+        started.append(proxy)
+        return proxy.start()
+
+    try:
+        yield start
+    finally:
+        for proxy in started:
+            proxy.kill()
+
+
+@pytest.fixture
+def client_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[ProxyProcess], dict[str, str]]:
+    """Point this test process's HTTP clients at a proxy, as an agent's env would."""
+
+    def apply(proxy: ProxyProcess) -> dict[str, str]:
+        from proxy.trust import client_bundle
+
+        env = proxy.client_env(client_bundle(proxy.data_dir))
+        for name in list(os.environ):
+            if name.lower() in ("all_proxy", "ssl_cert_dir"):
+                monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return env
+
+    return apply

@@ -1,0 +1,134 @@
+"""Failures are recordings too: a cut-off 429, an unreachable upstream, a stopped proxy."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+from support.proxy import ProxyProcess, free_port
+from support.upstream import Upstream, rate_limit_body
+
+from storage import Outcome, open_store
+
+pytestmark = pytest.mark.e2e
+
+ClientEnv = Callable[[ProxyProcess], dict[str, str]]
+
+
+def read_429(url: str) -> tuple[int, dict[str, str], bytes, type[Exception] | None]:
+    """What a client observes: status, headers, the body bytes it got, the error it raised."""
+    received = bytearray()
+    with httpx.Client(timeout=10) as client, client.stream("POST", url, json={"q": 1}) as response:
+        try:
+            for chunk in response.iter_raw():
+                received += chunk
+        except httpx.HTTPError as exc:
+            return response.status_code, dict(response.headers), bytes(received), type(exc)
+    return response.status_code, dict(response.headers), bytes(received), None
+
+
+def test_429_with_partial_body_replays_the_same_bytes_and_the_same_exception(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+) -> None:
+    url = f"{upstream.base_url}/v1/ratelimited"
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    status, headers, body, error = read_429(url)
+    assert status == 429
+    assert error is httpx.RemoteProtocolError
+    assert 0 < len(body) < len(rate_limit_body(1))
+    assert rate_limit_body(1).startswith(body)
+    recorder.stop()
+
+    upstream.reset_counters()
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    assert read_429(url) == (status, headers, body, error)
+    assert upstream.connections == 0
+
+    with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
+        (summary,) = store.exchanges("default")
+        assert summary.outcome is Outcome.TRUNCATED
+        assert summary.status == 429
+
+
+def test_complete_429_replays_with_its_body_and_retry_after(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    url = f"{upstream.base_url}/ratelimited/full"
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    recorded = httpx.get(url)
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    replayed = httpx.get(url)
+    assert (replayed.status_code, replayed.headers.raw, replayed.content) == (
+        recorded.status_code,
+        recorded.headers.raw,
+        recorded.content,
+    )
+    assert replayed.status_code == 429 and replayed.headers["retry-after"] == "0"
+
+
+def test_unreachable_upstream_is_recorded_and_replayed_as_that_failure(
+    start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    url = f"https://localhost:{free_port()}/v1/chat/completions"
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    recorded = httpx.post(url, json={"model": "m"})
+    assert recorded.status_code == 502
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    replayed = httpx.post(url, json={"model": "m"})
+    assert (replayed.status_code, replayed.text) == (recorded.status_code, recorded.text)
+    with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
+        exchange = store.exchange("default", 0)
+    assert exchange.outcome is Outcome.FAILED
+    assert exchange.response is None and exchange.error
+
+
+def test_sigterm_mid_stream_keeps_the_store_whole(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    before = httpx.get(f"{upstream.base_url}/tool/counter").json()
+    first_event = threading.Event()
+
+    def consume() -> None:
+        url = f"{upstream.base_url}/sse/slow?events=50&gap_ms=100"
+        try:
+            with httpx.stream("GET", url, timeout=30) as response:
+                for _ in response.iter_raw():
+                    first_event.set()
+        except httpx.HTTPError:
+            pass
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    assert first_event.wait(10), "the stream never started"
+    time.sleep(0.3)
+    assert recorder.stop() == 0
+    reader.join(10)
+
+    with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
+        assert store.verify("default").ok
+        first, streamed = store.exchanges("default")
+        assert first.outcome is Outcome.COMPLETE
+        assert streamed.outcome in (Outcome.INCOMPLETE, Outcome.COMPLETE)
+        partial = store.exchange("default", 1).response
+        assert partial is not None and partial.body.startswith(b"data: ")
+
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    assert httpx.get(f"{upstream.base_url}/tool/counter").json() == before

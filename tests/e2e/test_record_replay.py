@@ -1,0 +1,207 @@
+"""Record with the upstream up, replay with it unreachable: the clients must not notice.
+
+Real clients (the official SDKs, httpx, requests) through ``HTTPS_PROXY`` against a
+local HTTPS upstream that speaks the providers' wire formats, and a real
+``freezeframe run`` subprocess in between.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from contextlib import closing
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+import requests
+import zstandard
+from support.proxy import ProxyProcess
+from support.upstream import Upstream
+
+pytestmark = pytest.mark.e2e
+
+ClientEnv = Callable[[ProxyProcess], dict[str, str]]
+OPENAI_KEY = "sk-e2e-openai-0123456789abcdefghij"
+ANTHROPIC_KEY = "sk-ant-e2e-0123456789abcdefghijkl"
+
+
+def agent(base: str, *, prompt: str = "What is 2+2?", user: str = "alice") -> list[Any]:
+    """A small agent: every kind of call an agent makes, in a fixed order."""
+    seen: list[Any] = []
+    oai = openai.OpenAI(base_url=f"{base}/v1", api_key=OPENAI_KEY, max_retries=0)
+    completion = oai.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": prompt}],
+        user=user,
+        metadata={"trace": user},
+    )
+    seen.append(completion.model_dump())
+    stream = oai.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], stream=True
+    )
+    seen.append([chunk.model_dump() for chunk in stream])
+    claude = anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0)
+    message = claude.messages.create(
+        model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": prompt}]
+    )
+    seen.append(message.model_dump())
+    with claude.messages.stream(
+        model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": prompt}]
+    ) as events:
+        seen.append([event.model_dump() for event in events])
+    with httpx.Client(timeout=10) as client:
+        seen.append(client.get(f"{base}/tool/counter", params={"q": "x"}).json())
+        seen.append(client.get(f"{base}/tool/counter", params={"q": "x"}).json())
+        seen.append(client.get(f"{base}/gzip").json())
+    seen.append(requests.post(f"{base}/tool/counter", json={"op": "sum"}, timeout=10).json())
+    seen.append(requests.delete(f"{base}/tool/records/42", timeout=10).json())
+    return seen
+
+
+def test_agent_replays_byte_identical_with_no_upstream_connection(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    recorder = start_proxy(mode="record", cassette="agent")
+    client_env(recorder)
+    recorded = agent(upstream.base_url)
+    assert upstream.deleted == ["42"]
+    assert recorder.stop() == 0
+
+    upstream.reset_counters()
+    replayer = start_proxy(mode="replay", cassette="agent")
+    client_env(replayer)
+    replayed = agent(upstream.base_url, user="bob")
+
+    assert replayed == recorded
+    assert upstream.connections == 0, "replay opened a connection to the upstream"
+    assert upstream.requests == []
+    assert upstream.deleted == [], "replay re-invoked a destructive tool"
+
+
+def test_replay_works_with_the_upstream_gone(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    recorded = agent(upstream.base_url)
+    recorder.stop()
+    base = upstream.base_url
+    upstream.stop()
+
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    assert agent(base) == recorded
+
+
+def test_identical_requests_replay_in_recorded_order_then_miss(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    url = f"{upstream.base_url}/tool/counter"
+    live = [httpx.get(url).json()["count"] for _ in range(3)]
+    assert live == [1, 2, 3]
+    recorder.stop()
+
+    upstream.reset_counters()
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    with httpx.Client() as client:
+        assert [client.get(url).json()["count"] for _ in range(3)] == [1, 2, 3]
+        exhausted = client.get(url)
+    assert exhausted.status_code == 404
+    assert exhausted.headers["x-should-retry"] == "false"
+    error = exhausted.json()["error"]
+    assert error["type"] == "freezeframe_replay_miss"
+    assert "recorded 3 time(s)" in error["message"]
+    assert upstream.connections == 0
+
+    replayer.admin("PUT", "/api/mode", json={"mode": "replay"})
+    assert httpx.get(url).json()["count"] == 1, "a mode switch starts replay from the top"
+
+
+def test_volatile_fields_and_run_context_do_not_miss_but_a_new_prompt_does(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    def ask(prompt: str, user: str, run_id: str) -> Any:
+        client = openai.OpenAI(
+            base_url=f"{upstream.base_url}/v1",
+            api_key=OPENAI_KEY,
+            default_headers={"X-Freezeframe-Run-Id": run_id},
+        )
+        return client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": prompt}],
+            user=user,
+            metadata={"session": run_id},
+        )
+
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    recorded = ask("Summarise the report", "alice", "run-1")
+    assert upstream.requests[-1].header("x-freezeframe-run-id") is None, "header reached upstream"
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    assert ask("Summarise the report", "bob", "run-2") == recorded
+
+    with pytest.raises(openai.NotFoundError) as miss:
+        ask("Summarise the other report", "bob", "run-2")
+    body = miss.value.body
+    assert isinstance(body, dict)
+    assert body["type"] == "freezeframe_replay_miss"
+    nearest = body["nearest"][0]
+    assert [d["path"] for d in nearest["differences"]] == ["$.messages[0].content"]
+    assert "Summarise the other report" in nearest["differences"][0]["live"]
+    assert replayer.log.count("replay miss") == 1, "the SDK retried a miss"
+
+
+def test_secrets_reach_no_stored_byte_log_or_output(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+    data_dir: Any,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="secrets")
+    client_env(recorder)
+    agent(upstream.base_url)
+    httpx.get(
+        f"{upstream.base_url}/tool/counter",
+        params={"api_key": "tool-secret-value-123"},
+        headers={"Cookie": "session=cookie-secret-456"},
+    )
+    recorder.stop()
+
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "show",
+            "secrets",
+            "0",
+            "--json",
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"[redacted:" in shown
+    secrets = [OPENAI_KEY, ANTHROPIC_KEY, "tool-secret-value-123", "cookie-secret-456"]
+    everything = [p.read_bytes() for p in data_dir.rglob("*") if p.is_file()]
+    with closing(sqlite3.connect(data_dir / "freezeframe.db")) as db:  # bodies are compressed
+        everything += [
+            zstandard.decompress(data) for (data,) in db.execute("SELECT data FROM blobs")
+        ]
+    everything += [recorder.log.encode(), shown]
+    echoed = [blob for blob in everything if b'"echo":{"api_key":' in blob]
+    assert echoed and all(b'"api_key":"[r:' in blob for blob in echoed), "echo not scrubbed"
+    for secret in secrets:
+        assert not any(secret.encode() in blob for blob in everything), secret

@@ -1,0 +1,604 @@
+"""The Store contract, run against a real SQLite file and a real PostgreSQL database."""
+
+import dataclasses
+import itertools
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage import (
+    CassetteNotFound,
+    Chunk,
+    Exchange,
+    ExchangeNotFound,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    SchemaTooNew,
+    Slot,
+    Store,
+    StoreClosed,
+    StoreError,
+    StoreUnavailable,
+    blobs,
+    open_store,
+)
+
+WAIT = 10.0  # seconds; every wait in this file is bounded by it
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty store that no other test sees."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/data/freezeframe.db"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with open_store(store_url) as opened:
+        yield opened
+
+
+def make(
+    slot: Slot,
+    *,
+    cassette: str = "c",
+    key: str = "k",
+    body: bytes = b"hello",
+    response: bool = True,
+    **changes: Any,
+) -> NewExchange:
+    """An exchange with plausible values; keyword arguments replace any field."""
+    recorded = RecordedResponse(
+        status=200,
+        reason="OK",
+        http_version="HTTP/1.1",
+        headers=((b"content-type", b"application/json"),),
+        body=body,
+        chunks=(Chunk(0, 0.25),),
+        first_byte_at=0.25,
+    )
+    exchange = NewExchange(
+        cassette=cassette,
+        key=key,
+        key_scheme=1,
+        canonical=b"POST /v1/chat " + key.encode(),
+        method="POST",
+        scheme="https",
+        host="api.example.com",
+        port=443,
+        path="/v1/chat",
+        http_version="HTTP/1.1",
+        request_headers=((b"host", b"api.example.com"),),
+        request_body=b'{"q": 1}',
+        started_at=1_700_000_000.0 + slot.seq,
+        duration=0.5,
+        response=recorded if response else None,
+        outcome=Outcome.COMPLETE if response else Outcome.FAILED,
+        error=None if response else "connection refused",
+        context={"run-id": "run-1"},
+        slot=slot,
+    )
+    return dataclasses.replace(exchange, **changes)
+
+
+def record(store: Store, **fields: Any) -> NewExchange:
+    """Reserve a slot, submit an exchange in it, return what was submitted."""
+    exchange = make(store.reserve(fields.get("cassette", "c"), fields.get("key", "k")), **fields)
+    store.submit(exchange)
+    return exchange
+
+
+def assert_same(got: Exchange | None, sent: NewExchange) -> None:
+    assert got is not None
+    for field in dataclasses.fields(NewExchange):
+        if field.name != "slot":
+            assert getattr(got, field.name) == getattr(sent, field.name), field.name
+    assert (got.seq, got.occurrence) == (sent.slot.seq, sent.slot.occurrence)
+    assert len(got.chain) == 64
+
+
+def run_sql(url: str, *statements: str, **params: Any) -> list[Any]:
+    """Execute raw SQL behind the store's back (foreign keys not enforced); the last
+    statement's rows, if it returns any."""
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            result = None
+            for statement in statements:
+                result = conn.execute(sqlalchemy.text(statement), params)
+            return list(result) if result is not None and result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def writes_blocked(url: str) -> Iterator[None]:
+    """Hold the database's write lock, so the store's writer waits until the block ends."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+    else:
+        conninfo = url.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(conninfo, connect_timeout=3) as pg:
+            pg.execute("LOCK TABLE cassettes, exchanges IN EXCLUSIVE MODE")
+            yield
+            pg.rollback()
+
+
+def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(fn()), daemon=True)
+    thread.start()
+    return thread, result
+
+
+# -- round trips ---------------------------------------------------------------------
+
+
+def test_every_field_round_trips_byte_exact(store: Store, store_url: str) -> None:
+    big_request, big_response = os.urandom(1 << 20), os.urandom(1 << 20)
+    sent = [
+        record(
+            store,
+            cassette="kassette-ü",
+            key="k1",
+            canonical=b"\x00canonical\xff",
+            method="PATCH",
+            scheme="http",
+            host="10.0.0.1",
+            port=8080,
+            path="/caf\udcc3\udca9/\x00?q=\uffff&x=%00",
+            http_version="HTTP/2.0",
+            request_headers=(
+                (b"X-Dup", b"1"),
+                (b"x-dup", b"2"),
+                (b"X-Dup", b"3"),
+                (b"x-bin", b"\x00\x01\x7f\x80\xfe\xff caf\xc3\xa9"),
+                (b"\xff\xfename", b""),
+            ),
+            request_body=big_request,
+            started_at=1_700_000_123.456789,
+            duration=12.000001,
+            response=RecordedResponse(
+                status=206,
+                reason="Partial \x00 Content \udc80",
+                http_version="HTTP/2.0",
+                headers=((b"content-encoding", b"gzip"), (b"set-cookie", b"\xff"), (b"a", b"")),
+                body=big_response,
+                chunks=tuple(Chunk(i * 4096, 0.001 * i + 1e-9) for i in range(256)),
+                first_byte_at=0.000123,
+                trailers=((b"grpc-status", b"0"), (b"grpc-status", b"\x80")),
+            ),
+            outcome=Outcome.TRUNCATED,
+            error="peer reset \udcff \x00 after 1 MB",
+            context={"run-id": "r-1", "session-id": "s\udc80", "empty": ""},
+        ),
+        record(
+            store,
+            cassette="kassette-ü",
+            key="k2",
+            request_headers=(),
+            request_body=b"",
+            body=b"",
+            duration=None,
+            context={},
+        ),
+        record(store, cassette="kassette-ü", key="k3", response=False, duration=None),
+        record(
+            store,
+            cassette="kassette-ü",
+            key="k4",
+            response=False,
+            outcome=Outcome.INCOMPLETE,
+            error=None,
+            started_at=1,
+            duration=2,
+        ),
+    ]
+    store.flush(WAIT)
+    for exchange in sent:
+        assert_same(store.lookup("kassette-ü", exchange.key, 0), exchange)
+        assert_same(store.exchange("kassette-ü", exchange.slot.seq), exchange)
+    store.close()
+    with open_store(store_url) as reopened:
+        for exchange in sent:
+            assert_same(reopened.lookup("kassette-ü", exchange.key, 0), exchange)
+        assert reopened.verify("kassette-ü").ok
+
+
+def test_any_text_round_trips(store: Store) -> None:
+    """Text fields keep lone surrogates (from surrogateescape), NUL and U+FFFF."""
+    characters = st.one_of(
+        st.characters(),
+        st.characters(categories=["Cs"]),
+        st.sampled_from(["\x00", "\uffff", "\\", '"']),
+    )
+    text = st.text(characters, max_size=20)
+    keys = itertools.count()
+
+    @settings(max_examples=40, deadline=None)
+    @given(path=text, error=text, value=text, header=st.binary(max_size=20))
+    def check(path: str, error: str, value: str, header: bytes) -> None:
+        key = f"key-{next(keys)}"
+        sent = record(
+            store,
+            key=key,
+            path=path,
+            error=error,
+            context={value: value},
+            request_headers=((header, header),),
+        )
+        store.flush(WAIT)
+        assert_same(store.lookup("c", key, 0), sent)
+
+    check()
+    assert store.verify("c").ok
+
+
+def test_equal_bodies_are_stored_once(store: Store, store_url: str) -> None:
+    body = b"the same long answer " * 500
+    record(store, key="a", body=body, request_body=body)
+    record(store, key="b", body=body, request_body=b"")
+    record(store, cassette="other", key="a", body=body, request_body=b"")
+    store.flush(WAIT)
+
+    [(count, stored_size)] = run_sql(store_url, "SELECT count(*), sum(stored_size) FROM blobs")
+    assert count == 1
+    assert stored_size < len(body)
+    assert store.lookup("c", "b", 0).response.body == body  # type: ignore[union-attr]
+    sizes = {summary.name: summary.stored_bytes for summary in store.cassettes()}
+    assert sizes == {"c": stored_size, "other": stored_size}
+
+
+# -- slots and counts ----------------------------------------------------------------
+
+
+def test_reserve_orders_by_arrival_and_continues_after_reopen(store: Store, store_url: str) -> None:
+    slots = [store.reserve("c", key) for key in ["a", "b", "a", "a"]]
+    assert slots == [Slot(0, 0), Slot(1, 0), Slot(2, 1), Slot(3, 2)]
+    assert store.reserve("other", "a") == Slot(0, 0)
+    # Answers arrive out of order, and the slot at seq 3 is never submitted.
+    for slot, key in reversed(list(zip(slots[:3], ["a", "b", "a"], strict=True))):
+        store.submit(make(slot, key=key))
+    store.close()
+
+    with open_store(store_url) as reopened:
+        assert reopened.count("c", "a") == 2
+        assert reopened.reserve("c", "a") == Slot(3, 2)
+        assert reopened.reserve("c", "b") == Slot(4, 1)
+        assert reopened.reserve("c", "new") == Slot(5, 0)
+        assert reopened.reserve("other", "a") == Slot(0, 0)
+
+
+def test_reserve_is_thread_safe(store: Store) -> None:
+    slots: list[tuple[str, Slot]] = []
+
+    def claim(key: str) -> None:
+        for _ in range(200):
+            slots.append((key, store.reserve("c", key)))
+
+    threads = [threading.Thread(target=claim, args=(f"k{i % 3}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert sorted(slot.seq for _, slot in slots) == list(range(1600))
+    for key in {"k0", "k1", "k2"}:
+        occurrences = sorted(slot.occurrence for k, slot in slots if k == key)
+        assert occurrences == list(range(len(occurrences)))
+
+
+def test_lookup_returns_the_nth_occurrence(store: Store) -> None:
+    slots = [store.reserve("c", "k") for _ in range(3)]
+    store.reserve("c", "other")
+    for slot in reversed(slots):
+        store.submit(make(slot, body=b"answer %d" % slot.occurrence))
+    store.flush(WAIT)
+
+    for n in range(3):
+        found = store.lookup("c", "k", n)
+        assert found is not None and found.response is not None
+        assert found.response.body == b"answer %d" % n
+    assert store.lookup("c", "k", 3) is None
+    assert store.lookup("c", "other", 0) is None
+    assert store.lookup("nope", "k", 0) is None
+
+
+def test_count_and_lookup_see_submitted_exchanges_before_they_are_written(
+    store: Store, store_url: str
+) -> None:
+    with writes_blocked(store_url):
+        sent = record(store)
+        assert store.count("c", "k") == 1
+        assert store.count("c", "other") == 0
+        assert store.has_cassette("c")
+        with pytest.raises(CassetteNotFound):
+            store.exchanges("c")  # nothing is written yet
+        waiting, found = in_thread(lambda: store.lookup("c", "k", 0))
+        waiting.join(0.3)
+        assert waiting.is_alive()  # waits for the writer rather than missing
+    waiting.join(WAIT)
+    assert_same(found[0], sent)
+    assert store.count("c", "k") == 1
+
+
+def test_has_cassette(store: Store) -> None:
+    assert not store.has_cassette("c")
+    store.reserve("c", "k")
+    assert not store.has_cassette("c")
+    record(store)
+    assert store.has_cassette("c")
+    store.flush(WAIT)
+    assert store.has_cassette("c")
+
+
+# -- listings ------------------------------------------------------------------------
+
+
+def test_candidates_rank_same_request_line_first(store: Store) -> None:
+    recorded = [
+        ("POST", "api.x", "/v1/other"),
+        ("GET", "api.x", "/v1/chat?x=1"),
+        ("POST", "api.y", "/v1/chat"),
+        ("POST", "api.x", "/v1/chat?stream=1"),
+        ("POST", "api.x", "/v1/chat"),
+        ("POST", "api.x", "/v1/chatty"),
+    ]
+    for n, (method, host, path) in enumerate(recorded):
+        record(store, key=f"k{n}", method=method, host=host, path=path)
+    record(store, cassette="elsewhere", key="k9")
+    store.flush(WAIT)
+
+    found = store.candidates("c", "POST", "api.x", "/v1/chat?z=9")
+    assert [candidate.seq for candidate in found] == [3, 4, 1, 0, 5, 2]
+    assert found[0].canonical == b"POST /v1/chat k3"
+    assert found[0].url == "https://api.x/v1/chat?stream=1"
+    assert (found[0].key, found[0].occurrence, found[0].method) == ("k3", 0, "POST")
+    assert [c.seq for c in store.candidates("c", "POST", "api.x", "/v1/chat", limit=3)] == [3, 4, 1]
+    assert store.candidates("nope", "GET", "api.x", "/") == []
+
+
+def test_cassette_and_exchange_summaries(store: Store) -> None:
+    assert store.cassettes() == []
+    record(store, cassette="b", key="k", body=b"x" * 100, port=8443)
+    record(store, cassette="b", key="k", response=False, scheme="http", port=80, host="::1")
+    record(store, cassette="a", key="k", started_at=5.0, duration=None, context={})
+    store.flush(WAIT)
+
+    a, b = store.cassettes()
+    assert (a.name, a.exchanges, a.first_at, a.last_at) == ("a", 1, 5.0, 5.0)
+    assert (b.name, b.exchanges, b.first_at, b.last_at) == (
+        "b",
+        2,
+        1_700_000_000.0,
+        1_700_000_001.0,
+    )
+    assert 0 < a.stored_bytes and 0 < b.stored_bytes
+
+    first, second = store.exchanges("b")
+    assert (first.seq, first.occurrence, first.key, first.method) == (0, 0, "k", "POST")
+    assert first.url == "https://api.example.com:8443/v1/chat"
+    assert (first.status, first.outcome, first.response_bytes) == (200, Outcome.COMPLETE, 100)
+    assert (first.started_at, first.duration, first.context) == (
+        1_700_000_000.0,
+        0.5,
+        {"run-id": "run-1"},
+    )
+    assert second.url == "http://[::1]/v1/chat"
+    assert (second.occurrence, second.status, second.outcome) == (1, None, Outcome.FAILED)
+    assert second.response_bytes == 0
+
+    with pytest.raises(CassetteNotFound, match="no cassette named 'nope'"):
+        store.exchanges("nope")
+    with pytest.raises(ExchangeNotFound, match="cassette 'b' has no exchange 7"):
+        store.exchange("b", 7)
+    with pytest.raises(CassetteNotFound):
+        store.exchange("nope", 0)
+
+
+# -- the writer ----------------------------------------------------------------------
+
+
+def test_close_drains_everything_submitted(store: Store, store_url: str) -> None:
+    sent = [record(store, key=f"k{n % 7}", body=b"%d" % n) for n in range(500)]
+    closing, _ = in_thread(store.close)
+    closing.join(60)
+    assert not closing.is_alive()
+
+    with open_store(store_url) as reopened:
+        assert [summary.seq for summary in reopened.exchanges("c")] == list(range(500))
+        assert_same(reopened.exchange("c", 499), sent[499])
+        report = reopened.verify("c")
+        assert (report.ok, report.checked) == (True, 500)
+
+
+def test_a_closed_store_refuses_work(store: Store) -> None:
+    store.close()
+    store.close()
+    store.flush(WAIT)
+    with pytest.raises(StoreClosed):
+        store.submit(make(Slot(0, 0)))
+    with pytest.raises(StoreClosed):
+        store.reserve("c", "k")
+    with pytest.raises(StoreClosed, match="is closed"):
+        store.lookup("c", "k", 0)
+
+
+def test_a_failing_exchange_costs_only_itself(
+    store: Store, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="freezeframe.storage")
+    with writes_blocked(store_url):  # so that all of them land in one batch
+        first = record(store)
+        store.submit(dataclasses.replace(first, key="clash"))  # the same seq again
+        store.submit(make(store.reserve("c", "k"), request_body="not bytes"))
+        last = record(store)
+    store.flush(WAIT)
+
+    assert [summary.seq for summary in store.exchanges("c")] == [0, 2]
+    assert_same(store.lookup("c", "k", 0), first)
+    assert_same(store.lookup("c", "k", 2), last)
+    assert store.count("c", "k") == 2
+    assert store.count("c", "clash") == 0
+    assert store.verify("c").ok
+    messages = [r.getMessage() for r in caplog.records if r.name == "freezeframe.storage"]
+    assert any("retrying them one by one" in message for message in messages)
+    assert sum("dropping it" in message for message in messages) == 2
+    assert all("\n" not in message for message in messages)
+
+
+# -- the hash chain ------------------------------------------------------------------
+
+TAMPERING = {  # what is done behind the store's back: first_break, checked, detail
+    "status changed": (["UPDATE exchanges SET status = 201 WHERE seq = 2"], 2, 2, "was changed"),
+    "body replaced": (
+        ["UPDATE blobs SET data = :evil WHERE digest = :body1"],
+        1,
+        1,
+        "response body " + blobs.digest(b"body 1")[:16] + " does not match its digest",
+    ),
+    "body deleted": (["DELETE FROM blobs WHERE digest = :body1"], 1, 1, "is missing"),
+    "row deleted": (["DELETE FROM exchanges WHERE seq = 1"], 2, 1, "after exchange 0"),
+    "rows reordered": (
+        [
+            "UPDATE exchanges SET id = id + 1000 WHERE seq = 1",
+            "UPDATE exchanges SET id = id - 1 WHERE seq = 2",
+            "UPDATE exchanges SET id = id - 999 WHERE seq = 1",
+        ],
+        2,
+        1,
+        "deleted or reordered",
+    ),
+}
+
+
+@pytest.mark.parametrize("tampering", list(TAMPERING))
+def test_verify_finds_the_first_break(store: Store, store_url: str, tampering: str) -> None:
+    for n in range(4):
+        record(store, key=f"k{n}", body=b"body %d" % n)
+    store.flush(WAIT)
+    assert store.verify("c") == store.verify("c")
+    report = store.verify("c")
+    assert (report.cassette, report.checked, report.ok, report.first_break) == ("c", 4, True, None)
+
+    statements, first_break, checked, detail = TAMPERING[tampering]
+    params = {"evil": blobs.compress(b"evil"), "body1": blobs.digest(b"body 1")}
+    run_sql(store_url, *statements, **params)
+
+    report = store.verify("c")
+    assert (report.ok, report.first_break, report.checked) == (False, first_break, checked)
+    assert f"exchange {first_break}" in report.detail
+    assert detail in report.detail
+    assert "\n" not in report.detail
+
+
+def test_verify_notices_exchanges_deleted_from_the_end(store: Store, store_url: str) -> None:
+    for n in range(3):
+        record(store, key=f"k{n}")
+    store.flush(WAIT)
+    run_sql(store_url, "DELETE FROM exchanges WHERE seq = 2")
+    report = store.verify("c")
+    assert (report.ok, report.first_break, report.checked) == (False, None, 2)
+    assert "ends at exchange 1" in report.detail
+
+    run_sql(store_url, "DELETE FROM exchanges")
+    report = store.verify("c")
+    assert (report.ok, report.checked) == (False, 0)
+    assert "deleted" in report.detail
+
+
+def test_verify_an_unknown_cassette(store: Store) -> None:
+    with pytest.raises(CassetteNotFound):
+        store.verify("nope")
+
+
+# -- opening -------------------------------------------------------------------------
+
+
+def test_a_newer_schema_is_refused(store_url: str) -> None:
+    open_store(store_url).close()
+    run_sql(store_url, "UPDATE meta SET value = '99' WHERE name = 'schema_version'")
+    with pytest.raises(SchemaTooNew) as caught:
+        open_store(store_url)
+    message = str(caught.value)
+    assert message.startswith("store schema version 99 at ")
+    assert message.endswith("is newer than this freezeframe supports (1); upgrade freezeframe")
+
+
+def assert_one_line(error: StoreError, starts: str, *, secret: str = "s3cr3t-pw") -> None:
+    message = str(error)
+    assert message.startswith(starts), message
+    assert "\n" not in message
+    assert secret not in message
+
+
+def test_an_unreachable_postgresql_is_unavailable() -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        open_store("postgresql://postgres:s3cr3t-pw@127.0.0.1:1/test")
+    assert_one_line(
+        caught.value, "cannot open store at postgresql://postgres:***@127.0.0.1:1/test: "
+    )
+
+
+@pytest.mark.postgres
+def test_a_missing_postgresql_database_is_unavailable(postgres_url: str) -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        open_store("postgresql+psycopg://postgres:s3cr3t-pw@127.0.0.1:5432/ff_no_such_db")
+    assert_one_line(caught.value, "cannot open store at postgresql+psycopg://postgres:***@")
+    assert 'database "ff_no_such_db" does not exist' in str(caught.value)
+
+
+def test_a_sqlite_directory_that_cannot_be_created(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreUnavailable) as caught:
+        open_store(f"sqlite:///{tmp_path}/file/sub/freezeframe.db")
+    assert_one_line(caught.value, f"cannot open store at sqlite:///{tmp_path}/file/sub/")
+    assert f"cannot create directory {tmp_path}/file/sub" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("not a url", "not a store URL"),
+        ("mysql://root:s3cr3t-pw@db/ff", "unsupported backend 'mysql'"),
+        ("sqlite://", "in-memory"),
+        ("sqlite:///:memory:", "in-memory"),
+    ],
+)
+def test_urls_that_are_not_stores(url: str, reason: str) -> None:
+    with pytest.raises(StoreUnavailable, match=reason) as caught:
+        open_store(url)
+    assert_one_line(caught.value, "cannot open store at ")
+
+
+def test_flush_gives_up_after_its_timeout(store: Store, store_url: str) -> None:
+    with writes_blocked(store_url):
+        record(store)
+        started = time.monotonic()
+        with pytest.raises(StoreError, match=r"did not finish writing within 0\.2s"):
+            store.flush(0.2)
+        assert time.monotonic() - started < WAIT
+    store.flush(WAIT)
+    assert store.count("c", "k") == 1

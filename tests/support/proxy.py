@@ -1,0 +1,146 @@
+"""Runs the real ``freezeframe run`` as a subprocess, the way a user runs it.
+
+Nothing is mocked: the process binds real ports, terminates TLS with its own CA, and
+writes to a real store. Every wait is bounded, and ``stop()`` always leaves no process
+behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ProxyProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        mode: str = "record",
+        cassette: str = "default",
+        upstream_ca: Path | None = None,
+        store: str | None = None,
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.log_path = data_dir.parent / f"{data_dir.name}-proxy-{self.port}.log"
+        command = [
+            sys.executable,
+            "-m",
+            "cli",
+            "run",
+            "--data-dir",
+            str(data_dir),
+            "--mode",
+            mode,
+            "--cassette",
+            cassette,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--admin",
+            f"127.0.0.1:{self.admin_port}",
+        ]
+        if upstream_ca is not None:
+            command += ["--upstream-ca", str(upstream_ca)]
+        if store is not None:
+            command += ["--store", store]
+        self.command = [*command, *args]
+        self.env = {**os.environ, **(env or {})}
+        for name in list(self.env):
+            if name.upper().startswith("FREEZEFRAME_") and not (env and name in env):
+                del self.env[name]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    @property
+    def ca_path(self) -> Path:
+        return self.data_dir / "mitmproxy-ca-cert.pem"
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> ProxyProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.command, stdout=log, stderr=log, env=self.env, cwd=Path(__file__).parents[2]
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"freezeframe exited with {self.process.returncode}:\n{self.log}"
+                )
+            try:
+                if self.admin("GET", "/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"freezeframe did not become healthy in {START_TIMEOUT}s:\n{self.log}")
+
+    def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Talk to the admin API directly, whatever proxy variables the test has set."""
+        kwargs.setdefault("timeout", 10.0)
+        with httpx.Client(trust_env=False) as client:
+            return client.request(method, f"{self.admin_url}{path}", **kwargs)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop the way an operator would; return the exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            message = f"freezeframe ignored {sig!r} for {STOP_TIMEOUT}s:\n{self.log}"
+            raise RuntimeError(message) from None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=STOP_TIMEOUT)
+
+    def client_env(self, bundle: Path) -> dict[str, str]:
+        """What an agent's environment holds when pointed at this proxy."""
+        return {
+            "HTTPS_PROXY": self.url,
+            "HTTP_PROXY": self.url,
+            "https_proxy": self.url,
+            "http_proxy": self.url,
+            "NO_PROXY": "",
+            "no_proxy": "",
+            "SSL_CERT_FILE": str(bundle),
+            "REQUESTS_CA_BUNDLE": str(bundle),
+            "CURL_CA_BUNDLE": str(bundle),
+        }

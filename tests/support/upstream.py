@@ -1,0 +1,1071 @@
+"""A local HTTPS server that speaks the OpenAI and Anthropic wire formats, byte for byte.
+
+End-to-end tests record an agent's traffic through the proxy against an :class:`Upstream`,
+stop it, and replay. The server therefore
+
+* speaks realistic OpenAI Chat Completions and Anthropic Messages JSON and SSE, so the
+  official SDKs parse its answers;
+* gives answers that change on every call (each endpoint has its own counter ``n``, starting
+  at 1, and every response body embeds it), so a replayed answer can be told from a live one;
+* counts accepted TCP connections (on accept, before TLS) and fully received requests, so a
+  test can assert that replay opened zero connections here.
+
+It is a raw asyncio server (``loop.create_server``, the same machinery as
+``asyncio.start_server``) on its own event loop in a daemon thread, parsing HTTP/1.1 with
+``h11`` (keep-alive: many requests per connection). TLS comes from a ``trustme`` CA, with
+ALPN offering ``http/1.1`` only. The TLS handshake is started by hand (``loop.start_tls``) so
+that a connection is counted the moment it is accepted, even if its handshake then fails.
+
+Quick use::
+
+    from support.upstream import Upstream, make_ca, client_ssl_context
+
+    ca = make_ca()
+    with Upstream(ca) as up:             # up.base_url == "https://localhost:<port>"
+        ...
+    ca.cert_pem.write_to_path(str(path))  # the CA as PEM, for SSL_CERT_FILE & co.
+
+Pointing each client at it directly (no proxy)
+----------------------------------------------
+openai (3.x, built on ``httpx2``)::
+
+    ctx = client_ssl_context(ca)       # ssl.SSLContext trusting only the trustme CA
+    openai.OpenAI(base_url=up.base_url + "/v1", api_key="sk-test",
+                  http_client=openai.DefaultHttpxClient(verify=ctx))
+    # or: SSL_CERT_FILE=<ca.pem> in the environment *before* the client is constructed.
+
+anthropic (2.x, built on ``httpx2``)::
+
+    anthropic.Anthropic(base_url=up.base_url, api_key="sk-ant-test",
+                        http_client=anthropic.DefaultHttpxClient(verify=ctx))
+    # or SSL_CERT_FILE=<ca.pem>, as for openai.
+
+httpx: ``httpx.Client(verify=ctx)`` or ``SSL_CERT_FILE``.
+requests: ``requests.get(url, verify="<ca.pem>")`` or ``REQUESTS_CA_BUNDLE=<ca.pem>``.
+
+What the clients read from the environment (read from the installed sources)
+---------------------------------------------------------------------------
+CA bundle:
+
+* openai / anthropic (httpx2 2.16 -> ``httpcore2._ssl.default_ssl_context``): ``SSL_CERT_FILE``,
+  else ``SSL_CERT_DIR``, only when ``trust_env`` (the default), read when the client (its
+  transport) is constructed. The file *replaces* the default store (``cafile=``), it is not
+  added to it. ``REQUESTS_CA_BUNDLE`` is ignored. Without them on Linux: OpenSSL's built-in
+  paths (not certifi; truststore is only used on macOS/Windows).
+* httpx 0.28: ``SSL_CERT_FILE``, else ``SSL_CERT_DIR`` (``trust_env``), else certifi.
+* requests 2.34: ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else certifi. It ignores
+  ``SSL_CERT_FILE``. (``Session.merge_environment_settings``, per request.)
+* This sandbox presets SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE
+  to the system bundle: a test must override (``monkeypatch.setenv``) every one it relies on.
+
+Proxy: every one of them uses ``urllib.request.getproxies()`` (lower-case ``https_proxy`` wins
+over ``HTTPS_PROXY``; also ``http_proxy``/``all_proxy``) plus ``no_proxy``/``NO_PROXY``.
+``localhost`` and ``127.0.0.1`` are NOT bypassed by default -- they go through the proxy unless
+listed in ``NO_PROXY`` (``NO_PROXY=*`` turns proxies off entirely). An https target through an
+``http://`` proxy URL is tunnelled with ``CONNECT host:port``; the target certificate is
+verified against the same CA settings as above, so a MITM proxy's CA must be in SSL_CERT_FILE
+(httpx2/httpx) or REQUESTS_CA_BUNDLE (requests). anthropic builds its own proxy mounts from the
+same variables (``anthropic._utils._httpx.get_environment_proxies``); openai relies on
+``httpx2.Client``'s own. Passing your own ``http_client`` keeps this env handling as long as
+its ``trust_env`` is left True and no ``proxy=``/``transport=`` is given.
+NO_PROXY entries are matched against the URL's host name, never resolved: ``NO_PROXY=127.0.0.1``
+does not cover ``https://localhost:...``. An explicit ``verify=<ctx>`` wins over SSL_CERT_FILE.
+``tests/support/test_upstream.py`` checks all of this against :class:`ConnectTunnel`.
+
+Client quirks worth knowing
+---------------------------
+* anthropic 2.x sends the key as ``Authorization: Bearer <key>`` (not ``x-api-key``).
+* openai/anthropic read a non-streamed body inside ``send()``, so the cut-off 429 of
+  ``/v1/ratelimited`` is a *transport* error (``APIConnectionError``) that the SDK retries
+  whatever ``x-should-retry`` says; use ``max_retries=0`` for a single attempt. The complete
+  429 of ``/ratelimited/full`` is a ``RateLimitError`` and is not retried.
+* ``/reset-midstream`` really sends a TCP RST; over TLS, Python's ssl module may report it as
+  a ragged EOF, so httpx raises ``RemoteProtocolError`` there (``ReadError`` over plain TCP).
+
+Endpoints (``n`` = that endpoint's counter)
+-------------------------------------------
+* ``POST /v1/chat/completions``: OpenAI chat completion, or SSE chunks with ``"stream": true``.
+* ``POST /v1/messages``: Anthropic message, or its SSE event sequence with ``"stream": true``.
+* ``GET|POST /tool/counter``: ``{"count": n, "echo": <json body or query>}``.
+* ``DELETE /tool/records/<id>``: ``{"deleted": id, "remaining": k, "n": n}``; ``up.deleted``.
+* ``/v1/ratelimited`` (any method): 429 whose body is cut at 40% then a clean close.
+* ``/ratelimited/full`` (any method): the same 429, complete.
+* ``GET /reset-midstream``: chunked 200, two chunks, then a TCP RST.
+* ``GET /gzip``: gzip-encoded JSON.
+* ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
+* ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
+* anything else: 404 JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gzip
+import http
+import json
+import logging
+import re
+import socket
+import ssl
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from email.utils import formatdate
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+import trustme
+
+__all__ = [
+    "ConnectTunnel",
+    "SeenRequest",
+    "Upstream",
+    "client_ssl_context",
+    "expected_bytes",
+    "make_ca",
+    "rate_limit_body",
+    "write_ca_pem",
+]
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 5.0
+STOP_TIMEOUT = 4.0  # the whole of stop() stays under 5 s
+HANDSHAKE_TIMEOUT = 5.0
+SSL_SHUTDOWN_TIMEOUT = 2.0
+CLOSE_TIMEOUT = 3.0
+WRITE_TIMEOUT = 10.0
+IDLE_TIMEOUT = 30.0
+MAX_BODY = 64 * 1024 * 1024
+MAX_EVENTS_PER_REQUEST = 100_000
+MAX_REQUESTS_PER_CONNECTION = 10_000
+MAX_GAP = 10.0
+MAX_BYTES = 64 * 1024 * 1024
+MAX_SSE_EVENTS = 10_000
+RATE_LIMIT_BODY_SIZE = 300
+RATE_LIMIT_SENT_FRACTION = 0.4
+
+
+def make_ca() -> trustme.CA:
+    """A fresh throwaway CA. Its PEM: ``ca.cert_pem.write_to_path(str(path))``."""
+    return trustme.CA()
+
+
+def write_ca_pem(ca: trustme.CA, path: str | Path) -> Path:
+    """Write the CA certificate as PEM to ``path`` (for SSL_CERT_FILE, REQUESTS_CA_BUNDLE)."""
+    ca.cert_pem.write_to_path(str(path))
+    return Path(path)
+
+
+def client_ssl_context(ca: trustme.CA) -> ssl.SSLContext:
+    """A client context that trusts only ``ca`` (pass as ``verify=`` to httpx/httpx2)."""
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    return ctx
+
+
+def expected_bytes(size: int, n: int) -> bytes:
+    """The body of ``GET /bytes?size=<size>`` when it is that endpoint's ``n``-th call.
+
+    Byte ``i`` is ``i % 251``, except that the first 16 bytes are ``b"n=%014d" % n``.
+    """
+    head = b"n=%014d" % n
+    body = bytearray(i % 251 for i in range(size))
+    body[: min(16, size)] = head[: min(16, size)]
+    return bytes(body)
+
+
+def rate_limit_body(n: int) -> bytes:
+    """The full (``RATE_LIMIT_BODY_SIZE``-byte) JSON error body of the ``n``-th 429."""
+    base = (
+        f"Rate limit reached for requests {n} in organization org-test on requests per min "
+        "(RPM): Limit 3, Used 3, Requested 1."
+    )
+
+    def render(message: str) -> bytes:
+        err = {"message": message, "type": "requests", "param": None, "code": "rate_limit_exceeded"}
+        return (json.dumps({"error": err}, indent=2) + "\n").encode()
+
+    filler = " Please try again in 20s. Visit https://platform.openai.com/account/rate-limits."
+    room = max(0, RATE_LIMIT_BODY_SIZE - len(render(base)))
+    return render(base + (filler * (1 + room // len(filler)))[:room])
+
+
+@dataclasses.dataclass(frozen=True)
+class SeenRequest:
+    """One request the server received completely."""
+
+    method: str
+    target: str  # path + query, as sent
+    headers: list[tuple[bytes, bytes]]  # as sent (original name casing)
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.target).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(parse_qsl(urlsplit(self.target).query, keep_blank_values=True))
+
+    def header(self, name: str) -> str | None:
+        """First value of header ``name`` (case-insensitive), or None."""
+        wanted = name.lower().encode()
+        for key, value in self.headers:
+            if key.lower() == wanted:
+                return value.decode("latin-1")
+        return None
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class _LoopThread:
+    """An asyncio event loop running in a daemon thread, with bounded start/stop."""
+
+    _name = "loop-thread"
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.errors: list[dict[str, Any]] = []  # unexpected loop errors (for debugging)
+
+    def _start_loop(self, opener: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._thread is not None:
+                raise RuntimeError(f"{self._name} already started")
+            loop = asyncio.new_event_loop()
+            loop.set_exception_handler(self._on_loop_error)
+            thread = threading.Thread(target=self._run, args=(loop,), name=self._name, daemon=True)
+            self._loop, self._thread = loop, thread
+            thread.start()
+        try:
+            return asyncio.run_coroutine_threadsafe(opener(), loop).result(timeout=START_TIMEOUT)
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if isinstance(exc, (ConnectionError, ssl.SSLError, TimeoutError)):
+            log.debug("%s: %s", self._name, context.get("message"), exc_info=exc)
+            return
+        self.errors.append(context)
+        log.warning("%s: %s", self._name, context.get("message"), exc_info=exc)
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    loop.run_until_complete(asyncio.wait(tasks, timeout=1.0))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor(timeout=1.0))
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    async def _shutdown(self) -> None:  # overridden
+        return None
+
+    def _stop_loop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        if not loop.is_closed():
+            fut = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+            try:
+                fut.result(timeout=STOP_TIMEOUT - 1.0)
+            except Exception as exc:  # noqa: BLE001 - stop must not raise
+                fut.cancel()
+                log.warning("%s: shutdown did not finish cleanly: %r", self._name, exc)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=1.0)
+
+
+class _Wire(asyncio.Protocol):
+    """One accepted TCP connection (TLS is layered on with ``loop.start_tls``)."""
+
+    def __init__(self, owner: Upstream) -> None:
+        self._owner = owner
+        self.raw: asyncio.Transport | None = None
+        self.transport: asyncio.Transport | None = None  # TLS transport, or raw
+        self.task: asyncio.Task[None] | None = None
+        self._buf = bytearray()
+        self._eof = False
+        self.lost = asyncio.Event()
+        self._readable = asyncio.Event()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+
+    # -- protocol callbacks --
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.raw is not None:  # not expected: start_tls does not call it again
+            return
+        assert isinstance(transport, asyncio.Transport)
+        self.raw = transport
+        transport.pause_reading()  # nothing is read until TLS (or plain HTTP) is set up
+        self._owner._accepted(self)
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        self._readable.set()
+
+    def eof_received(self) -> bool | None:
+        self._eof = True
+        self._readable.set()
+        # Plain TCP: stay half-open so we may still answer; TLS ignores the return value.
+        return None if self._owner.tls else True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._readable.set()
+        self._can_write.set()
+        self.lost.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # -- used by the handler task --
+    @property
+    def closing(self) -> bool:
+        tr = self.transport or self.raw
+        return self.lost.is_set() or tr is None or tr.is_closing()
+
+    async def read(self, timeout: float) -> bytes:
+        """Whatever has arrived (waiting up to ``timeout``), or b"" at end of stream."""
+        if not self._buf and not self._eof:
+            self._readable.clear()
+            await asyncio.wait_for(self._readable.wait(), timeout)
+        data = bytes(self._buf)
+        self._buf.clear()
+        return data
+
+    async def write(self, data: bytes) -> None:
+        if self.closing or self.transport is None:
+            raise ConnectionResetError("connection is closed")
+        self.transport.write(data)
+        if not self._can_write.is_set():
+            await asyncio.wait_for(self._can_write.wait(), WRITE_TIMEOUT)
+        if self.lost.is_set():
+            raise ConnectionResetError("connection lost while writing")
+
+    async def flushed(self, timeout: float = 2.0) -> None:
+        """Wait (bounded) until every byte written has been handed to the kernel."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.lost.is_set():
+            pending = sum(
+                tr.get_write_buffer_size()
+                for tr in {self.transport, self.raw}
+                if tr is not None and not tr.is_closing()
+            )
+            if pending == 0:
+                return
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        """Orderly close: flush, TLS close_notify, FIN. Bounded; aborts if it hangs."""
+        tr = self.transport or self.raw
+        if tr is not None and not tr.is_closing():
+            tr.close()
+        try:
+            await asyncio.wait_for(self.lost.wait(), CLOSE_TIMEOUT)
+        except TimeoutError:
+            self.abort()
+
+    def reset(self) -> None:
+        """Close with a TCP RST (SO_LINGER 0) instead of a FIN."""
+        if self.raw is not None:
+            sock = self.raw.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.abort()
+
+    def abort(self) -> None:
+        for tr in (self.transport, self.raw):
+            if tr is not None:
+                tr.abort()
+
+
+def _words(text: str) -> list[str]:
+    """Split into word pieces that join back to ``text`` ("a b" -> ["a ", "b"])."""
+    return re.findall(r"\s*\S+\s*", text) or [text]
+
+
+def _compact(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _text_of(content: Any) -> str:
+    """Text of an OpenAI/Anthropic message ``content`` (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
+        )
+    return ""
+
+
+def _last_user_text(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def _int_param(query: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    try:
+        value = int(query.get(name, default))
+    except ValueError:
+        value = default
+    return max(lo, min(hi, value))
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class Upstream(_LoopThread):
+    """The fake provider. See the module docstring for the endpoints.
+
+    ``stream_gaps``: seconds to wait between consecutive SSE events of the chat/messages
+    streams; gap ``i`` follows event ``i``; the last value repeats (default: 5 ms each).
+    ``reset_delay``: seconds between flushing the two chunks of /reset-midstream and the RST.
+    """
+
+    _name = "upstream"
+
+    def __init__(
+        self,
+        ca: trustme.CA,
+        *,
+        host: str = "127.0.0.1",
+        tls: bool = True,
+        stream_gaps: Sequence[float] = (0.005,),
+        reset_delay: float = 0.05,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        super().__init__()
+        if any(not 0 <= g <= MAX_GAP for g in stream_gaps):
+            raise ValueError(f"stream gaps must be within [0, {MAX_GAP}] s")
+        self.ca = ca
+        self.host = host
+        self.tls = tls
+        self.stream_gaps = tuple(float(g) for g in stream_gaps)
+        self.reset_delay = min(max(0.0, reset_delay), MAX_GAP)
+        self.idle_timeout = min(max(0.1, idle_timeout), 600.0)
+        self.port = 0
+        self.connections = 0
+        self.requests: list[SeenRequest] = []
+        self.deleted: list[str] = []
+        self.counts: dict[str, int] = {}
+        self._server: asyncio.Server | None = None
+        self._wires: set[_Wire] = set()
+        self._server_ctx: ssl.SSLContext | None = None
+        if tls:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
+            ctx.set_alpn_protocols(["http/1.1"])
+            self._server_ctx = ctx
+
+    # -- public API --
+    @property
+    def base_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://localhost:{self.port}"
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def start(self) -> Upstream:
+        self.port = self._start_loop(self._open)
+        return self
+
+    def stop(self) -> None:
+        """Close the listening socket and every open connection. Idempotent, <= 5 s."""
+        self._stop_loop()
+
+    def reset_counters(self, *, endpoints: bool = False) -> None:
+        """Forget connections, requests and deletions. Endpoint counters (the ``n`` in the
+        answers) keep going unless ``endpoints=True``, so live answers after a reset still
+        differ from the recorded ones."""
+        self.connections = 0
+        self.requests.clear()
+        self.deleted.clear()
+        if endpoints:
+            self.counts.clear()
+
+    def __enter__(self) -> Upstream:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- server plumbing --
+    async def _open(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Wire(self), self.host, 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def _accepted(self, wire: _Wire) -> None:
+        self.connections += 1  # on accept, before TLS
+        self._wires.add(wire)
+        wire.task = asyncio.get_running_loop().create_task(self._serve(wire))
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        wires = list(self._wires)
+        for wire in wires:
+            wire.abort()
+            if wire.task is not None:
+                wire.task.cancel()
+        waits = [asyncio.ensure_future(w.lost.wait()) for w in wires if w.raw is not None]
+        tasks = [w.task for w in wires if w.task is not None]
+        if waits or tasks:
+            await asyncio.wait([*waits, *tasks], timeout=1.5)
+        for fut in waits:
+            fut.cancel()
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        self._wires.clear()
+
+    async def _serve(self, wire: _Wire) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            assert wire.raw is not None
+            if self._server_ctx is not None:
+                try:
+                    wire.transport = await asyncio.wait_for(
+                        loop.start_tls(
+                            wire.raw,
+                            wire,
+                            self._server_ctx,
+                            server_side=True,
+                            ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
+                            ssl_shutdown_timeout=SSL_SHUTDOWN_TIMEOUT,
+                        ),
+                        HANDSHAKE_TIMEOUT + 1.0,
+                    )
+                except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+                    log.debug("upstream: TLS handshake failed: %r", exc)
+                    wire.abort()
+                    return
+            else:
+                wire.transport = wire.raw
+                wire.raw.resume_reading()
+            if await self._http(wire):
+                await wire.close()
+        except (ConnectionError, TimeoutError) as exc:
+            log.debug("upstream: connection ended: %r", exc)
+            wire.abort()
+        except asyncio.CancelledError:
+            wire.abort()
+            raise
+        except Exception as exc:
+            log.exception("upstream: handler crashed")
+            self.errors.append({"message": "handler crashed", "exception": exc})
+            wire.abort()
+        finally:
+            self._wires.discard(wire)
+
+    async def _http(self, wire: _Wire) -> bool:
+        """Serve requests until the connection should end. True: close it gracefully."""
+        conn = h11.Connection(h11.SERVER)
+        for _ in range(MAX_REQUESTS_PER_CONNECTION):
+            req = await self._receive(wire, conn)
+            if req is None:
+                return True
+            self.requests.append(req)
+            if not await self._dispatch(wire, conn, req):
+                return False  # the handler closed or reset the connection itself
+            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                conn.start_next_cycle()
+            else:
+                return True
+        return True
+
+    async def _receive(self, wire: _Wire, conn: h11.Connection) -> SeenRequest | None:
+        method = target = ""
+        headers: list[tuple[bytes, bytes]] = []
+        body = bytearray()
+        for _ in range(MAX_EVENTS_PER_REQUEST):
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                    await self._send_json(
+                        wire, conn, exc.error_status_hint, {"error": {"message": str(exc)}}
+                    )
+                return None
+            if event is h11.NEED_DATA:
+                if conn.they_are_waiting_for_100_continue:
+                    await self._send(wire, conn, h11.InformationalResponse(status_code=100))
+                try:
+                    data = await wire.read(self.idle_timeout)
+                except TimeoutError:
+                    return None
+                conn.receive_data(data)
+            elif isinstance(event, h11.Request):
+                method = event.method.decode("ascii")
+                target = event.target.decode("latin-1")
+                headers = [(bytes(k), bytes(v)) for k, v in event.headers.raw_items()]
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_BODY:
+                    await self._send_json(wire, conn, 413, {"error": {"message": "too large"}})
+                    return None
+            elif isinstance(event, h11.EndOfMessage):
+                return SeenRequest(method, target, headers, bytes(body))
+            else:  # ConnectionClosed, PAUSED
+                return None
+        return None
+
+    # -- response helpers --
+    async def _send(self, wire: _Wire, conn: h11.Connection, *events: h11.Event) -> None:
+        data = b"".join(conn.send(event) or b"" for event in events)
+        if data:
+            await wire.write(data)
+
+    @staticmethod
+    def _head(
+        status: int,
+        content_type: str,
+        extra: Iterable[tuple[str, str]] = (),
+        *,
+        length: int | None = None,
+    ) -> h11.Response:
+        headers = [("date", formatdate(usegmt=True)), ("content-type", content_type)]
+        if length is None:
+            headers.append(("transfer-encoding", "chunked"))
+        else:
+            headers.append(("content-length", str(length)))
+        headers.extend(extra)
+        reason = http.HTTPStatus(status).phrase.encode()
+        return h11.Response(status_code=status, headers=headers, reason=reason)
+
+    async def _send_full(
+        self,
+        wire: _Wire,
+        conn: h11.Connection,
+        status: int,
+        content_type: str,
+        body: bytes,
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> bool:
+        head = self._head(status, content_type, extra, length=len(body))
+        await self._send(wire, conn, head, h11.Data(data=body), h11.EndOfMessage())
+        return True
+
+    async def _send_json(
+        self,
+        wire: _Wire,
+        conn: h11.Connection,
+        status: int,
+        obj: Any,
+        extra: Iterable[tuple[str, str]] = (),
+        *,
+        pretty: bool = False,
+    ) -> bool:
+        body = (json.dumps(obj, indent=2) + "\n").encode() if pretty else _compact(obj)
+        return await self._send_full(wire, conn, status, "application/json", body, extra)
+
+    async def _send_stream(
+        self,
+        wire: _Wire,
+        conn: h11.Connection,
+        frames: Sequence[bytes],
+        extra: Iterable[tuple[str, str]] = (),
+        *,
+        gap: Callable[[int], float],
+        content_type: str = "text/event-stream",
+    ) -> bool:
+        """200, chunked; each frame its own HTTP chunk, ``gap(i)`` seconds after frame i."""
+        await self._send(wire, conn, self._head(200, content_type, extra))
+        for i, frame in enumerate(frames):
+            if i:
+                await asyncio.sleep(gap(i - 1))
+            await self._send(wire, conn, h11.Data(data=frame))
+        await self._send(wire, conn, h11.EndOfMessage())
+        return True
+
+    def _gap(self, i: int) -> float:
+        if not self.stream_gaps:
+            return 0.0
+        return self.stream_gaps[min(i, len(self.stream_gaps) - 1)]
+
+    def _next(self, endpoint: str) -> int:
+        n = self.counts.get(endpoint, 0) + 1
+        self.counts[endpoint] = n
+        return n
+
+    # -- routing --
+    async def _dispatch(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        path, method = req.path, req.method
+        try:
+            if path == "/v1/chat/completions" and method == "POST":
+                return await self._chat(wire, conn, req)
+            if path == "/v1/messages" and method == "POST":
+                return await self._messages(wire, conn, req)
+            if path == "/tool/counter" and method in ("GET", "POST"):
+                return await self._counter(wire, conn, req)
+            if path.startswith("/tool/records/") and method == "DELETE":
+                return await self._delete(wire, conn, req)
+            if path == "/v1/ratelimited":
+                return await self._ratelimited(wire, conn, truncate=True)
+            if path == "/ratelimited/full":
+                return await self._ratelimited(wire, conn, truncate=False)
+            if path == "/reset-midstream" and method == "GET":
+                return await self._reset_midstream(wire, conn)
+            if path == "/gzip" and method == "GET":
+                return await self._gzip(wire, conn)
+            if path == "/sse/slow" and method == "GET":
+                return await self._sse_slow(wire, conn, req)
+            if path == "/bytes" and method == "GET":
+                return await self._bytes(wire, conn, req)
+        except _BadRequest as exc:
+            error = {"message": str(exc), "type": "invalid_request_error"}
+            return await self._send_json(wire, conn, 400, {"error": error})
+        n = self._next("not_found")
+        error = {
+            "message": f"no route for {method} {req.target}",
+            "type": "invalid_request_error",
+            "code": "not_found",
+        }
+        return await self._send_json(wire, conn, 404, {"error": error, "n": n})
+
+    @staticmethod
+    def _json_body(req: SeenRequest) -> dict[str, Any]:
+        try:
+            body = json.loads(req.body or b"null")
+        except ValueError as exc:
+            raise _BadRequest(f"request body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise _BadRequest("request body must be a JSON object")
+        return body
+
+    # -- OpenAI --
+    async def _chat(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        body = self._json_body(req)
+        n = self._next("chat")
+        model = str(body.get("model") or "gpt-test")
+        text = f"answer {n} to: {_last_user_text(body.get('messages'))}"
+        created = int(time.time())
+        extra = [
+            ("x-request-id", f"req_{n}"),
+            ("openai-organization", "org-test"),
+            ("openai-processing-ms", str(100 + n)),
+            ("openai-version", "2020-10-01"),
+            ("x-ratelimit-limit-requests", "10000"),
+            ("x-ratelimit-remaining-requests", str(max(0, 10000 - n))),
+        ]
+        if not body.get("stream"):
+            answer = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "system_fingerprint": f"fp_{n}",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+            return await self._send_json(wire, conn, 200, answer, extra, pretty=True)
+
+        stream_options = body.get("stream_options")
+        include_usage = isinstance(stream_options, dict) and bool(
+            stream_options.get("include_usage")
+        )
+
+        def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
+            obj: dict[str, Any] = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "system_fingerprint": f"fp_{n}",
+                "choices": choices,
+            }
+            if include_usage:
+                obj["usage"] = usage
+            return b"data: " + _compact(obj) + b"\n\n"
+
+        def choice(delta: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
+            return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+
+        frames = [chunk(choice({"role": "assistant", "content": "", "refusal": None}))]
+        frames += [chunk(choice({"content": piece})) for piece in _words(text)]
+        frames.append(chunk(choice({}, "stop")))
+        if include_usage:
+            usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+            frames.append(chunk([], usage))
+        frames.append(b"data: [DONE]\n\n")
+        extra.append(("cache-control", "no-cache"))
+        return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
+
+    # -- Anthropic --
+    async def _messages(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        body = self._json_body(req)
+        n = self._next("messages")
+        model = str(body.get("model") or "claude-test")
+        text = f"answer {n} to: {_last_user_text(body.get('messages'))}"
+        extra = [
+            ("request-id", f"req_{n}"),
+            ("anthropic-organization-id", "org-test"),
+            ("anthropic-ratelimit-requests-limit", "1000"),
+            ("anthropic-ratelimit-requests-remaining", str(max(0, 1000 - n))),
+        ]
+        message: dict[str, Any] = {
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+        if not body.get("stream"):
+            return await self._send_json(wire, conn, 200, message, extra)
+
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+        events: list[dict[str, Any]] = [
+            {"type": "message_start", "message": start},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            {"type": "ping"},
+        ]
+        events += [
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+            for p in _words(text)
+        ]
+        events += [
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+            {"type": "message_stop"},
+        ]
+        frames = [b"event: %s\ndata: %s\n\n" % (e["type"].encode(), _compact(e)) for e in events]
+        extra.append(("cache-control", "no-cache"))
+        return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
+
+    # -- tools --
+    async def _counter(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        n = self._next("counter")
+        echo: Any
+        if req.method == "POST":
+            try:
+                echo = json.loads(req.body) if req.body else None
+            except ValueError:
+                echo = req.body.decode("utf-8", "replace")
+        else:
+            echo = req.query
+        return await self._send_json(wire, conn, 200, {"count": n, "echo": echo})
+
+    async def _delete(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        n = self._next("delete")
+        record = req.path.removeprefix("/tool/records/")
+        self.deleted.append(record)
+        answer = {"deleted": record, "remaining": max(0, 100 - n), "n": n}
+        return await self._send_json(wire, conn, 200, answer)
+
+    # -- failure modes --
+    async def _ratelimited(self, wire: _Wire, conn: h11.Connection, *, truncate: bool) -> bool:
+        n = self._next("ratelimited" if truncate else "ratelimited_full")
+        body = rate_limit_body(n)
+        extra = [
+            ("retry-after", "0"),
+            ("x-should-retry", "false"),
+            ("x-request-id", f"req_{n}"),
+        ]
+        if not truncate:
+            return await self._send_full(wire, conn, 429, "application/json", body, extra)
+        head = self._head(429, "application/json", extra, length=len(body))
+        cut = int(len(body) * RATE_LIMIT_SENT_FRACTION)
+        await self._send(wire, conn, head, h11.Data(data=body[:cut]))
+        await wire.flushed()
+        await wire.close()  # flush, close_notify, FIN -- never the rest of the body
+        return False
+
+    async def _reset_midstream(self, wire: _Wire, conn: h11.Connection) -> bool:
+        n = self._next("reset")
+        await self._send(wire, conn, self._head(200, "text/plain; charset=utf-8"))
+        await self._send(wire, conn, h11.Data(data=f"chunk 1 of reset n={n}\n".encode()))
+        await self._send(wire, conn, h11.Data(data=f"chunk 2 of reset n={n}\n".encode()))
+        await wire.flushed()
+        await asyncio.sleep(self.reset_delay)
+        wire.reset()
+        return False
+
+    async def _gzip(self, wire: _Wire, conn: h11.Connection) -> bool:
+        n = self._next("gzip")
+        obj = {"gzip": True, "n": n, "text": " ".join(["compressible"] * 50)}
+        body = gzip.compress(_compact(obj), mtime=0)
+        extra = [("content-encoding", "gzip"), ("vary", "Accept-Encoding")]
+        return await self._send_full(wire, conn, 200, "application/json", body, extra)
+
+    async def _sse_slow(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        n = self._next("sse")
+        count = _int_param(req.query, "events", 5, 0, MAX_SSE_EVENTS)
+        gap = _int_param(req.query, "gap_ms", 50, 0, int(MAX_GAP * 1000)) / 1000
+        frames = [b"data: " + json.dumps({"i": k, "n": n}).encode() + b"\n\n" for k in range(count)]
+        extra = [("cache-control", "no-cache")]
+        return await self._send_stream(wire, conn, frames, extra, gap=lambda _i: gap)
+
+    async def _bytes(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        n = self._next("bytes")
+        size = _int_param(req.query, "size", 1024, 0, MAX_BYTES)
+        body = expected_bytes(size, n)
+        head = self._head(200, "application/octet-stream", length=size)
+        await self._send(wire, conn, head)
+        step = 64 * 1024
+        for offset in range(0, size, step):
+            await self._send(wire, conn, h11.Data(data=body[offset : offset + step]))
+        await self._send(wire, conn, h11.EndOfMessage())
+        return True
+
+
+class ConnectTunnel(_LoopThread):
+    """A tiny plain-HTTP ``CONNECT`` proxy that only tunnels to this machine.
+
+    It records every CONNECT target (``connects``: list of ``"host:port"``) and refuses (403)
+    any host other than localhost/127.0.0.1, so pointing HTTPS_PROXY at it can never reach the
+    outside. Used to check which clients honour HTTPS_PROXY/NO_PROXY.
+    """
+
+    _name = "connect-tunnel"
+    ALLOWED_HOSTS = frozenset({"localhost", "127.0.0.1"})
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__()
+        self.host = host
+        self.port = 0
+        self.connects: list[str] = []
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ConnectTunnel:
+        self.port = self._start_loop(self._open)
+        return self
+
+    def stop(self) -> None:
+        self._stop_loop()
+
+    def __enter__(self) -> ConnectTunnel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _open(self) -> int:
+        self._server = await asyncio.start_server(self._handle, self.host, 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await asyncio.sleep(0.05)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        self._writers.clear()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        up_writer: asyncio.StreamWriter | None = None
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+            parts = head.split(b"\r\n", 1)[0].split()
+            if len(parts) != 3 or parts[0] != b"CONNECT":
+                writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                return
+            authority = parts[1].decode("latin-1")
+            self.connects.append(authority)
+            host, _, port = authority.rpartition(":")
+            if host.strip("[]") not in self.ALLOWED_HOSTS or not port.isdigit():
+                writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", int(port)), 5.0
+            )
+            self._writers.add(up_writer)
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            for w in (writer, up_writer):
+                if w is not None:
+                    self._writers.discard(w)
+                    w.close()
+                    with contextlib.suppress(OSError, TimeoutError):
+                        await asyncio.wait_for(w.wait_closed(), 1.0)
+
+    @staticmethod
+    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            for _ in range(10_000_000):
+                data = await asyncio.wait_for(src.read(65536), IDLE_TIMEOUT)
+                if not data:
+                    break
+                dst.write(data)
+                await asyncio.wait_for(dst.drain(), WRITE_TIMEOUT)
+        except (OSError, TimeoutError):
+            pass
+        finally:
+            if dst.can_write_eof() and not dst.is_closing():
+                with contextlib.suppress(OSError):
+                    dst.write_eof()
