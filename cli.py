@@ -269,17 +269,18 @@ def show(cassette: str, seq: int | None, data_dir: str, store: str | None, as_js
     if as_json:
         _emit_json([asdict(row) for row in rows])
         return
-    table = Table("seq", "started", "method", "url", "status", "outcome", "ms", "bytes")
+    table = Table("seq", "started", "method", "status", "outcome", "ms", "bytes")
+    table.add_column("url", overflow="fold")
     for row in rows:
         table.add_row(
             str(row.seq),
             _time(row.started_at),
             row.method,
-            row.url,
             str(row.status) if row.status is not None else "-",
             row.outcome.value,
             f"{row.duration * 1000:.0f}" if row.duration is not None else "-",
             str(row.response_bytes),
+            row.url,
         )
     Console().print(table)
 

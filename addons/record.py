@@ -61,9 +61,12 @@ class Record:
         self._key_config = key_config
         self._redactor = redactor
         self._inflight: dict[str, _Recording] = {}
+        self._stopped = False
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if flow.response is not None or self._state.mode not in (Mode.RECORD, Mode.AUTO):
+        if self._stopped or flow.response is not None:
+            return
+        if self._state.mode not in (Mode.RECORD, Mode.AUTO):
             return
         info = info_of(flow)
         if info is None or info.served is not None:
@@ -96,6 +99,7 @@ class Record:
         self._submit(recording, outcome, message)
 
     def done(self) -> None:
+        self._stopped = True
         for recording in list(self._inflight.values()):
             self._submit(recording, Outcome.INCOMPLETE, STOPPED)
         self._inflight.clear()

@@ -42,10 +42,17 @@ class Replay:
         self._key_config = key_config
         self._redactor = redactor
         self._reenactor = reenactor
+        self._stopped = False
+
+    def done(self) -> None:
+        self._stopped = True
 
     def request(self, flow: http.HTTPFlow) -> None:
         mode = self._state.mode
         if flow.response is not None or mode not in (Mode.REPLAY, Mode.AUTO):
+            return
+        if self._stopped:
+            flow.response = answers.error(503, "freezeframe_stopping", "freezeframe is stopping")
             return
         info = info_of(flow)
         if info is None:

@@ -52,13 +52,17 @@ async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> 
             errors.append(record.getMessage())
 
     capture = _Capture(logging.ERROR)
-    logging.getLogger("mitmproxy").addHandler(capture)
+    source = logging.getLogger("mitmproxy.addons.proxyserver")
+    source.addHandler(capture)
+    source.propagate = False  # its multi-line advice is replaced by our one line
     try:
         if not await server.setup_servers():
-            reason = errors[-1] if errors else "unknown error"
+            first = errors[-1].splitlines()[0] if errors else "unknown error"
+            reason = first.rpartition(": ")[2] or first
             raise StartupError(f"cannot listen on {settings.listen}: {reason}")
     finally:
-        logging.getLogger("mitmproxy").removeHandler(capture)
+        source.removeHandler(capture)
+        source.propagate = True
 
 
 def _bind(address: Address, what: str) -> socket.socket:

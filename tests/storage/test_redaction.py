@@ -1,0 +1,78 @@
+"""Secrets become keyed fingerprints: stable per install, different across installs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+
+KEY = b"k" * KEY_BYTES
+
+
+def test_secret_headers_keep_the_scheme_and_a_fingerprint() -> None:
+    redactor = Redactor(KEY)
+    fields = ((b"Authorization", b"Bearer sk-abc"), (b"X-Api-Key", b"abc"), (b"Accept", b"*/*"))
+    redacted = redactor.headers(fields)
+    assert redacted[0][1].startswith(b"Bearer [redacted:") and b"sk-abc" not in redacted[0][1]
+    assert redacted[1][1].startswith(b"[redacted:") and redacted[2] == (b"Accept", b"*/*")
+    assert redactor.headers(fields) == redacted, "fingerprints are stable"
+    other = Redactor(b"o" * KEY_BYTES).headers(fields)
+    assert other[0] != redacted[0], "fingerprints are keyed per install"
+
+
+def test_user_headers_and_patterns_are_redacted_too() -> None:
+    redactor = Redactor(KEY, headers=["X-Tool-Token"], patterns=[r"tok_[a-z0-9]{8,}"])
+    assert redactor.headers(((b"x-tool-token", b"t0p-secret"),))[0][1].startswith(b"[redacted:")
+    assert b"tok_abcdefgh12" not in redactor.body(b'{"t": "tok_abcdefgh12"}')
+
+
+@given(st.binary(max_size=64), st.binary(max_size=64))
+def test_body_redaction_preserves_length(prefix: bytes, suffix: bytes) -> None:
+    redactor = Redactor(KEY)
+    body = prefix + b"sk-proj-" + b"a" * 30 + suffix
+    redacted = redactor.body(body)
+    assert len(redacted) == len(body)
+    assert b"sk-proj-" + b"a" * 30 not in redacted
+
+
+def test_secrets_echoed_back_by_an_upstream_are_scrubbed() -> None:
+    redactor = Redactor(KEY)
+    known = redactor.secret_values(
+        (
+            (b"Cookie", b"session=cookie-secret-456; theme=dark"),
+            (b"Authorization", b"Basic dXNlcjpwYXNzd29yZA=="),
+        ),
+        "/echo?api_key=query-secret-789&page=2",
+    )
+    answer = (
+        b'{"cookie": "cookie-secret-456", "auth": "dXNlcjpwYXNzd29yZA==", '
+        b'"k": "query-secret-789", "page": "2"}'
+    )
+    scrubbed = redactor.body(answer, known)
+    for secret in (b"cookie-secret-456", b"dXNlcjpwYXNzd29yZA==", b"query-secret-789"):
+        assert secret not in scrubbed
+    assert b'"page": "2"' in scrubbed and len(scrubbed) == len(answer)
+
+
+def test_query_secrets_in_a_target_are_replaced() -> None:
+    target = Redactor(KEY).target("/v1/search?key=AIzaSecret&q=cats")
+    assert "AIzaSecret" not in target and target.endswith("&q=cats")
+
+
+def test_the_install_key_is_created_once_and_private(tmp_path: Path) -> None:
+    path = tmp_path / "secret.key"
+    key = load_or_create_key(path)
+    assert len(key) == KEY_BYTES and load_or_create_key(path) == key
+    assert os.stat(path).st_mode & 0o077 == 0
+
+
+def test_a_damaged_key_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "secret.key"
+    path.write_bytes(b"short")
+    with pytest.raises(ValueError, match="expected a 32-byte key"):
+        load_or_create_key(path)

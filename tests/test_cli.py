@@ -1,0 +1,213 @@
+"""The command line: what people read, what scripts parse, and how it fails."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+import cli
+from canonicalize import RequestView, canonicalize
+from proxy.keys import key_config
+from storage import Chunk, NewExchange, Outcome, RecordedResponse, open_store
+
+BODY = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "user": "u1"}'
+
+
+def store_url(data_dir: Path) -> str:
+    return f"sqlite:///{data_dir / 'freezeframe.db'}"
+
+
+def record(data_dir: Path, cassette: str, count: int, *, status: int = 200) -> None:
+    """Write ``count`` exchanges the way the proxy does: key from canonicalize, then submit."""
+    view = RequestView(
+        method="POST", scheme="https", host="api.openai.com", port=443,
+        path="/v1/chat/completions", query=(), headers=(), body=BODY,
+        content_type="application/json",
+    )
+    canonical = canonicalize(view, key_config())
+    with open_store(store_url(data_dir)) as store:
+        for n in range(count):
+            body = json.dumps({"id": f"chatcmpl-{n}", "n": n}).encode()
+            store.submit(
+                NewExchange(
+                    cassette=cassette, key=canonical.key, key_scheme=1,
+                    canonical=canonical.form, method="POST", scheme="https",
+                    host="api.openai.com", port=443, path="/v1/chat/completions",
+                    http_version="HTTP/1.1",
+                    request_headers=((b"content-type", b"application/json"),
+                                     (b"authorization", b"Bearer [redacted:0123456789abcdef]")),
+                    request_body=BODY, started_at=1_790_000_000.0 + n, duration=0.25,
+                    response=RecordedResponse(
+                        status=status, reason="OK", http_version="HTTP/1.1",
+                        headers=((b"content-type", b"application/json"),),
+                        body=body, chunks=(Chunk(0, 0.2),), first_byte_at=0.2,
+                    ),
+                    outcome=Outcome.COMPLETE, error=None, context={"run-id": "run-7"},
+                    slot=store.reserve(cassette, canonical.key),
+                )
+            )
+
+
+def invoke(*args: str, input: bytes | None = None) -> Result:
+    return CliRunner().invoke(cli.main, list(args), input=input, catch_exceptions=False)
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code != 0
+    assert result.stdout == ""
+    message = result.stderr.strip()
+    assert message.startswith("freezeframe: error: ") and "\n" not in message, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in message
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    record(path, "bug-8821", 3)
+    record(path, "other", 1, status=429)
+    return path
+
+
+def test_ls_lists_cassettes_for_people_and_for_machines(data_dir: Path) -> None:
+    listed = json.loads(invoke("ls", "--json", "--data-dir", str(data_dir)).stdout)
+    assert [(c["name"], c["exchanges"]) for c in listed] == [("bug-8821", 3), ("other", 1)]
+    assert all(c["stored_bytes"] > 0 and c["first_at"] <= c["last_at"] for c in listed)
+    table = invoke("ls", "--data-dir", str(data_dir)).stdout
+    assert "bug-8821" in table and "other" in table
+
+
+def test_show_lists_a_cassette_in_recorded_order(data_dir: Path) -> None:
+    rows = json.loads(invoke("show", "bug-8821", "--json", "--data-dir", str(data_dir)).stdout)
+    assert [(r["seq"], r["occurrence"], r["status"]) for r in rows] == [
+        (0, 0, 200), (1, 1, 200), (2, 2, 200)
+    ]
+    assert rows[0]["url"] == "https://api.openai.com/v1/chat/completions"
+    table = invoke("show", "bug-8821", "--data-dir", str(data_dir)).stdout
+    assert table.count("POST") == 3 and table.count("complete") == 3
+
+
+def test_show_one_exchange_whole(data_dir: Path) -> None:
+    document = json.loads(
+        invoke("show", "bug-8821", "1", "--json", "--data-dir", str(data_dir)).stdout
+    )
+    assert document["request"]["method"] == "POST"
+    assert document["request"]["body"]["text"] == BODY.decode()
+    assert document["request"]["canonical"]["body"]["model"] == "gpt-4o-mini"
+    assert document["response"]["body"]["text"] == '{"id": "chatcmpl-1", "n": 1}'
+    assert document["timing"] == {
+        "started_at": 1_790_000_001.0, "first_byte_after": 0.2, "duration": 0.25
+    }
+    assert document["context"] == {"run-id": "run-7"}
+    assert ["authorization", "Bearer [redacted:0123456789abcdef]"] in document["request"][
+        "headers"
+    ]
+    people = invoke("show", "bug-8821", "1", "--data-dir", str(data_dir)).stdout
+    assert "chatcmpl-1" in people and "run-id: run-7" in people
+
+
+def test_show_of_what_is_not_there_is_one_line(data_dir: Path) -> None:
+    assert_one_line_error(
+        invoke("show", "nope", "--data-dir", str(data_dir)), "no cassette named 'nope'"
+    )
+    assert_one_line_error(
+        invoke("show", "bug-8821", "9", "--data-dir", str(data_dir)), "has no exchange 9"
+    )
+    assert_one_line_error(invoke("show", "../x", "--data-dir", str(data_dir)), "invalid cassette")
+
+
+def test_verify_passes_then_catches_tampering(data_dir: Path) -> None:
+    assert invoke("verify", "bug-8821", "--data-dir", str(data_dir)).exit_code == 0
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(data_dir / "freezeframe.db")) as db, db:
+        db.execute("UPDATE exchanges SET status = 200 WHERE status = 429")
+    broken = invoke("verify", "other", "--json", "--data-dir", str(data_dir))
+    assert broken.exit_code == 1
+    assert json.loads(broken.stdout)["ok"] is False
+
+
+def test_ca_prints_the_cert_and_a_bundle_with_the_system_cas(tmp_path: Path) -> None:
+    path = Path(invoke("ca", "--data-dir", str(tmp_path)).stdout.strip())
+    assert path == (tmp_path / "mitmproxy-ca-cert.pem").absolute()
+    ca = path.read_bytes()
+    assert ca.startswith(b"-----BEGIN CERTIFICATE-----")
+    bundle = Path(invoke("ca", "--bundle", "--data-dir", str(tmp_path)).stdout.strip()).read_bytes()
+    assert ca in bundle
+    assert bundle.count(b"BEGIN CERTIFICATE") > 10, "the system's CAs are missing"
+
+
+def test_explain_shows_key_form_and_what_was_stripped(tmp_path: Path) -> None:
+    args = ["explain", "--method", "post", "--url", "https://API.openai.com/v1/chat/completions",
+            "--header", "Content-Type: application/json",
+            "--header", "Authorization: Bearer sk-live-0123456789abcdefghijklmn",
+            "--body", "-", "--json", "--data-dir", str(tmp_path)]
+    document = json.loads(invoke(*args, input=BODY).stdout)
+    assert document["canonical"]["host"] == "api.openai.com"
+    assert document["canonical"]["body"] == {
+        "messages": [{"content": "hi", "role": "user"}], "model": "gpt-4o-mini"
+    }
+    assert [(s["part"], s["rule"]) for s in document["stripped"]] == [
+        ("body:$.user", "default-volatile")
+    ]
+    reordered = BODY.replace(b'"user": "u1"', b'"user": "someone else"')
+    assert json.loads(invoke(*args, input=reordered).stdout)["key"] == document["key"]
+    text = invoke(*args[:-3], "--data-dir", str(tmp_path), input=BODY).stdout
+    assert document["key"] in text and "body:$.user" in text
+    assert "sk-live" not in text
+
+
+def test_explain_rejects_a_bad_url_in_one_line(tmp_path: Path) -> None:
+    result = invoke("explain", "--method", "GET", "--url", "ftp://x", "--data-dir", str(tmp_path))
+    assert_one_line_error(result, "--url", "absolute http(s) URL")
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "fragment"),
+    [
+        (["--mode", "bogus"], {}, "unknown mode 'bogus'"),
+        ([], {"FREEZEFRAME_MODE": "rewind"}, "unknown mode 'rewind'"),
+        (["--cassette", "a/b"], {}, "invalid cassette name"),
+        (["--listen", "localhost:http"], {}, "listen address"),
+        (["--store", "postgresql://u:pw@127.0.0.1:1/x"], {}, "cannot open store"),
+        (["--upstream-ca", "/nonexistent/ca.pem"], {}, "upstream CA"),
+    ],
+)
+def test_run_refuses_bad_settings_in_one_line_and_damages_nothing(
+    data_dir: Path, args: list[str], env: dict[str, str], fragment: str
+) -> None:
+    result = CliRunner(env=env).invoke(cli.main, ["run", "--data-dir", str(data_dir), *args])
+    assert_one_line_error(result, fragment)
+    assert "pw" not in result.stderr
+    assert invoke("verify", "bug-8821", "--data-dir", str(data_dir)).exit_code == 0
+
+
+def test_run_refuses_an_unwritable_data_dir(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = invoke("run", "--data-dir", str(blocker / "data"))
+    assert_one_line_error(result, "data dir", "is not writable")
+
+
+def test_run_refuses_a_port_in_use(data_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "cli", "run", "--data-dir", str(data_dir),
+             "--listen", f"127.0.0.1:{port}", "--admin", "127.0.0.1:0"],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("freezeframe: error: cannot listen on 127.0.0.1:"), result.stderr
+    assert "Traceback" not in result.stderr
