@@ -78,6 +78,7 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option(
         "--store",
         envvar="FREEZEFRAME_STORE",
+        show_envvar=True,
         default=None,
         metavar="URL",
         help="SQLAlchemy URL of the store  [default: sqlite:///<data dir>/freezeframe.db]",
@@ -85,6 +86,7 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--data-dir",
         envvar="FREEZEFRAME_DATA_DIR",
+        show_envvar=True,
         default=settings_module.DEFAULT_DATA_DIR,
         show_default=True,
         help="Where the CA, the secret key and the default store live.",
@@ -121,6 +123,7 @@ def main() -> None:
 @click.option(
     "--mode",
     envvar="FREEZEFRAME_MODE",
+    show_envvar=True,
     default="record",
     show_default=True,
     help="record, replay, auto or passthrough.",
@@ -128,6 +131,7 @@ def main() -> None:
 @click.option(
     "--cassette",
     envvar="FREEZEFRAME_CASSETTE",
+    show_envvar=True,
     default="default",
     show_default=True,
     help="Default cassette; X-Freezeframe-Cassette overrides it per request.",
@@ -136,6 +140,7 @@ def main() -> None:
 @click.option(
     "--listen",
     envvar="FREEZEFRAME_LISTEN",
+    show_envvar=True,
     default=settings_module.DEFAULT_LISTEN,
     show_default=True,
     help="Proxy address (HTTPS_PROXY points here).",
@@ -143,6 +148,7 @@ def main() -> None:
 @click.option(
     "--admin",
     envvar="FREEZEFRAME_ADMIN",
+    show_envvar=True,
     default=settings_module.DEFAULT_ADMIN,
     show_default=True,
     help="Admin API address.",
@@ -150,6 +156,7 @@ def main() -> None:
 @click.option(
     "--upstream-ca",
     envvar="FREEZEFRAME_UPSTREAM_CA",
+    show_envvar=True,
     default=None,
     metavar="FILE",
     help="Extra CA (PEM) trusted for upstream servers, on top of the system's.",
@@ -160,6 +167,7 @@ def main() -> None:
     multiple=True,
     metavar="NAME",
     envvar="FREEZEFRAME_REDACT_HEADERS",
+    show_envvar=True,
     type=_Separated(","),
     help="Another header never to store in the clear (repeatable; env: comma-separated).",
 )
@@ -169,6 +177,7 @@ def main() -> None:
     multiple=True,
     metavar="REGEX",
     envvar="FREEZEFRAME_REDACT_PATTERNS",
+    show_envvar=True,
     type=_Separated("\n"),
     help="A regex whose matches in bodies are never stored (repeatable; env: one per line).",
 )
@@ -377,6 +386,7 @@ def _print_exchange(document: dict[str, Any]) -> None:
 @click.option(
     "--data-dir",
     envvar="FREEZEFRAME_DATA_DIR",
+    show_envvar=True,
     default=settings_module.DEFAULT_DATA_DIR,
     show_default=True,
 )
@@ -411,6 +421,7 @@ def ca(bundle: bool, data_dir: str) -> None:
 @click.option(
     "--data-dir",
     envvar="FREEZEFRAME_DATA_DIR",
+    show_envvar=True,
     default=settings_module.DEFAULT_DATA_DIR,
     show_default=True,
     help="Whose secret key fingerprints redacted values, as the proxy does.",
@@ -514,4 +525,4 @@ def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> No
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="freezeframe")

@@ -205,3 +205,40 @@ def test_secrets_reach_no_stored_byte_log_or_output(
     assert echoed and all(b'"api_key":"[r:' in blob for blob in echoed), "echo not scrubbed"
     for secret in secrets:
         assert not any(secret.encode() in blob for blob in everything), secret
+
+
+def test_curl_records_and_replays_through_https_proxy(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    def curl(env: dict[str, str]) -> bytes:
+        return subprocess.run(
+            [
+                "curl",
+                "--silent",
+                "--show-error",
+                "--fail-with-body",
+                "--max-time",
+                "20",
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                "--data",
+                '{"tool": "lookup", "id": 7}',
+                f"{upstream.base_url}/tool/counter",
+            ],
+            env=env,
+            capture_output=True,
+            check=True,
+            timeout=30,
+        ).stdout
+
+    recorder = start_proxy(mode="record")
+    recorded = curl({"PATH": "/usr/bin:/bin", **client_env(recorder)})
+    assert b'"count": 1' in recorded or b'"count":1' in recorded
+    recorder.stop()
+
+    upstream.reset_counters()
+    replayer = start_proxy(mode="replay")
+    assert curl({"PATH": "/usr/bin:/bin", **client_env(replayer)}) == recorded
+    assert upstream.connections == 0
