@@ -24,6 +24,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from addons.rewrites import instant_rewrites
 from canonicalize import RequestView, canonicalize
 from proxy import settings as settings_module
 from proxy.keys import key_config
@@ -160,6 +161,14 @@ def main() -> None:
     default=None,
     metavar="FILE",
     help="Extra CA (PEM) trusted for upstream servers, on top of the system's.",
+)
+@click.option(
+    "--replay-pace",
+    envvar="FREEZEFRAME_REPLAY_PACE",
+    show_envvar=True,
+    default="recorded",
+    show_default=True,
+    help="recorded, instant, or a factor on recorded delays (0.5 = twice as fast).",
 )
 @click.option(
     "--redact-header",
@@ -341,6 +350,7 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "body": _body(response.body),
             "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
         },
+        "rewrites": [asdict(r) for r in instant_rewrites(response.headers)[1]] if response else [],
         "chain": exchange.chain,
     }
 
@@ -363,6 +373,12 @@ def _print_exchange(document: dict[str, Any]) -> None:
         console.print(f"[red]{document['error']}[/]", highlight=False)
     for name, value in document["context"].items():
         console.print(f"  {name}: {value}", highlight=False)
+    for rewrite in document["rewrites"]:
+        console.print(
+            f"  rewritten on replay ({rewrite['when']}): {rewrite['header']}: "
+            f"{rewrite['recorded']} -> {rewrite['replayed']}",
+            highlight=False,
+        )
     for title, message in (("request", request), ("response", response)):
         if message is None:
             console.print(f"\n[bold]{title}[/]: none")

@@ -7,6 +7,7 @@ record sees only what replay left for the upstream.
 
 from __future__ import annotations
 
+from addons.alpn import PreferHttp2
 from addons.context import RequestContext
 from addons.record import Record
 from addons.reenact import Reenactor
@@ -24,6 +25,7 @@ def default_addons(
 ) -> list[object]:
     reenactor = Reenactor()
     return [
+        PreferHttp2(),
         RequestContext(state, redactor),
         reenactor,
         Replay(store, state, key_config, redactor, reenactor),

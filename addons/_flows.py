@@ -8,6 +8,7 @@ absorbed in one place (hishel's ``_httpx_to_internal`` habit), and ``canonicaliz
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
@@ -102,16 +103,14 @@ def recorded_response(
     )
 
 
-def response_from(exchange: Exchange) -> http.Response:
+def response_from(recorded: RecordedResponse, headers: Sequence[Header]) -> http.Response:
     """A mitmproxy response that sends the recorded bytes unchanged (same encoding)."""
     now = time.time()
-    recorded = exchange.response
-    assert recorded is not None
     return http.Response(
         http_version=recorded.http_version.encode("ascii"),
         status_code=recorded.status,
         reason=recorded.reason.encode("latin-1"),
-        headers=http.Headers(list(recorded.headers)),
+        headers=http.Headers(list(headers)),
         content=recorded.body,
         trailers=http.Headers(list(recorded.trailers)) if recorded.trailers else None,
         timestamp_start=now,

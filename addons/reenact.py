@@ -1,11 +1,12 @@
 """Plays a recorded upstream back over a real socket, bytes and connection end included.
 
-Some recordings cannot be expressed as a finished response object: a 429 whose body
-was cut off when the upstream closed the connection, a stream reset mid-way. What the
-client saw in those cases was mitmproxy's reaction to an upstream misbehaving. The
-faithful way to show it again is to have something misbehave the same way, so replay
-routes such flows to this in-process loopback server, which writes the recorded head
-and body and then ends the connection as the upstream did. mitmproxy then relays it
+Some recordings cannot be expressed as a finished response object: a stream whose
+events arrived over seconds, a 429 whose body was cut off when the upstream closed the
+connection, a stream reset mid-way. What the client saw in those cases was mitmproxy's
+reaction to an upstream behaving that way. The faithful way to show it again is to have
+something behave the same way, so replay routes such flows to this in-process loopback
+server, which writes the recorded head and chunks at the recorded times (scaled by the
+replay pace) and then ends the connection as the upstream did. mitmproxy relays it
 exactly as it relayed the original. It listens on 127.0.0.1 only and is never an
 upstream: no byte leaves the machine.
 """
@@ -18,10 +19,12 @@ import logging
 import secrets
 import socket
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from mitmproxy import http
 
-from storage import Exchange, Outcome
+from storage import Chunk, Exchange, Header, Outcome, RecordedResponse
 
 log = logging.getLogger("freezeframe.reenact")
 
@@ -29,11 +32,30 @@ TOKEN_HEADER = "x-freezeframe-reenact"
 _MAX_HEAD = 256 * 1024
 
 
+def is_stream(response: RecordedResponse) -> bool:
+    """Whether the client could observe when the body's pieces arrived (SSE, chunked)."""
+    for name, value in response.headers:
+        lowered = name.lower()
+        if lowered == b"transfer-encoding" and b"chunked" in value.lower():
+            return True
+        if lowered == b"content-type" and value.lower().startswith(b"text/event-stream"):
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    exchange: Exchange
+    response: RecordedResponse
+    headers: tuple[Header, ...]
+    pace: float
+
+
 class Reenactor:
     """A mitmproxy addon that owns the loopback server for the lifetime of the proxy."""
 
     def __init__(self) -> None:
-        self._staged: dict[str, Exchange] = {}
+        self._staged: dict[str, _Staged] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
 
@@ -46,10 +68,14 @@ class Reenactor:
             self._server.close()
             self._server = None
 
-    def route(self, flow: http.HTTPFlow, exchange: Exchange) -> None:
-        """Send this flow to the loopback server, which will answer with ``exchange``."""
+    def route(
+        self, flow: http.HTTPFlow, exchange: Exchange, headers: Sequence[Header], pace: float
+    ) -> None:
+        """Send this flow to the loopback server, which will answer with ``exchange``,
+        its delays multiplied by ``pace``."""
+        assert exchange.response is not None
         token = secrets.token_hex(12)
-        self._staged[token] = exchange
+        self._staged[token] = _Staged(exchange, exchange.response, tuple(headers), pace)
         request = flow.request
         request.scheme = "http"  # unlike .host, this setter leaves the headers alone
         request.data.host = "127.0.0.1"
@@ -59,10 +85,10 @@ class Reenactor:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                exchange = await self._read_request(reader)
-                if exchange is None:
+                staged = await self._read_request(reader)
+                if staged is None:
                     return
-                if not await self._write_response(writer, exchange):
+                if not await self._write_response(writer, staged):
                     return
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
@@ -72,7 +98,7 @@ class Reenactor:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> Exchange | None:
+    async def _read_request(self, reader: asyncio.StreamReader) -> _Staged | None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError:
@@ -88,30 +114,43 @@ class Reenactor:
                 length = int(value.strip() or 0)
         if length:
             await reader.readexactly(length)
-        exchange = self._staged.pop(token, None)
-        if exchange is None:
+        staged = self._staged.pop(token, None)
+        if staged is None:
             log.error("re-enactment requested with an unknown token")
-        return exchange
+        return staged
 
-    async def _write_response(self, writer: asyncio.StreamWriter, exchange: Exchange) -> bool:
-        """Write the recording; return whether the connection stays open for another."""
-        recorded = exchange.response
-        assert recorded is not None
+    async def _write_response(self, writer: asyncio.StreamWriter, staged: _Staged) -> bool:
+        """Write the recording on its schedule; return whether the connection stays open."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        recorded, pace = staged.response, staged.pace
+
+        async def until(at: float | None) -> None:
+            if pace and at:
+                delay = start + at * pace - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+
         head = [f"HTTP/1.1 {recorded.status} {recorded.reason}".encode("latin-1")]
-        head += [name + b": " + value for name, value in recorded.headers]
+        head += [name + b": " + value for name, value in staged.headers]
+        await until(recorded.first_byte_at)
         writer.write(b"\r\n".join(head) + b"\r\n\r\n")
         chunked = any(
             name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
-            for name, value in recorded.headers
+            for name, value in staged.headers
         )
-        for piece in _pieces(recorded.body, [c.offset for c in recorded.chunks]):
+        for at, piece in _pieces(recorded.body, recorded.chunks):
+            await until(at)
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            await writer.drain()
         await writer.drain()
+        exchange = staged.exchange
         if exchange.outcome is Outcome.COMPLETE:
             if chunked:
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
             return True
+        await until(exchange.duration)
         if exchange.error and "reset" in exchange.error.lower():
             sock = writer.get_extra_info("socket")
             if sock is not None:
@@ -120,9 +159,14 @@ class Reenactor:
         return False
 
 
-def _pieces(body: bytes, offsets: list[int]) -> list[bytes]:
-    """Split the body where the recorded chunks began, so reads split the same way."""
-    bounds = sorted({o for o in offsets if 0 < o < len(body)})
-    starts = [0, *bounds]
-    ends = [*bounds, len(body)]
-    return [body[s:e] for s, e in zip(starts, ends, strict=True) if e > s]
+def _pieces(body: bytes, chunks: Sequence[Chunk]) -> list[tuple[float | None, bytes]]:
+    """Split the body where the recorded chunks began, each with its arrival time, so a
+    client's reads split the same way they did."""
+    if not chunks:
+        return [(None, body)] if body else []
+    pieces = []
+    for i, chunk in enumerate(chunks):
+        end = chunks[i + 1].offset if i + 1 < len(chunks) else len(body)
+        if end > chunk.offset:
+            pieces.append((chunk.at, body[chunk.offset : end]))
+    return pieces

@@ -16,8 +16,9 @@ from mitmproxy import http
 
 from addons import answers
 from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
-from addons.reenact import TOKEN_HEADER, Reenactor
-from addons.state import Mode, RuntimeState
+from addons.reenact import TOKEN_HEADER, Reenactor, is_stream
+from addons.rewrites import instant_rewrites
+from addons.state import INSTANT_PACE, Mode, RuntimeState
 from canonicalize import Canonical, KeyConfig, nearest
 from storage import Outcome, Store
 from storage.redaction import Redactor
@@ -68,12 +69,28 @@ class Replay:
             return
         info.served = exchange
         log.debug("hit %s #%d for %s", info.cassette, exchange.seq, display_url(flow, info))
-        if exchange.response is None:
+        recorded = exchange.response
+        if recorded is None:
             flow.response = answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
-        elif exchange.outcome is Outcome.COMPLETE:
-            flow.response = response_from(exchange)
+            return
+        pace = self._state.pace
+        headers = recorded.headers
+        if pace == INSTANT_PACE:
+            headers, rewrites = instant_rewrites(headers)
+            for rewrite in rewrites:
+                log.debug(
+                    "#%d: %s %s -> %s at instant pace",
+                    exchange.seq,
+                    rewrite.header,
+                    rewrite.recorded,
+                    rewrite.replayed,
+                )
+        if exchange.outcome is Outcome.COMPLETE and (
+            pace == INSTANT_PACE or not is_stream(recorded)
+        ):
+            flow.response = response_from(recorded, headers)
         else:
-            self._reenactor.route(flow, exchange)
+            self._reenactor.route(flow, exchange, headers, pace)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None and TOKEN_HEADER in flow.request.headers:

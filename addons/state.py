@@ -28,13 +28,43 @@ class Mode(enum.StrEnum):
             raise ValueError(f"unknown mode {value!r}: choose one of {choices}") from None
 
 
-class RuntimeState:
-    """Mode, default cassette, and the replay position of every (cassette, key)."""
+RECORDED_PACE = 1.0
+INSTANT_PACE = 0.0
 
-    def __init__(self, mode: Mode, cassette: str) -> None:
+
+def parse_pace(value: str) -> float:
+    """``recorded`` (1.0), ``instant`` (0.0), or a factor on every recorded delay: ``0.5``
+    replays twice as fast, ``2`` half as fast."""
+    text = value.strip().lower()
+    if text == "recorded":
+        return RECORDED_PACE
+    if text == "instant":
+        return INSTANT_PACE
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = -1.0
+    if not (0.0 < factor <= 1000.0):
+        raise ValueError(f"replay pace {value!r}: use recorded, instant, or a factor such as 0.5")
+    return factor
+
+
+def format_pace(pace: float) -> str:
+    if pace == RECORDED_PACE:
+        return "recorded"
+    if pace == INSTANT_PACE:
+        return "instant"
+    return f"{pace:g}"
+
+
+class RuntimeState:
+    """Mode, default cassette, replay pace, and the replay position of every (cassette, key)."""
+
+    def __init__(self, mode: Mode, cassette: str, pace: float = RECORDED_PACE) -> None:
         self._lock = threading.Lock()
         self._mode = mode
         self._cassette = cassette
+        self._pace = pace
         self._served: Counter[tuple[str, str]] = Counter()
 
     @property
@@ -45,13 +75,21 @@ class RuntimeState:
     def cassette(self) -> str:
         return self._cassette
 
-    def switch(self, mode: Mode | None = None, cassette: str | None = None) -> None:
-        """Change mode and/or default cassette; a switch starts replay from the top."""
+    @property
+    def pace(self) -> float:
+        return self._pace
+
+    def switch(
+        self, mode: Mode | None = None, cassette: str | None = None, pace: float | None = None
+    ) -> None:
+        """Change mode, default cassette and/or pace; a switch starts replay from the top."""
         with self._lock:
             if mode is not None:
                 self._mode = mode
             if cassette is not None:
                 self._cassette = cassette
+            if pace is not None:
+                self._pace = pace
             self._served.clear()
 
     def next_occurrence(self, cassette: str, key: str) -> int:

@@ -12,7 +12,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from addons.state import Mode
+from addons.state import RECORDED_PACE, Mode, parse_pace
 from storage.names import validate_cassette_name
 
 DEFAULT_DATA_DIR = "./.freezeframe"
@@ -74,6 +74,7 @@ class Settings:
     listen: Address = Address("127.0.0.1", 8080)
     admin: Address = Address("127.0.0.1", 8081)
     upstream_ca: Path | None = None
+    replay_pace: float = RECORDED_PACE
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
 
@@ -103,6 +104,7 @@ def build(
     listen: str,
     admin: str,
     upstream_ca: str | None,
+    replay_pace: str = "recorded",
     redact_headers: tuple[str, ...] = (),
     redact_patterns: tuple[str, ...] = (),
 ) -> Settings:
@@ -118,6 +120,7 @@ def build(
         listen=Address.parse(listen, "listen address"),
         admin=Address.parse(admin, "admin address"),
         upstream_ca=ca,
+        replay_pace=parse_pace(replay_pace),
         redact_headers=tuple(h for h in redact_headers if h),
         redact_patterns=tuple(p for p in redact_patterns if p),
     )

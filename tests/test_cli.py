@@ -26,8 +26,14 @@ def store_url(data_dir: Path) -> str:
 def record(data_dir: Path, cassette: str, count: int, *, status: int = 200) -> None:
     """Write ``count`` exchanges the way the proxy does: key from canonicalize, then submit."""
     view = RequestView(
-        method="POST", scheme="https", host="api.openai.com", port=443,
-        path="/v1/chat/completions", query=(), headers=(), body=BODY,
+        method="POST",
+        scheme="https",
+        host="api.openai.com",
+        port=443,
+        path="/v1/chat/completions",
+        query=(),
+        headers=(),
+        body=BODY,
         content_type="application/json",
     )
     canonical = canonicalize(view, key_config())
@@ -36,19 +42,36 @@ def record(data_dir: Path, cassette: str, count: int, *, status: int = 200) -> N
             body = json.dumps({"id": f"chatcmpl-{n}", "n": n}).encode()
             store.submit(
                 NewExchange(
-                    cassette=cassette, key=canonical.key, key_scheme=1,
-                    canonical=canonical.form, method="POST", scheme="https",
-                    host="api.openai.com", port=443, path="/v1/chat/completions",
+                    cassette=cassette,
+                    key=canonical.key,
+                    key_scheme=1,
+                    canonical=canonical.form,
+                    method="POST",
+                    scheme="https",
+                    host="api.openai.com",
+                    port=443,
+                    path="/v1/chat/completions",
                     http_version="HTTP/1.1",
-                    request_headers=((b"content-type", b"application/json"),
-                                     (b"authorization", b"Bearer [redacted:0123456789abcdef]")),
-                    request_body=BODY, started_at=1_790_000_000.0 + n, duration=0.25,
-                    response=RecordedResponse(
-                        status=status, reason="OK", http_version="HTTP/1.1",
-                        headers=((b"content-type", b"application/json"),),
-                        body=body, chunks=(Chunk(0, 0.2),), first_byte_at=0.2,
+                    request_headers=(
+                        (b"content-type", b"application/json"),
+                        (b"authorization", b"Bearer [redacted:0123456789abcdef]"),
                     ),
-                    outcome=Outcome.COMPLETE, error=None, context={"run-id": "run-7"},
+                    request_body=BODY,
+                    started_at=1_790_000_000.0 + n,
+                    duration=0.25,
+                    response=RecordedResponse(
+                        status=status,
+                        reason="OK",
+                        http_version="HTTP/1.1",
+                        headers=((b"content-type", b"application/json"),)
+                        + (((b"retry-after", b"30"),) if status == 429 else ()),
+                        body=body,
+                        chunks=(Chunk(0, 0.2),),
+                        first_byte_at=0.2,
+                    ),
+                    outcome=Outcome.COMPLETE,
+                    error=None,
+                    context={"run-id": "run-7"},
                     slot=store.reserve(cassette, canonical.key),
                 )
             )
@@ -87,7 +110,9 @@ def test_ls_lists_cassettes_for_people_and_for_machines(data_dir: Path) -> None:
 def test_show_lists_a_cassette_in_recorded_order(data_dir: Path) -> None:
     rows = json.loads(invoke("show", "bug-8821", "--json", "--data-dir", str(data_dir)).stdout)
     assert [(r["seq"], r["occurrence"], r["status"]) for r in rows] == [
-        (0, 0, 200), (1, 1, 200), (2, 2, 200)
+        (0, 0, 200),
+        (1, 1, 200),
+        (2, 2, 200),
     ]
     assert rows[0]["url"] == "https://api.openai.com/v1/chat/completions"
     table = invoke("show", "bug-8821", "--data-dir", str(data_dir)).stdout
@@ -103,12 +128,12 @@ def test_show_one_exchange_whole(data_dir: Path) -> None:
     assert document["request"]["canonical"]["body"]["model"] == "gpt-4o-mini"
     assert document["response"]["body"]["text"] == '{"id": "chatcmpl-1", "n": 1}'
     assert document["timing"] == {
-        "started_at": 1_790_000_001.0, "first_byte_after": 0.2, "duration": 0.25
+        "started_at": 1_790_000_001.0,
+        "first_byte_after": 0.2,
+        "duration": 0.25,
     }
     assert document["context"] == {"run-id": "run-7"}
-    assert ["authorization", "Bearer [redacted:0123456789abcdef]"] in document["request"][
-        "headers"
-    ]
+    assert ["authorization", "Bearer [redacted:0123456789abcdef]"] in document["request"]["headers"]
     people = invoke("show", "bug-8821", "1", "--data-dir", str(data_dir)).stdout
     assert "chatcmpl-1" in people and "run-id: run-7" in people
 
@@ -146,14 +171,27 @@ def test_ca_prints_the_cert_and_a_bundle_with_the_system_cas(tmp_path: Path) -> 
 
 
 def test_explain_shows_key_form_and_what_was_stripped(tmp_path: Path) -> None:
-    args = ["explain", "--method", "post", "--url", "https://API.openai.com/v1/chat/completions",
-            "--header", "Content-Type: application/json",
-            "--header", "Authorization: Bearer sk-live-0123456789abcdefghijklmn",
-            "--body", "-", "--json", "--data-dir", str(tmp_path)]
+    args = [
+        "explain",
+        "--method",
+        "post",
+        "--url",
+        "https://API.openai.com/v1/chat/completions",
+        "--header",
+        "Content-Type: application/json",
+        "--header",
+        "Authorization: Bearer sk-live-0123456789abcdefghijklmn",
+        "--body",
+        "-",
+        "--json",
+        "--data-dir",
+        str(tmp_path),
+    ]
     document = json.loads(invoke(*args, input=BODY).stdout)
     assert document["canonical"]["host"] == "api.openai.com"
     assert document["canonical"]["body"] == {
-        "messages": [{"content": "hi", "role": "user"}], "model": "gpt-4o-mini"
+        "messages": [{"content": "hi", "role": "user"}],
+        "model": "gpt-4o-mini",
     }
     assert [(s["part"], s["rule"]) for s in document["stripped"]] == [
         ("body:$.user", "default-volatile")
@@ -203,11 +241,36 @@ def test_run_refuses_a_port_in_use(data_dir: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "cli", "run", "--data-dir", str(data_dir),
-             "--listen", f"127.0.0.1:{port}", "--admin", "127.0.0.1:0"],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "cli",
+                "run",
+                "--data-dir",
+                str(data_dir),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--admin",
+                "127.0.0.1:0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("freezeframe: error: cannot listen on 127.0.0.1:"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_show_names_the_rewrites_replay_would_make(data_dir: Path) -> None:
+    document = json.loads(
+        invoke("show", "other", "0", "--json", "--data-dir", str(data_dir)).stdout
+    )
+    assert document["rewrites"] == [
+        {"header": "retry-after", "recorded": "30", "replayed": "0", "when": "replay pace instant"}
+    ]
+    people = invoke("show", "other", "0", "--data-dir", str(data_dir)).stdout
+    assert "rewritten on replay (replay pace instant): retry-after: 30 -> 0" in people
+    untouched = invoke("show", "bug-8821", "0", "--json", "--data-dir", str(data_dir)).stdout
+    assert json.loads(untouched)["rewrites"] == []

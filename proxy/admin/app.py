@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from addons.state import Mode, RuntimeState
+from addons.state import Mode, RuntimeState, format_pace, parse_pace
 from storage import CassetteNotFound, Store
 from storage.names import InvalidCassetteName, validate_cassette_name
 
@@ -28,7 +28,11 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: str) -> Starlette:
     def mode_document() -> dict[str, Any]:
-        return {"mode": state.mode.value, "cassette": state.cassette}
+        return {
+            "mode": state.mode.value,
+            "cassette": state.cassette,
+            "pace": format_pace(state.pace),
+        }
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "proxy": proxy_address, **mode_document()})
@@ -44,14 +48,17 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
             body = json.loads(await request.body() or b"{}")
         except ValueError as exc:
             return _error(400, f"PUT /api/mode: body is not JSON: {exc}")
-        if not isinstance(body, dict) or not set(body) <= {"mode", "cassette"}:
-            return _error(400, 'PUT /api/mode: expected {"mode": ..., "cassette": ...}')
+        if not isinstance(body, dict) or not set(body) <= {"mode", "cassette", "pace"}:
+            return _error(
+                400, 'PUT /api/mode: expected {"mode": ..., "cassette": ..., "pace": ...}'
+            )
         try:
             mode = Mode.parse(str(body["mode"])) if "mode" in body else None
             cassette = validate_cassette_name(str(body["cassette"])) if "cassette" in body else None
+            pace = parse_pace(str(body["pace"])) if "pace" in body else None
         except (ValueError, InvalidCassetteName) as exc:
             return _error(400, f"PUT /api/mode: {exc}")
-        state.switch(mode, cassette)
+        state.switch(mode, cassette, pace)
         return JSONResponse(mode_document())
 
     async def reset(request: Request) -> JSONResponse:

@@ -85,11 +85,13 @@ Client quirks worth knowing
 Endpoints (``n`` = that endpoint's counter)
 -------------------------------------------
 * ``POST /v1/chat/completions``: OpenAI chat completion, or SSE chunks with ``"stream": true``.
-* ``POST /v1/messages``: Anthropic message, or its SSE event sequence with ``"stream": true``.
+* ``POST /v1/messages``: Anthropic message, or its SSE event sequence with ``"stream": true``;
+  ``?overload_after=K`` ends the stream after K text deltas with an ``overloaded_error`` event.
 * ``GET|POST /tool/counter``: ``{"count": n, "echo": <json body or query>}``.
 * ``DELETE /tool/records/<id>``: ``{"deleted": id, "remaining": k, "n": n}``; ``up.deleted``.
 * ``/v1/ratelimited`` (any method): 429 whose body is cut at 40% then a clean close.
-* ``/ratelimited/full`` (any method): the same 429, complete.
+* ``/ratelimited/full`` (any method): the same 429, complete. Both take ``?retry_after=S``
+  (default 0) and ``?retryable=1`` (no ``x-should-retry: false``, so SDKs retry).
 * ``GET /reset-midstream``: chunked 200, two chunks, then a TCP RST.
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
@@ -742,9 +744,9 @@ class Upstream(_LoopThread):
             if path.startswith("/tool/records/") and method == "DELETE":
                 return await self._delete(wire, conn, req)
             if path == "/v1/ratelimited":
-                return await self._ratelimited(wire, conn, truncate=True)
+                return await self._ratelimited(wire, conn, req, truncate=True)
             if path == "/ratelimited/full":
-                return await self._ratelimited(wire, conn, truncate=False)
+                return await self._ratelimited(wire, conn, req, truncate=False)
             if path == "/reset-midstream" and method == "GET":
                 return await self._reset_midstream(wire, conn)
             if path == "/gzip" and method == "GET":
@@ -883,15 +885,22 @@ class Upstream(_LoopThread):
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
             for p in _words(text)
         ]
-        events += [
-            {"type": "content_block_stop", "index": 0},
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 5},
-            },
-            {"type": "message_stop"},
-        ]
+        overload_after = _int_param(req.query, "overload_after", -1, -1, MAX_SSE_EVENTS)
+        if overload_after >= 0:  # the stream dies mid-way with Anthropic's error event
+            events = events[: 3 + overload_after]
+            events.append(
+                {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            )
+        else:
+            events += [
+                {"type": "content_block_stop", "index": 0},
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                },
+                {"type": "message_stop"},
+            ]
         frames = [b"event: %s\ndata: %s\n\n" % (e["type"].encode(), _compact(e)) for e in events]
         extra.append(("cache-control", "no-cache"))
         return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
@@ -917,14 +926,17 @@ class Upstream(_LoopThread):
         return await self._send_json(wire, conn, 200, answer)
 
     # -- failure modes --
-    async def _ratelimited(self, wire: _Wire, conn: h11.Connection, *, truncate: bool) -> bool:
+    async def _ratelimited(
+        self, wire: _Wire, conn: h11.Connection, req: SeenRequest, *, truncate: bool
+    ) -> bool:
+        """``?retry_after=S`` sets ``retry-after`` (default 0); ``?retryable=1`` leaves out
+        ``x-should-retry: false`` so that SDKs retry, sleeping what ``retry-after`` says."""
         n = self._next("ratelimited" if truncate else "ratelimited_full")
         body = rate_limit_body(n)
-        extra = [
-            ("retry-after", "0"),
-            ("x-should-retry", "false"),
-            ("x-request-id", f"req_{n}"),
-        ]
+        extra = [("retry-after", str(_int_param(req.query, "retry_after", 0, 0, 60)))]
+        if req.query.get("retryable") != "1":
+            extra.append(("x-should-retry", "false"))
+        extra.append(("x-request-id", f"req_{n}"))
         if not truncate:
             return await self._send_full(wire, conn, 429, "application/json", body, extra)
         head = self._head(429, "application/json", extra, length=len(body))

@@ -1,0 +1,28 @@
+"""Gives HTTP/2 to clients that offer it, as a server would.
+
+With ``connection_strategy=lazy`` (which replay needs: no upstream connection before a
+request), mitmproxy negotiates ALPN with the client before it has talked to the upstream,
+and then takes the client's first preference. Python clients (httpx, and the SDKs built on
+it) list ``http/1.1`` first, so HTTP/2 would never be used between client and proxy even
+when both sides speak it. Real servers pick ``h2`` whenever it is offered; so does this.
+mitmproxy translates between the versions if the upstream turns out to speak only HTTP/1.1.
+"""
+
+from __future__ import annotations
+
+from mitmproxy import ctx, tls
+
+
+class PreferHttp2:
+    def tls_start_client(self, tls_start: tls.TlsData) -> None:
+        context = tls_start.context
+        if (
+            tls_start.ssl_conn is None
+            or not ctx.options.http2
+            or context.server.alpn
+            or b"h2" not in context.client.alpn_offers
+        ):
+            return
+        app_data = tls_start.ssl_conn.get_app_data()
+        if isinstance(app_data, dict) and app_data.get("client_alpn") is None:
+            app_data["client_alpn"] = b"h2"
