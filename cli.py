@@ -30,7 +30,7 @@ from proxy import settings as settings_module
 from proxy.keys import key_config
 from proxy.serve import StartupError, serve
 from proxy.trust import client_bundle, ensure_ca
-from storage import Exchange, Store, StoreError, open_store
+from storage import BlobRef, Exchange, Store, StoreError, open_store
 from storage.names import InvalidCassetteName, validate_cassette_name
 from storage.redaction import Redactor, load_or_create_key
 
@@ -307,7 +307,9 @@ def _headers(fields: Sequence[tuple[bytes, bytes]]) -> list[list[str]]:
     return [[name.decode("latin-1"), value.decode("latin-1")] for name, value in fields]
 
 
-def _body(data: bytes) -> dict[str, Any]:
+def _body(data: bytes, ref: BlobRef | None = None) -> dict[str, Any]:
+    if ref is not None:  # too large to hold in memory for printing
+        return {"bytes": ref.size, "blake3": ref.digest, "omitted": "larger than shown inline"}
     try:
         return {"text": data.decode("utf-8"), "bytes": len(data)}
     except UnicodeDecodeError:
@@ -336,7 +338,7 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "url": _url(exchange),
             "http_version": exchange.http_version,
             "headers": _headers(exchange.request_headers),
-            "body": _body(exchange.request_body),
+            "body": _body(exchange.request_body, exchange.request_body_ref),
             "canonical": json.loads(exchange.canonical),
         },
         "response": None
@@ -347,7 +349,7 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "http_version": response.http_version,
             "headers": _headers(response.headers),
             "trailers": _headers(response.trailers),
-            "body": _body(response.body),
+            "body": _body(response.body, response.body_ref),
             "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
         },
         "rewrites": [asdict(r) for r in instant_rewrites(response.headers)[1]] if response else [],
@@ -389,7 +391,7 @@ def _print_exchange(document: dict[str, Any]) -> None:
             console.print(f"  {name}: {value}", highlight=False, markup=False)
         body = message["body"]
         console.print(
-            body.get("text", f"<{body['bytes']} bytes, binary>"), markup=False, highlight=False
+            body.get("text", f"<{body['bytes']} bytes, not text>"), markup=False, highlight=False
         )
 
 

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 from mitmproxy import http
 
 from canonicalize import Canonical, KeyConfig, RequestView, canonicalize
-from storage import Chunk, Exchange, Header, RecordedResponse
+from storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
 from storage.redaction import Redactor
 
 METADATA_KEY = "freezeframe"
@@ -83,9 +83,11 @@ def recorded_response(
     flow: http.HTTPFlow,
     info: FlowInfo,
     body: bytes,
+    body_ref: BlobRef | None,
     chunks: tuple[tuple[int, float], ...],
     redactor: Redactor,
 ) -> RecordedResponse:
+    """The response as it will be stored; ``body`` is already redacted."""
     response = flow.response
     assert response is not None
     started = flow.request.timestamp_start
@@ -94,7 +96,8 @@ def recorded_response(
         reason=response.reason,
         http_version=response.http_version,
         headers=redactor.headers(response.headers.fields, info.secrets),
-        body=redactor.body(body, info.secrets),
+        body=body,
+        body_ref=body_ref,
         chunks=tuple(Chunk(offset=offset, at=at) for offset, at in chunks),
         first_byte_at=response.timestamp_start - started if response.timestamp_start else None,
         trailers=redactor.headers(response.trailers.fields, info.secrets)

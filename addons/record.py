@@ -24,32 +24,74 @@ from addons._flows import (
 )
 from addons.state import Mode, RuntimeState
 from canonicalize import SCHEME_VERSION, KeyConfig
-from storage import NewExchange, Outcome, Slot, Store
+from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
 
 STOPPED = "the proxy was stopped while this exchange was in flight"
+#: Bodies larger than this go to the store chunk by chunk while they stream.
+SPILL_AT = 8 * 1024 * 1024
 
 
 class _Recording:
-    """One exchange on its way through the proxy; the tee is its stream callable."""
+    """One exchange on its way through the proxy; the tee is its stream callable.
 
-    __slots__ = ("flow", "info", "slot", "body", "chunks", "started")
+    A body is kept in memory until it passes ``SPILL_AT``; from then on every chunk goes
+    straight to a blob writer (hashed and compressed as it arrives), so recording a large
+    download costs the proxy no more memory than a small one. Chunks are redacted one by
+    one there, so a secret pattern split across two chunks of such a body is not caught.
+    """
 
-    def __init__(self, flow: http.HTTPFlow, info: FlowInfo, slot: Slot) -> None:
+    __slots__ = (
+        "flow",
+        "info",
+        "slot",
+        "body",
+        "size",
+        "chunks",
+        "started",
+        "spill",
+        "store",
+        "redactor",
+    )
+
+    def __init__(
+        self, flow: http.HTTPFlow, info: FlowInfo, slot: Slot, store: Store, redactor: Redactor
+    ) -> None:
         self.flow = flow
         self.info = info
         self.slot = slot
+        self.store = store
+        self.redactor = redactor
         self.body = bytearray()
+        self.size = 0
         self.chunks: list[tuple[int, float]] = []
         self.started = flow.request.timestamp_start
+        self.spill: BlobWriter | None = None
 
     def tee(self, data: bytes) -> bytes:
         if data:
-            self.chunks.append((len(self.body), time.time() - self.started))
-            self.body += data
+            self.chunks.append((self.size, time.time() - self.started))
+            self.size += len(data)
+            if self.spill is None and self.size > SPILL_AT:
+                self.spill = self.store.blob_writer()
+                self._spill(bytes(self.body))
+                self.body = bytearray()
+            if self.spill is None:
+                self.body += data
+            else:
+                self._spill(data)
         return data
+
+    def _spill(self, data: bytes) -> None:
+        assert self.spill is not None
+        self.spill.write(self.redactor.body(data, self.info.secrets))
+
+    def body_and_ref(self) -> tuple[bytes, BlobRef | None]:
+        if self.spill is None:
+            return self.redactor.body(bytes(self.body), self.info.secrets), None
+        return b"", self.spill.finish()
 
 
 class Record:
@@ -75,7 +117,7 @@ class Record:
         for warning in canonical.warnings:
             log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
         slot = self._store.reserve(info.cassette, canonical.key)
-        self._inflight[flow.id] = _Recording(flow, info, slot)
+        self._inflight[flow.id] = _Recording(flow, info, slot, self._store, self._redactor)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
@@ -111,10 +153,12 @@ class Record:
         ended = flow.response.timestamp_end if flow.response else None
         response = None
         if flow.response is not None:
-            body = bytes(recording.body)
+            body, ref = recording.body_and_ref()
             if not recording.chunks and flow.response.raw_content:
-                body = flow.response.raw_content  # answered without streaming (e.g. HEAD)
-            response = recorded_response(flow, info, body, tuple(recording.chunks), self._redactor)
+                body = self._redactor.body(flow.response.raw_content, info.secrets)  # not streamed
+            response = recorded_response(
+                flow, info, body, ref, tuple(recording.chunks), self._redactor
+            )
         exchange = NewExchange(
             cassette=info.cassette,
             key=canonical.key,

@@ -19,17 +19,18 @@ import logging
 import secrets
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 
 from mitmproxy import http
 
-from storage import Chunk, Exchange, Header, Outcome, RecordedResponse
+from storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
 
 log = logging.getLogger("freezeframe.reenact")
 
 TOKEN_HEADER = "x-freezeframe-reenact"
 _MAX_HEAD = 256 * 1024
+_PIECE = 1024 * 1024
 
 
 def is_stream(response: RecordedResponse) -> bool:
@@ -54,7 +55,8 @@ class _Staged:
 class Reenactor:
     """A mitmproxy addon that owns the loopback server for the lifetime of the proxy."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
+        self._store = store
         self._staged: dict[str, _Staged] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
@@ -139,7 +141,7 @@ class Reenactor:
             name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
             for name, value in staged.headers
         )
-        for at, piece in _pieces(recorded.body, recorded.chunks):
+        async for at, piece in self._pieces(recorded):
             await until(at)
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
             await writer.drain()
@@ -158,15 +160,42 @@ class Reenactor:
             writer.transport.abort()
         return False
 
+    async def _pieces(
+        self, recorded: RecordedResponse
+    ) -> AsyncIterator[tuple[float | None, bytes]]:
+        """The body cut where the recorded chunks began, each piece with its arrival time,
+        so a client's reads split the same way. A body kept in the store streams from it
+        part by part (read on a worker thread), never whole."""
+        if recorded.body_ref is None:
+            parts: AsyncIterator[bytes] = _once(recorded.body)
+        else:
+            parts = _in_thread(self._store.read_blob(recorded.body_ref))
+        chunks = recorded.chunks or (Chunk(0, 0.0),)
+        index, offset, pending = 0, 0, b""
+        async for part in parts:
+            pending += part
+            while index < len(chunks):
+                end = chunks[index + 1].offset if index + 1 < len(chunks) else None
+                if end is None or offset + len(pending) < end:
+                    break
+                cut = end - offset
+                if cut > 0:
+                    yield chunks[index].at or None, pending[:cut]
+                pending, offset, index = pending[cut:], end, index + 1
+            if index == len(chunks) - 1 and len(pending) >= _PIECE:
+                yield chunks[index].at or None, pending  # the last chunk: no need to hold it
+                offset += len(pending)
+                pending = b""
+        if pending:
+            yield chunks[min(index, len(chunks) - 1)].at or None, pending
 
-def _pieces(body: bytes, chunks: Sequence[Chunk]) -> list[tuple[float | None, bytes]]:
-    """Split the body where the recorded chunks began, each with its arrival time, so a
-    client's reads split the same way they did."""
-    if not chunks:
-        return [(None, body)] if body else []
-    pieces = []
-    for i, chunk in enumerate(chunks):
-        end = chunks[i + 1].offset if i + 1 < len(chunks) else len(body)
-        if end > chunk.offset:
-            pieces.append((chunk.at, body[chunk.offset : end]))
-    return pieces
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    if body:
+        yield body
+
+
+async def _in_thread(parts: Iterator[bytes]) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    while (part := await loop.run_in_executor(None, next, parts, None)) is not None:
+        yield part

@@ -85,9 +85,9 @@ class Replay:
                     rewrite.recorded,
                     rewrite.replayed,
                 )
-        if exchange.outcome is Outcome.COMPLETE and (
-            pace == INSTANT_PACE or not is_stream(recorded)
-        ):
+        in_memory = recorded.body_ref is None
+        paced = pace != INSTANT_PACE and is_stream(recorded)
+        if exchange.outcome is Outcome.COMPLETE and in_memory and not paced:
             flow.response = response_from(recorded, headers)
         else:
             self._reenactor.route(flow, exchange, headers, pace)

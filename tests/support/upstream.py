@@ -96,6 +96,8 @@ Endpoints (``n`` = that endpoint's counter)
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
 * ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
+* ``GET /bytes/random?size=N&seed=S``: N pseudo-random bytes generated as they are sent
+  (up to 1 GiB; see :func:`random_chunks`).
 * anything else: 404 JSON.
 """
 
@@ -108,6 +110,7 @@ import gzip
 import http
 import json
 import logging
+import random
 import re
 import socket
 import ssl
@@ -130,6 +133,7 @@ __all__ = [
     "Upstream",
     "client_ssl_context",
     "expected_bytes",
+    "random_chunks",
     "make_ca",
     "rate_limit_body",
     "write_ca_pem",
@@ -149,6 +153,7 @@ MAX_EVENTS_PER_REQUEST = 100_000
 MAX_REQUESTS_PER_CONNECTION = 10_000
 MAX_GAP = 10.0
 MAX_BYTES = 64 * 1024 * 1024
+MAX_STREAMED_BYTES = 1024 * 1024 * 1024
 MAX_SSE_EVENTS = 10_000
 RATE_LIMIT_BODY_SIZE = 300
 RATE_LIMIT_SENT_FRACTION = 0.4
@@ -755,6 +760,8 @@ class Upstream(_LoopThread):
                 return await self._sse_slow(wire, conn, req)
             if path == "/bytes" and method == "GET":
                 return await self._bytes(wire, conn, req)
+            if path == "/bytes/random" and method == "GET":
+                return await self._random_bytes(wire, conn, req)
         except _BadRequest as exc:
             error = {"message": str(exc), "type": "invalid_request_error"}
             return await self._send_json(wire, conn, 400, {"error": error})
@@ -982,6 +989,25 @@ class Upstream(_LoopThread):
             await self._send(wire, conn, h11.Data(data=body[offset : offset + step]))
         await self._send(wire, conn, h11.EndOfMessage())
         return True
+
+    async def _random_bytes(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        """``size`` bytes of :func:`random_chunks`, generated as sent: a body of any size
+        without holding it in memory, and one that does not compress to nothing."""
+        self._next("bytes_random")
+        size = _int_param(req.query, "size", 1024, 0, MAX_STREAMED_BYTES)
+        seed = _int_param(req.query, "seed", 0, 0, 2**31)
+        await self._send(wire, conn, self._head(200, "application/octet-stream", length=size))
+        for piece in random_chunks(size, seed):
+            await self._send(wire, conn, h11.Data(data=piece))
+        await self._send(wire, conn, h11.EndOfMessage())
+        return True
+
+
+def random_chunks(size: int, seed: int, step: int = 256 * 1024) -> Iterable[bytes]:
+    """The body of ``GET /bytes/random?size=<size>&seed=<seed>``, in pieces."""
+    rng = random.Random(seed)
+    for offset in range(0, size, step):
+        yield rng.randbytes(min(step, size - offset))
 
 
 class ConnectTunnel(_LoopThread):
