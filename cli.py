@@ -27,7 +27,7 @@ from rich.table import Table
 from addons.rewrites import instant_rewrites
 from canonicalize import RequestView, canonicalize
 from proxy import settings as settings_module
-from proxy.keys import key_config
+from proxy.keys import key_config, rules_path
 from proxy.serve import StartupError, serve
 from proxy.trust import client_bundle, ensure_ca
 from storage import BlobRef, Exchange, Store, StoreError, open_store
@@ -169,6 +169,14 @@ def main() -> None:
     default="recorded",
     show_default=True,
     help="recorded, instant, or a factor on recorded delays (0.5 = twice as fast).",
+)
+@click.option(
+    "--rules",
+    envvar="FREEZEFRAME_RULES",
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
 )
 @click.option(
     "--redact-header",
@@ -444,9 +452,23 @@ def ca(bundle: bool, data_dir: str) -> None:
     show_default=True,
     help="Whose secret key fingerprints redacted values, as the proxy does.",
 )
+@click.option(
+    "--rules",
+    envvar="FREEZEFRAME_RULES",
+    show_envvar=True,
+    default=None,
+    metavar="FILE",
+    help="Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
+)
 @_debug_option
 def explain(
-    method: str, url: str, headers: tuple[str, ...], body_file: Any, as_json: bool, data_dir: str
+    method: str,
+    url: str,
+    headers: tuple[str, ...],
+    body_file: Any,
+    as_json: bool,
+    data_dir: str,
+    rules: str | None,
 ) -> None:
     """Show the request key, the canonical form it comes from, and what was stripped.
 
@@ -459,9 +481,10 @@ def explain(
         load_or_create_key(Path(data_dir).expanduser() / settings_module.KEY_FILENAME)
     )
     view = _view(method, url, headers, body_file.read() if body_file else b"", redactor)
-    canonical = canonicalize(view, key_config())
+    canonical = canonicalize(view, key_config(rules_path(rules, Path(data_dir).expanduser())))
     document = {
         "key": canonical.key,
+        "profile": canonical.profile,
         "body_kind": canonical.body_kind,
         "canonical": json.loads(canonical.form),
         "stripped": [asdict(s) for s in canonical.stripped],
@@ -471,7 +494,7 @@ def explain(
         _emit_json(document)
         return
     console = Console()
-    console.print(f"[bold]key[/] {canonical.key}", highlight=False)
+    console.print(f"[bold]key[/] {canonical.key}  (profile {canonical.profile})", highlight=False)
     console.print_json(canonical.form.decode())
     if canonical.stripped:
         table = Table("stripped", "rule", "value digest")

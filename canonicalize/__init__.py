@@ -1,12 +1,14 @@
 """Turn an HTTP request into a replay key, and explain why two requests' keys differ.
 
-Pure by design: only the standard library and blake3, no I/O, no clock, so the same request
-and options give the same key in every process and every version with the same SCHEME_VERSION.
+Pure by design: only the standard library and blake3, no clock and no I/O (except that
+`load_rules` reads the file it is given), so the same request and options give the same key
+in every process and every version with the same SCHEME_VERSION.
 """
 
 from .diff import differences, nearest
 from .key import SCHEME_VERSION, canonicalize
 from .model import Canonical, Difference, KeyConfig, RequestView, Stripped
+from .rules import Rule, RulesError, RuleSet, Substitution, load_rules, parse_rules
 from .volatile import DEFAULT_VOLATILE_FIELDS
 
 __all__ = [
@@ -16,8 +18,14 @@ __all__ = [
     "Difference",
     "KeyConfig",
     "RequestView",
+    "Rule",
+    "RuleSet",
+    "RulesError",
     "Stripped",
+    "Substitution",
     "canonicalize",
     "differences",
+    "load_rules",
     "nearest",
+    "parse_rules",
 ]

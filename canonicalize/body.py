@@ -1,48 +1,66 @@
-"""How a request body enters the canonical form: as a JSON value, as a digest, or as nothing.
+"""How a request body is read before keying: as JSON, as form fields, or as opaque bytes.
 
-JSON bodies are keyed by meaning so that harmless re-serialization by an SDK still replays;
-every other body is keyed by its exact bytes, because nothing is known about which of its
-differences matter.
+Bodies whose format is known are read by meaning, so that harmless re-serialization by a
+client (member order, a fresh multipart boundary) still replays; every other body is keyed by
+its exact bytes, because nothing is known about which of its differences matter.
 """
 
 from dataclasses import dataclass
 
 from blake3 import blake3
 
-from .jsonbody import JsonValue, NotJson, decode_json, short_digest
-from .model import Stripped
-from .volatile import rule_for
+from .form import read_form
+from .jsonbody import JsonValue, NotJson, decode_json
+from .multipart import NotMultipart, read_multipart
+
+_FORM = "application/x-www-form-urlencoded"
+_MULTIPART = "multipart/form-data"
 
 
 @dataclass(frozen=True, slots=True)
-class CanonicalBody:
-    """The body's share of a canonical form, with what was stripped from it and why."""
+class ReadBody:
+    """A body as read: `value` for JSON and opaque bodies, `fields` for forms.
 
-    value: JsonValue
+    `kind` is "empty", "json", "form", "multipart" or "bytes". Form fields are (name, value)
+    pairs in canonical order, values being strings for URL-encoded forms and part
+    descriptions for multipart ones.
+    """
+
     kind: str
-    stripped: tuple[Stripped, ...]
-    warnings: tuple[str, ...]
+    value: JsonValue = None
+    fields: tuple[tuple[str, JsonValue], ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
-def canonical_body(body: bytes, content_type: str, volatile: frozenset[str]) -> CanonicalBody:
-    """Choose the body's canonical shape; never raises, whatever the bytes.
+def read_body(body: bytes, content_type: str) -> ReadBody:
+    """Choose the body's reading by its content type; never raises, whatever the bytes.
 
     A body without a content type is tried as JSON because many clients omit the header;
-    only a body that claimed JSON earns a warning when it turns out not to be.
+    only a body that claimed a format earns a warning when it turns out not to have it.
     """
     if not body:
-        return CanonicalBody(None, "empty", (), ())
+        return ReadBody("empty")
     media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type == _FORM:
+        return ReadBody("form", fields=read_form(body))
+    if media_type == _MULTIPART:
+        try:
+            return ReadBody("multipart", fields=read_multipart(body, content_type))
+        except NotMultipart as reason:
+            return _bytes_body(body, (_claimed("a multipart form", content_type, reason),))
     if media_type and not _is_json_media_type(media_type):
         return _bytes_body(body, ())
     try:
-        value = decode_json(body)
+        return ReadBody("json", decode_json(body))
     except NotJson as reason:
         if not media_type:
             return _bytes_body(body, ())
-        warning = f"body claims JSON ({content_type}) but {reason}; keyed by its bytes"
-        return _bytes_body(body, (warning,))
-    return _without_volatile_fields(value, volatile)
+        return _bytes_body(body, (_claimed("JSON", content_type, reason),))
+
+
+def _claimed(claim: str, content_type: str, reason: ValueError) -> str:
+    """Warn that the body is not what its content type says, and how it was keyed instead."""
+    return f"body claims {claim} ({content_type}) but {reason}; keyed by its bytes"
 
 
 def _is_json_media_type(media_type: str) -> bool:
@@ -52,19 +70,7 @@ def _is_json_media_type(media_type: str) -> bool:
     )
 
 
-def _bytes_body(body: bytes, warnings: tuple[str, ...]) -> CanonicalBody:
+def _bytes_body(body: bytes, warnings: tuple[str, ...]) -> ReadBody:
     """Key an opaque body by digest and length, so forms stay small whatever the body's size."""
     described: JsonValue = {"blake3": blake3(body).hexdigest(), "length": len(body)}
-    return CanonicalBody(described, "bytes", (), warnings)
-
-
-def _without_volatile_fields(value: JsonValue, volatile: frozenset[str]) -> CanonicalBody:
-    """Drop volatile fields from a top-level object only: deeper, the same names carry meaning."""
-    if not isinstance(value, dict):
-        return CanonicalBody(value, "json", (), ())
-    stripped = tuple(
-        Stripped(part=f"body:$.{name}", rule=rule_for(name), digest=short_digest(value[name]))
-        for name in sorted(volatile & value.keys())
-    )
-    kept: JsonValue = {name: item for name, item in value.items() if name not in volatile}
-    return CanonicalBody(kept, "json", stripped, ())
+    return ReadBody("bytes", described, warnings=warnings)

@@ -6,16 +6,15 @@ and ranks last instead of aborting the whole report.
 """
 
 import heapq
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .jsonbody import MAX_DEPTH, JsonValue, NotJson, Number, decode_json, encode_json
+from .jsonpath import member_path
 from .model import Difference
 
 _MAX_DIFFERENCES = 50
 _MAX_SHOWN = 80
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _SCALAR_MEMBERS = (
     ("v", "v"),
@@ -29,6 +28,9 @@ _SCALAR_MEMBERS = (
 
 _NAMED_MEMBERS = (("query", "query"), ("headers", "header"))
 """Form members holding [name, value] pairs, compared name by name under `<label>.<name>`."""
+
+_NAMED_BODIES = {"form": "form", "multipart": "part"}
+"""Body kinds held as [name, value] pairs, with the label their fields are reported under."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,10 @@ def _compare_by_name(label: str, live: _Side, recorded: _Side, found: list[Diffe
 
 
 def _by_name(member: _Side) -> dict[str, list[JsonValue]] | None:
-    """Group [name, value] pairs by name; None when the member is not such a list."""
+    """Group [name, value] pairs by name; None when the member is not such a list.
+
+    Values may be any JSON, as a multipart body's are descriptions of its parts.
+    """
     if isinstance(member, _Absent):
         return {}
     if not isinstance(member, list):
@@ -118,7 +123,7 @@ def _by_name(member: _Side) -> dict[str, list[JsonValue]] | None:
     grouped: dict[str, list[JsonValue]] = {}
     for pair in member:
         match pair:
-            case [str(name), str(value)]:
+            case [str(name), value]:
                 grouped.setdefault(name, []).append(value)
             case _:
                 return None
@@ -126,11 +131,16 @@ def _by_name(member: _Side) -> dict[str, list[JsonValue]] | None:
 
 
 def _compare_bodies(live: _Form, recorded: _Form, found: list[Difference]) -> None:
-    """Walk two JSON bodies member by member; report any other body change as one "body" entry."""
+    """Compare bodies part by part where their kind has parts, else as one "body" entry.
+
+    JSON bodies are walked member by member, form and multipart bodies compared field by field.
+    """
     live_kind, recorded_kind = live.get("body_kind", _ABSENT), recorded.get("body_kind", _ABSENT)
     live_body, recorded_body = live.get("body", _ABSENT), recorded.get("body", _ABSENT)
     if live_kind == recorded_kind == "json":
         _walk("$", live_body, recorded_body, found)
+    elif live_kind == recorded_kind and isinstance(live_kind, str) and live_kind in _NAMED_BODIES:
+        _compare_by_name(_NAMED_BODIES[live_kind], live_body, recorded_body, found)
     elif (live_kind, live_body) != (recorded_kind, recorded_body):
         shown = _describe_body(live_kind, live_body), _describe_body(recorded_kind, recorded_body)
         found.append(Difference("body", *shown))
@@ -143,7 +153,7 @@ def _walk(path: str, live: _Side, recorded: _Side, found: list[Difference]) -> N
     if isinstance(live, dict) and isinstance(recorded, dict):
         for name in sorted(live.keys() | recorded.keys()):
             live_member, recorded_member = live.get(name, _ABSENT), recorded.get(name, _ABSENT)
-            _walk(_member_path(path, name), live_member, recorded_member, found)
+            _walk(member_path(path, name), live_member, recorded_member, found)
     elif isinstance(live, list) and isinstance(recorded, list):
         for index in range(max(len(live), len(recorded))):
             live_item = live[index] if index < len(live) else _ABSENT
@@ -151,13 +161,6 @@ def _walk(path: str, live: _Side, recorded: _Side, found: list[Difference]) -> N
             _walk(f"{path}[{index}]", live_item, recorded_item, found)
     else:
         found.append(Difference(path, _abridge(live), _abridge(recorded)))
-
-
-def _member_path(path: str, name: str) -> str:
-    """Write `.name` where that reads unambiguously, else a quoted `["name"]`."""
-    if _IDENTIFIER.fullmatch(name):
-        return f"{path}.{name}"
-    return f"{path}[{encode_json(name)}]"
 
 
 def _describe_body(kind: _Side, body: _Side) -> str:

@@ -5,6 +5,7 @@ All are frozen so a key, once computed, cannot drift from the request and option
 
 from dataclasses import dataclass
 
+from .ruleset import RuleSet
 from .volatile import DEFAULT_VOLATILE_FIELDS
 
 
@@ -32,9 +33,11 @@ class RequestView:
 class Stripped:
     """A part left out of the key, kept as a digest so later drift in it can still be noticed.
 
-    `part` names it (`body:$.user`, `query:ts`), `rule` says which rule removed it, and `digest`
-    is the first 16 hex digits of the blake3 of the value's canonical JSON; the value itself is
-    not kept because volatile fields often carry user identifiers.
+    `part` names it (`body:$.user`, `query:ts`, `form:nonce`, `part:nonce`), `rule` says which
+    profile or rule removed it (`openai.chat-completions`, `mcp`, `default-volatile`, `user:2`,
+    or `user:2:substitute` for a string rewritten rather than removed), and `digest` is the
+    first 16 hex digits of the blake3 of the original value's canonical JSON; the value itself
+    is not kept because volatile fields often carry user identifiers.
     """
 
     part: str
@@ -47,8 +50,10 @@ class Canonical:
     """A request's replay key together with everything needed to explain it.
 
     `form` is kept beside `key` so a replay miss can show what differs instead of two hashes.
-    `body_kind` is "empty", "json" or "bytes"; `warnings` say when the request claimed one thing
-    and was keyed as another.
+    `body_kind` is "empty", "json", "form", "multipart" or "bytes"; `warnings` say when the
+    request claimed one thing and was keyed as another. `profile` names the built-in profile
+    that decided which fields count ("openai.chat-completions", "anthropic.messages", "mcp",
+    "generic.json", …), so explain can say why a field was or was not part of the key.
     """
 
     key: str
@@ -56,6 +61,7 @@ class Canonical:
     stripped: tuple[Stripped, ...]
     body_kind: str
     warnings: tuple[str, ...]
+    profile: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +70,14 @@ class KeyConfig:
 
     Header names are compared case-insensitively (HTTP says they are), so they are lower-cased
     here once rather than on every request; query names stay case-sensitive because servers
-    treat them so.
+    treat them so. `volatile_fields` are top-level body fields (and form fields) left out
+    whatever the profile; `rules` are the user's, applied after the profile.
     """
 
     volatile_fields: frozenset[str] = DEFAULT_VOLATILE_FIELDS
     volatile_query: frozenset[str] = frozenset()
     key_headers: frozenset[str] = frozenset()
+    rules: RuleSet = RuleSet.empty()
 
     def __post_init__(self) -> None:
         lowered = frozenset(name.lower() for name in self.key_headers)

@@ -8,9 +8,25 @@ between installs, and a different key must not turn a recording into a miss.
 
 from __future__ import annotations
 
-from canonicalize import KeyConfig
+from pathlib import Path
+
+from canonicalize import KeyConfig, RuleSet, load_rules
 from storage.redaction import SECRET_QUERY
 
+RULES_FILENAME = "rules.toml"
 
-def key_config() -> KeyConfig:
-    return KeyConfig(volatile_query=SECRET_QUERY)
+
+def rules_path(flag: str | None, data_dir: Path) -> Path | None:
+    """``--rules`` / ``FREEZEFRAME_RULES`` if given, else ``<data dir>/rules.toml`` if it exists."""
+    if flag:
+        return Path(flag).expanduser()
+    default = data_dir / RULES_FILENAME
+    return default if default.is_file() else None
+
+
+def key_config(rules: Path | None = None) -> KeyConfig:
+    """Raises ``canonicalize.RulesError`` (a ``ValueError``) naming the file and line."""
+    return KeyConfig(
+        volatile_query=SECRET_QUERY,
+        rules=load_rules(rules) if rules is not None else RuleSet.empty(),
+    )

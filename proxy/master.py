@@ -48,7 +48,7 @@ def build_master(
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
-        *default_addons(store, state, redactor, key_config()),
+        *default_addons(store, state, redactor, key_config(settings.rules)),
     )
     opts.update(**mitmproxy_options(settings, upstream_trust))
     return proxy_master

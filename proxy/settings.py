@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from addons.state import RECORDED_PACE, Mode, parse_pace
+from proxy.keys import key_config, rules_path
 from storage.names import validate_cassette_name
 
 DEFAULT_DATA_DIR = "./.freezeframe"
@@ -75,6 +76,7 @@ class Settings:
     admin: Address = Address("127.0.0.1", 8081)
     upstream_ca: Path | None = None
     replay_pace: float = RECORDED_PACE
+    rules: Path | None = None
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
 
@@ -105,6 +107,7 @@ def build(
     admin: str,
     upstream_ca: str | None,
     replay_pace: str = "recorded",
+    rules: str | None = None,
     redact_headers: tuple[str, ...] = (),
     redact_patterns: tuple[str, ...] = (),
 ) -> Settings:
@@ -112,15 +115,20 @@ def build(
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
     if ca is not None and not ca.is_file():
         raise ValueError(f"upstream CA {upstream_ca!r}: no such file")
+    data = Path(data_dir).expanduser()
+    rules_file = rules_path(rules, data)
+    if rules_file is not None:
+        key_config(rules_file)  # refuse a bad rules file at start, naming the line
     return Settings(
         mode=Mode.parse(mode),
         cassette=validate_cassette_name(cassette),
-        data_dir=Path(data_dir).expanduser(),
+        data_dir=data,
         store=store or "",
         listen=Address.parse(listen, "listen address"),
         admin=Address.parse(admin, "admin address"),
         upstream_ca=ca,
         replay_pace=parse_pace(replay_pace),
+        rules=rules_file,
         redact_headers=tuple(h for h in redact_headers if h),
         redact_patterns=tuple(p for p in redact_patterns if p),
     )

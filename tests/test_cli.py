@@ -194,7 +194,7 @@ def test_explain_shows_key_form_and_what_was_stripped(tmp_path: Path) -> None:
         "model": "gpt-4o-mini",
     }
     assert [(s["part"], s["rule"]) for s in document["stripped"]] == [
-        ("body:$.user", "default-volatile")
+        ("body:$.user", "openai.chat-completions")
     ]
     reordered = BODY.replace(b'"user": "u1"', b'"user": "someone else"')
     assert json.loads(invoke(*args, input=reordered).stdout)["key"] == document["key"]

@@ -20,6 +20,7 @@ from canonicalize import (
     canonicalize,
 )
 from canonicalize.jsonbody import decode_json, encode_json, short_digest
+from canonicalize.profiles.openai import CHAT_COMPLETIONS_DROP
 
 type Body = None | bool | str | Decimal | list[Body] | dict[str, Body]
 
@@ -63,7 +64,9 @@ json_values: st.SearchStrategy[Body] = st.recursive(
     max_leaves=16,
 )
 kept_members = st.dictionaries(
-    st.text(max_size=10).filter(lambda name: name not in DEFAULT_VOLATILE_FIELDS),
+    st.text(max_size=10).filter(
+        lambda name: name not in DEFAULT_VOLATILE_FIELDS | CHAT_COMPLETIONS_DROP
+    ),
     json_values,
     max_size=5,
 )
@@ -251,7 +254,7 @@ def test_canonicalize_never_raises_and_always_writes_utf8_json(
     canonical = canonicalize(view, config)
     assert isinstance(json.loads(canonical.form.decode("utf-8")), dict)
     assert len(canonical.key) == 64
-    assert canonical.body_kind in {"empty", "json", "bytes"}
+    assert canonical.body_kind in {"empty", "json", "form", "multipart", "bytes"}
 
 
 # Realistic request pairs.
@@ -351,11 +354,11 @@ def test_an_empty_body_is_null_and_differs_from_a_json_null_body() -> None:
     assert empty.key != key_of(b"null", replace(OPENAI, method="GET"))
 
 
-def test_a_form_body_is_keyed_by_its_exact_bytes() -> None:
-    form = replace(OPENAI, content_type="application/x-www-form-urlencoded")
-    canonical = canonicalize(replace(form, body=b"a=1&b=2"))
+def test_a_body_of_unknown_format_is_keyed_by_its_exact_bytes() -> None:
+    octets = replace(OPENAI, content_type="application/octet-stream")
+    canonical = canonicalize(replace(octets, body=b"a=1&b=2"))
     assert (canonical.body_kind, canonical.warnings) == ("bytes", ())
-    assert canonical.key != key_of(b"b=2&a=1", form)
+    assert canonical.key != key_of(b"b=2&a=1", octets)
 
 
 def test_json_sent_as_text_is_keyed_by_its_bytes() -> None:
@@ -378,10 +381,12 @@ def test_volatile_fields_leave_only_the_top_level_of_an_object_body() -> None:
 
 def test_stripped_fields_are_recorded_with_their_rule_and_a_digest_of_their_value() -> None:
     config = KeyConfig(volatile_fields=DEFAULT_VOLATILE_FIELDS | {"seed"})
-    canonical = canonicalize(replace(OPENAI, body=b'{"model":"m","seed":7,"user":"alice"}'), config)
+    body = b'{"model":"m","seed":7,"user":"alice","timestamp":1}'
+    canonical = canonicalize(replace(OPENAI, body=body), config)
     assert canonical.stripped == (
         Stripped("body:$.seed", "config-volatile", short_digest(decode_json(b"7"))),
-        Stripped("body:$.user", "default-volatile", short_digest("alice")),
+        Stripped("body:$.timestamp", "default-volatile", short_digest(decode_json(b"1"))),
+        Stripped("body:$.user", "openai.chat-completions", short_digest("alice")),
     )
     assert key_of(b'{"model":"m","seed":8}', config=config) == canonical.key
 
@@ -435,11 +440,12 @@ def test_volatile_query_parameters_are_stripped_and_recorded() -> None:
 
 
 def test_only_configured_headers_enter_the_key_whatever_their_name_case() -> None:
-    config = KeyConfig(key_headers=frozenset({"Anthropic-Version"}))
-    newer = replace(ANTHROPIC, headers=(("Anthropic-Version", "2024-01-01"),))
-    assert key_of(MESSAGES_BODY, ANTHROPIC, config) != key_of(MESSAGES_BODY, newer, config)
-    assert key_of(MESSAGES_BODY, ANTHROPIC) == key_of(MESSAGES_BODY, newer)
-    assert b'"headers"' not in canonicalize(ANTHROPIC).form
+    config = KeyConfig(key_headers=frozenset({"X-Tenant"}))
+    tenant = replace(OPENAI, headers=(("x-tenant", "a"), *OPENAI.headers))
+    other = replace(OPENAI, headers=(("X-TENANT", "b"), *OPENAI.headers))
+    assert key_of(CHAT_BODY, tenant, config) != key_of(CHAT_BODY, other, config)
+    assert key_of(CHAT_BODY, tenant) == key_of(CHAT_BODY, other)
+    assert b'"headers"' not in canonicalize(tenant).form
 
 
 def test_the_form_and_key_are_exactly_as_specified() -> None:
@@ -461,9 +467,10 @@ def test_the_form_and_key_are_exactly_as_specified() -> None:
         == (
             '{"body":{"a":[true,null,"é",0.25],"b":1},"body_kind":"json",'
             '"headers":[["x-key","v"]],"host":"example.com","method":"POST","path":"/a%2Fb",'
-            '"port":8443,"query":[["a","1"],["b","2"]],"scheme":"https","v":1}'
+            '"port":8443,"query":[["a","1"],["b","2"]],"scheme":"https","v":2}'
         ).encode()
     )
+    assert (canonical.profile, canonical.stripped[0].rule) == ("generic.json", "default-volatile")
     domain = b"freezeframe/key/v%d\n" % SCHEME_VERSION
     assert canonical.key == blake3(domain + canonical.form).hexdigest()
     assert canonicalize(view, config) == canonical

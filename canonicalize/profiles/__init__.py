@@ -1,0 +1,24 @@
+"""Built-in knowledge of common APIs: which parts of their requests do not change the answer.
+
+One module per kind of API; `select_profile` picks the one that applies to a request.
+"""
+
+from ..body import ReadBody
+from .anthropic import anthropic_profile
+from .generic import generic_profile
+from .mcp import MCP, is_json_rpc_request
+from .openai import openai_profile
+from .profile import Profile
+
+__all__ = ["Profile", "select_profile"]
+
+
+def select_profile(path: str, body: ReadBody) -> Profile:
+    """Choose by body shape first, then by path, else generically by how the body was read.
+
+    A JSON-RPC envelope is unmistakable wherever it is sent, so MCP wins over a path that
+    merely ends like an OpenAI or Anthropic endpoint.
+    """
+    if body.kind == "json" and is_json_rpc_request(body.value):
+        return MCP
+    return openai_profile(path) or anthropic_profile(path) or generic_profile(body.kind)

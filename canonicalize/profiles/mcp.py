@@ -1,0 +1,40 @@
+"""The Model Context Protocol over streamable HTTP: JSON-RPC 2.0 messages POSTed to a server.
+
+Recognised by the body's shape on any path, since MCP servers choose their own endpoint.
+`method` and `params` say what is asked; the request `id` only pairs an answer with its
+question and is minted afresh by every client run, and `params._meta` carries tracing and
+progress tokens (an injected `traceparent`, a `progressToken`) that SDKs add only when tracing
+is on. Both are dropped, and an empty `params` means the same as none (JSON-RPC reads them
+alike), so a request traced and one not traced key the same. The `Mcp-Session-Id` header, new
+for every session, is never in the key (headers are left out unless named);
+`MCP-Protocol-Version` is, as the negotiated protocol version decides the shape of the answer.
+
+Only requests and notifications are recognised: a client's POSTed *response* to a server's
+request keeps its `id`, which comes from the recorded server and so replays unchanged.
+"""
+
+from ..jsonbody import JsonValue
+from ..jsonpath import parse_path
+from .profile import Profile
+
+MCP = Profile(
+    "mcp",
+    tuple(parse_path(path) for path in ("$.id", "$.params._meta", "$[*].id", "$[*].params._meta")),
+    drop_if_empty=(parse_path("$.params"), parse_path("$[*].params")),
+    key_headers=frozenset({"mcp-protocol-version"}),
+)
+
+
+def is_json_rpc_request(body: JsonValue) -> bool:
+    """True for a JSON-RPC 2.0 request or notification, or a non-empty batch of them."""
+    if isinstance(body, list):
+        return bool(body) and all(_is_request(message) for message in body)
+    return _is_request(body)
+
+
+def _is_request(message: JsonValue) -> bool:
+    return (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and isinstance(message.get("method"), str)
+    )

@@ -1,0 +1,69 @@
+"""Key rules a user wrote, as validated values: which requests they cover and what they change.
+
+Kept apart from the file format (`rules.py`) so a key configuration can hold rules without
+knowing they came from TOML, and so rules compare and hash by value like the rest of KeyConfig.
+"""
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from .jsonpath import JsonPath
+
+
+@dataclass(frozen=True, slots=True)
+class Substitution:
+    """Rewrite every match of `pattern` in the strings at `path`, as `re.sub` does."""
+
+    path: JsonPath
+    pattern: re.Pattern[str]
+    replacement: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One `[[rule]]`: where it applies (globs) and what it does to the key there.
+
+    `number` is its 1-based position in the file; explain credits what it strips to
+    `user:<number>`, so a surprising key can be traced to the rule that shaped it.
+    """
+
+    number: int
+    host: str = "*"
+    path: str = "*"
+    profile: str = "*"
+    ignore: tuple[JsonPath, ...] = ()
+    keep: tuple[JsonPath, ...] = ()
+    ignore_query: frozenset[str] = frozenset()
+    key_headers: frozenset[str] = frozenset()
+    substitute: tuple[Substitution, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"user:{self.number}"
+
+    def applies_to(self, host: str, path: str, profile: str) -> bool:
+        """Match all three globs.
+
+        The host arrives lower-cased and the host glob was lower-cased at load, since host
+        names are case-insensitive; paths and profile names are matched as written.
+        """
+        return (
+            fnmatchcase(host, self.host)
+            and fnmatchcase(path, self.path)
+            and fnmatchcase(profile, self.profile)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """Every rule of one file, in file order, the order in which their substitutions run."""
+
+    rules: tuple[Rule, ...] = ()
+
+    @classmethod
+    def empty(cls) -> "RuleSet":
+        return cls()
+
+    def matching(self, host: str, path: str, profile: str) -> tuple[Rule, ...]:
+        return tuple(rule for rule in self.rules if rule.applies_to(host, path, profile))
