@@ -24,7 +24,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from addons.rewrites import instant_rewrites
+from addons.rewrites import JSONRPC_ID_REWRITE, Rewrite, instant_rewrites, jsonrpc_id
 from canonicalize import RequestView, canonicalize
 from proxy import settings as settings_module
 from proxy.keys import key_config, rules_path
@@ -343,7 +343,7 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
         },
         "request": {
             "method": exchange.method,
-            "url": _url(exchange),
+            "url": exchange.url,
             "http_version": exchange.http_version,
             "headers": _headers(exchange.request_headers),
             "body": _body(exchange.request_body, exchange.request_body_ref),
@@ -360,15 +360,19 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "body": _body(response.body, response.body_ref),
             "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
         },
-        "rewrites": [asdict(r) for r in instant_rewrites(response.headers)[1]] if response else [],
+        "rewrites": [asdict(r) for r in _rewrites(exchange)],
         "chain": exchange.chain,
     }
 
 
-def _url(exchange: Exchange) -> str:
-    default = {"http": 80, "https": 443}.get(exchange.scheme)
-    port = "" if exchange.port == default else f":{exchange.port}"
-    return f"{exchange.scheme}://{exchange.host}{port}{exchange.path}"
+def _rewrites(exchange: Exchange) -> list[Rewrite]:
+    """What replay changes in this recording's answer, and when (see addons.rewrites)."""
+    if exchange.response is None:
+        return []
+    found = list(instant_rewrites(exchange.response.headers)[1])
+    if jsonrpc_id(exchange.request_body) is not None:
+        found.append(JSONRPC_ID_REWRITE)
+    return found
 
 
 def _print_exchange(document: dict[str, Any]) -> None:

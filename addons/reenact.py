@@ -71,13 +71,18 @@ class Reenactor:
             self._server = None
 
     def route(
-        self, flow: http.HTTPFlow, exchange: Exchange, headers: Sequence[Header], pace: float
+        self,
+        flow: http.HTTPFlow,
+        exchange: Exchange,
+        response: RecordedResponse,
+        headers: Sequence[Header],
+        pace: float,
     ) -> None:
-        """Send this flow to the loopback server, which will answer with ``exchange``,
-        its delays multiplied by ``pace``."""
-        assert exchange.response is not None
+        """Send this flow to the loopback server, which will answer with ``response`` (the
+        recording as served) under ``headers``, its delays multiplied by ``pace``, and end
+        the connection the way ``exchange`` ended."""
         token = secrets.token_hex(12)
-        self._staged[token] = _Staged(exchange, exchange.response, tuple(headers), pace)
+        self._staged[token] = _Staged(exchange, response, tuple(headers), pace)
         request = flow.request
         request.scheme = "http"  # unlike .host, this setter leaves the headers alone
         request.data.host = "127.0.0.1"

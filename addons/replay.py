@@ -9,6 +9,7 @@ hook, a miss gets freezeframe's own error, and a recording that needs a real soc
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -17,10 +18,10 @@ from mitmproxy import http
 from addons import answers
 from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
 from addons.reenact import TOKEN_HEADER, Reenactor, is_stream
-from addons.rewrites import instant_rewrites
+from addons.rewrites import instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
 from canonicalize import Canonical, KeyConfig, nearest
-from storage import Outcome, Store
+from storage import Chunk, Exchange, Outcome, RecordedResponse, Store
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.replay")
@@ -74,6 +75,7 @@ class Replay:
             flow.response = answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
             return
         pace = self._state.pace
+        recorded = self._answer_as(flow, exchange, recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
             headers, rewrites = instant_rewrites(headers)
@@ -90,7 +92,30 @@ class Replay:
         if exchange.outcome is Outcome.COMPLETE and in_memory and not paced:
             flow.response = response_from(recorded, headers)
         else:
-            self._reenactor.route(flow, exchange, headers, pace)
+            self._reenactor.route(flow, exchange, recorded, headers, pace)
+
+    def _answer_as(
+        self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse
+    ) -> RecordedResponse:
+        """A JSON-RPC answer must carry the live request's id (MCP clients match on it)."""
+        live = jsonrpc_id(flow.request.get_content(strict=False) or b"")
+        original = jsonrpc_id(exchange.request_body)
+        if live is None or original is None or live == original or recorded.body_ref:
+            return recorded
+        if any(name.lower() == b"content-encoding" for name, _ in recorded.headers):
+            return recorded
+        body, edits = rewrite_jsonrpc_id(recorded.body, original, live)
+        if not edits:
+            return recorded
+        chunks = tuple(
+            Chunk(c.offset + sum(d for at, d in edits if at < c.offset), c.at)
+            for c in recorded.chunks
+        )
+        headers = tuple(
+            (name, str(len(body)).encode()) if name.lower() == b"content-length" else (name, value)
+            for name, value in recorded.headers
+        )
+        return dataclasses.replace(recorded, body=body, chunks=chunks, headers=headers)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None and TOKEN_HEADER in flow.request.headers:

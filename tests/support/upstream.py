@@ -96,6 +96,8 @@ Endpoints (``n`` = that endpoint's counter)
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
 * ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
+* ``POST /mcp``: MCP over streamable HTTP; a JSON-RPC result echoing the request's ``id``,
+  as an SSE event when ``Accept`` starts with ``text/event-stream``.
 * ``GET /bytes/random?size=N&seed=S``: N pseudo-random bytes generated as they are sent
   (up to 1 GiB; see :func:`random_chunks`).
 * anything else: 404 JSON.
@@ -762,6 +764,8 @@ class Upstream(_LoopThread):
                 return await self._bytes(wire, conn, req)
             if path == "/bytes/random" and method == "GET":
                 return await self._random_bytes(wire, conn, req)
+            if path == "/mcp" and method == "POST":
+                return await self._mcp(wire, conn, req)
         except _BadRequest as exc:
             error = {"message": str(exc), "type": "invalid_request_error"}
             return await self._send_json(wire, conn, 400, {"error": error})
@@ -1001,6 +1005,23 @@ class Upstream(_LoopThread):
             await self._send(wire, conn, h11.Data(data=piece))
         await self._send(wire, conn, h11.EndOfMessage())
         return True
+
+    async def _mcp(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        """MCP over streamable HTTP: a JSON-RPC answer echoing the request's id, as JSON, or
+        as an SSE event when the client accepts ``text/event-stream`` first."""
+        n = self._next("mcp")
+        message = self._json_body(req)
+        answer = {
+            "jsonrpc": "2.0",
+            "id": message.get("id"),
+            "result": {"content": [{"type": "text", "text": f"call {n}: {message.get('method')}"}]},
+        }
+        extra = [("mcp-session-id", "session-1")]
+        accept = req.header("accept") or ""
+        if accept.startswith("text/event-stream"):
+            frame = b"event: message\ndata: " + _compact(answer) + b"\n\n"
+            return await self._send_stream(wire, conn, [frame], extra, gap=self._gap)
+        return await self._send_json(wire, conn, 200, answer, extra)
 
 
 def random_chunks(size: int, seed: int, step: int = 256 * 1024) -> Iterable[bytes]:
