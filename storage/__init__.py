@@ -4,7 +4,7 @@ Nothing here knows about mitmproxy or how request keys are made: keys and
 canonical forms are opaque. Callers see frozen records, never rows.
 """
 
-from storage.base import Store
+from storage.base import BlobWriter, Store
 from storage.errors import (
     CassetteNotFound,
     ExchangeNotFound,
@@ -15,6 +15,7 @@ from storage.errors import (
 )
 from storage.open import open_store
 from storage.records import (
+    BlobRef,
     Candidate,
     CassetteSummary,
     Chunk,
@@ -29,6 +30,8 @@ from storage.records import (
 )
 
 __all__ = [
+    "BlobRef",
+    "BlobWriter",
     "Candidate",
     "CassetteNotFound",
     "CassetteSummary",

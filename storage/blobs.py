@@ -4,10 +4,16 @@ Agents resend the same bodies over and over (tool schemas, system prompts, the
 same answer replayed to several runs), so a body is addressed by its content:
 the digest of its raw bytes is its name, and storing a body that is already
 there is a no-op. The digest also lets ``verify`` detect a body changed in place.
+
+A body written as a stream (see storage.spool) is compressed in independent
+frames of PART_SIZE input bytes each, its *parts*, so that it can be written and
+read back one part at a time, never whole. A body of one part is stored like any
+other: its one frame is an ordinary compressed body.
 """
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
 import blake3
 import zstandard
@@ -16,6 +22,12 @@ COMPRESSION_LEVEL = 3
 """zstd's default: most of the size win at a small fraction of the CPU of higher levels."""
 
 CACHE_BYTES = 32 * 1024 * 1024
+
+PART_SIZE = 1024 * 1024
+"""Raw bytes per part of a streamed body: what a blob writer or reader holds at once."""
+
+INLINE_LIMIT = 16 * 1024 * 1024
+"""Bodies up to this size are read back whole as bytes; larger ones as a BlobRef."""
 
 
 def digest(data: bytes) -> str:
@@ -32,6 +44,22 @@ def decompress(data: bytes) -> bytes:
     return zstandard.ZstdDecompressor().decompress(data)
 
 
+def compress_part(data: bytes | bytearray) -> bytes:
+    """One part of a streamed body as an independent frame, with its size and a checksum
+    recorded, so that each part can be checked and decompressed on its own."""
+    return zstandard.ZstdCompressor(level=COMPRESSION_LEVEL, write_checksum=True).compress(data)
+
+
+def decompress_part(stored: bytes) -> bytes:
+    """Raises zstandard.ZstdError unless ``stored`` is one intact frame of at most
+    PART_SIZE bytes: the size is checked first, so a damaged header cannot make the
+    reader allocate more than a part."""
+    size = zstandard.frame_content_size(stored)
+    if not 0 <= size <= PART_SIZE:
+        raise zstandard.ZstdError(f"a part records {size} bytes, not 0 to {PART_SIZE}")
+    return zstandard.ZstdDecompressor().decompress(stored)
+
+
 def problem(name: str, stored: bytes | None) -> str | None:
     """Why ``stored`` is not the compressed body whose digest is ``name``; None if it is."""
     if stored is None:
@@ -41,6 +69,22 @@ def problem(name: str, stored: bytes | None) -> str | None:
     except zstandard.ZstdError:
         return f"body {name[:16]} cannot be decompressed"
     if digest(data) != name:
+        return f"body {name[:16]} does not match its digest"
+    return None
+
+
+def parts_problem(name: str, parts: Iterable[bytes | None]) -> str | None:
+    """Why the stored ``parts`` (None for a missing one) are not the body named ``name``;
+    None if they are. Hashes part by part, never holding the whole body."""
+    hasher = blake3.blake3()
+    for index, stored in enumerate(parts):
+        if stored is None:
+            return f"body {name[:16]} part {index} is missing"
+        try:
+            hasher.update(decompress_part(stored))
+        except zstandard.ZstdError:
+            return f"body {name[:16]} part {index} cannot be decompressed"
+    if hasher.hexdigest() != name:
         return f"body {name[:16]} does not match its digest"
     return None
 

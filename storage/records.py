@@ -3,7 +3,9 @@
 Everything a caller hands to a store or gets back from one is defined here, so
 callers depend on these shapes and not on SQLAlchemy. Headers stay raw bytes with
 their order and duplicates, and bodies stay exactly as they crossed the wire,
-because replay must give a client back the bytes it would have received.
+because replay must give a client back the bytes it would have received. A body
+too large to hold in memory crosses as a BlobRef instead, and its bytes are
+streamed through the store (Store.blob_writer, Store.read_blob).
 """
 
 from collections.abc import Mapping
@@ -40,6 +42,20 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class BlobRef:
+    """A body that stays in the store: read it with Store.read_blob(), part by part.
+
+    Bodies too large to hold in memory are written through a Store.blob_writer()
+    and read back through this reference instead of as bytes.
+    """
+
+    digest: str
+    """The hex blake3 digest of the raw body, which is also its name in the store."""
+    size: int
+    """The body's length in bytes."""
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedResponse:
     """A response as the client received it: content-encoding kept, transfer framing removed."""
 
@@ -52,6 +68,10 @@ class RecordedResponse:
     first_byte_at: float | None
     """Seconds from the request's start to the response's first byte."""
     trailers: tuple[Header, ...] = ()
+    body_ref: BlobRef | None = None
+    """Set instead of ``body`` (which is then b"") when the body lives in the store:
+    when submitting, a body written through a blob writer; when reading back, one
+    larger than the store loads whole (storage.blobs.INLINE_LIMIT)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +116,8 @@ class NewExchange:
     context: Mapping[str, str]
     """Run metadata such as {"run-id": ..., "session-id": ...}."""
     slot: Slot
+    request_body_ref: BlobRef | None = None
+    """Set instead of ``request_body`` (then b"") for a body written through a blob writer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +146,8 @@ class Exchange:
     context: Mapping[str, str]
     chain: str
     """Hex digest linking this exchange to the one written before it (see storage.chain)."""
+    request_body_ref: BlobRef | None = None
+    """Set instead of ``request_body`` (then b"") when the body is too large to load."""
 
     @property
     def url(self) -> str:

@@ -13,6 +13,7 @@ from sqlalchemy import RowMapping
 
 from storage.chain import Scalar
 from storage.records import (
+    BlobRef,
     Chunk,
     Exchange,
     ExchangeSummary,
@@ -56,7 +57,7 @@ def exchange_row(
         "response_headers": _headers_json(response.headers) if response else None,
         "response_trailers": _headers_json(response.trailers) if response else None,
         "response_body_digest": response_body_digest,
-        "response_bytes": len(response.body) if response else 0,
+        "response_bytes": _size(response) if response else 0,
         "chunks": _chunks_json(response.chunks) if response else None,
         "first_byte_at": _float(response.first_byte_at) if response else None,
         "outcome": exchange.outcome.value,
@@ -71,20 +72,24 @@ def chain_fields(row: Mapping[str, Scalar] | RowMapping, cassette: str) -> dict[
     return {column.name: row[column.name] for column in CHAINED} | {"cassette": cassette}
 
 
-def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes]) -> Exchange:
-    """An Exchange from a row holding the CHAINED columns and ``chain``."""
+def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes | BlobRef]) -> Exchange:
+    """An Exchange from a row holding the CHAINED columns and ``chain``; ``bodies``
+    gives each body by digest, loaded or as a reference to read it by."""
     response = None
     if row["status"] is not None:
+        body, body_ref = _body(row["response_body_digest"], bodies)
         response = RecordedResponse(
             status=row["status"],
             reason=row["reason"],
             http_version=row["response_http_version"],
             headers=_headers(row["response_headers"]),
-            body=_body(row["response_body_digest"], bodies),
+            body=body,
             chunks=tuple(Chunk(offset, at) for offset, at in json.loads(row["chunks"])),
             first_byte_at=row["first_byte_at"],
             trailers=_headers(row["response_trailers"]),
+            body_ref=body_ref,
         )
+    request_body, request_body_ref = _body(row["request_body_digest"], bodies)
     return Exchange(
         cassette=cassette,
         seq=row["seq"],
@@ -99,7 +104,7 @@ def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes]) -> 
         path=row["path"],
         http_version=row["http_version"],
         request_headers=_headers(row["request_headers"]),
-        request_body=_body(row["request_body_digest"], bodies),
+        request_body=request_body,
         started_at=row["started_at"],
         duration=row["duration"],
         response=response,
@@ -107,6 +112,7 @@ def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes]) -> 
         error=row["error"],
         context=json.loads(row["context"]),
         chain=row["chain"],
+        request_body_ref=request_body_ref,
     )
 
 
@@ -127,8 +133,15 @@ def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:
     )
 
 
-def _body(digest: str | None, bodies: Mapping[str, bytes]) -> bytes:
-    return b"" if digest is None else bodies[digest]
+def _body(
+    digest: str | None, bodies: Mapping[str, bytes | BlobRef]
+) -> tuple[bytes, BlobRef | None]:
+    found = b"" if digest is None else bodies[digest]
+    return (b"", found) if isinstance(found, BlobRef) else (found, None)
+
+
+def _size(response: RecordedResponse) -> int:
+    return response.body_ref.size if response.body_ref else len(response.body)
 
 
 def _headers_json(headers: Sequence[Header]) -> str:

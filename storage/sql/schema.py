@@ -1,12 +1,17 @@
-"""The tables, as SQLAlchemy Core objects, and the schema version guard.
+"""The tables, as SQLAlchemy Core objects, the schema version guard and migrations.
 
 One row per exchange, bodies in ``blobs`` by digest (see storage.blobs), and a
 ``meta`` table whose schema_version lets a newer freezeframe's store be refused
-instead of misread. Structured fields (headers, chunks, context) are JSON text:
-they are only ever read whole, together with their exchange.
+instead of misread and an older one be migrated forward when opened. Structured
+fields (headers, chunks, context) are JSON text: they are only ever read whole,
+together with their exchange.
+
+Versions: 1, the first; 2 adds ``blobs.parts`` and ``blob_parts`` for bodies
+streamed in parts.
 """
 
 import json
+from collections.abc import Callable
 
 from sqlalchemy import (
     BigInteger,
@@ -26,11 +31,14 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    text,
+    update,
 )
+from sqlalchemy.schema import CreateColumn
 
 from storage.errors import SchemaTooNew
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _ESCAPED = "\uffff"
 
@@ -103,6 +111,19 @@ blobs = Table(
     Column("digest", String(64), primary_key=True),
     Column("size", BigInteger, nullable=False),
     Column("stored_size", BigInteger, nullable=False),
+    # 0: ``data`` is the whole body, one zstd frame. N > 0: the body was streamed and
+    # is in ``blob_parts`` rows 0 to N-1, and ``data`` is empty (not NULL, because
+    # SQLite cannot relax a NOT NULL column without copying the table).
+    Column("data", LargeBinary, nullable=False),
+    Column("parts", Integer, nullable=False, server_default=text("0")),
+)
+
+blob_parts = Table(
+    "blob_parts",
+    metadata,
+    Column("digest", ForeignKey("blobs.digest"), primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    # One zstd frame of up to storage.blobs.PART_SIZE raw bytes, with its checksum.
     Column("data", LargeBinary, nullable=False),
 )
 
@@ -148,13 +169,43 @@ CHAINED = tuple(c for c in exchanges.c if c.name not in {"id", "cassette_id", "c
 """The columns an exchange's chain digest covers: all that describe the exchange."""
 
 
+_VERSION = select(meta.c.value).where(meta.c.name == "schema_version")
+
+
 def ensure_schema(conn: Connection, where: str) -> None:
-    """Create the tables on first use; refuse a store written by a newer schema."""
+    """Create the tables on first use, migrate an older store forward, and refuse
+    one written by a newer schema."""
     if inspect(conn).has_table(meta.name):
-        found = conn.scalar(select(meta.c.value).where(meta.c.name == "schema_version"))
+        found = conn.scalar(_VERSION)
         if found is not None:
             if int(found) > SCHEMA_VERSION:
                 raise SchemaTooNew(int(found), SCHEMA_VERSION, where)
+            if int(found) < SCHEMA_VERSION:
+                _migrate(conn)
             return
     metadata.create_all(conn)
     conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
+
+
+def _migrate(conn: Connection) -> None:
+    """Apply each step from the store's version to SCHEMA_VERSION, in the caller's
+    transaction. The version is re-read under a row lock, so that of two processes
+    opening an old PostgreSQL store at once, the second finds it migrated; each step
+    also checks what already exists, so a step cut short can run again."""
+    version = int(conn.scalar(_VERSION.with_for_update()) or SCHEMA_VERSION)
+    while version < SCHEMA_VERSION:
+        MIGRATIONS[version](conn)
+        version += 1
+        conn.execute(update(meta).where(meta.c.name == "schema_version").values(value=str(version)))
+
+
+def _add_blob_parts(conn: Connection) -> None:
+    """1 -> 2: bodies streamed in parts. Existing bodies get parts = 0: stored whole."""
+    if "parts" not in {column["name"] for column in inspect(conn).get_columns(blobs.name)}:
+        definition = CreateColumn(blobs.c.parts).compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE {blobs.name} ADD COLUMN {definition}"))
+    blob_parts.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_blob_parts}
+"""Version N -> the step that makes a version-N store a version-N+1 store."""

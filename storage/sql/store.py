@@ -3,13 +3,18 @@
 Writes go to the writer thread (storage.sql.writer); slot and count bookkeeping
 lives in memory (storage.counters); reads run on the caller's thread with a
 pooled connection of their own. lookup(), the replay hot path, is one indexed
-SELECT, plus one more for bodies that are not in the blob cache.
+SELECT, plus one more for bodies that are not in the blob cache. Streamed bodies
+are spooled on the caller's thread (storage.spool) and written by the writer
+thread; read_blob() reads them back with one SELECT per part.
 """
 
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Self
 
+import blake3
 from sqlalchemy import (
     Connection,
     Engine,
@@ -25,10 +30,11 @@ from sqlalchemy import (
 )
 
 from storage import blobs
-from storage.base import Store
+from storage.base import BlobWriter, Store
 from storage.counters import CassetteCounts, Counters
 from storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
 from storage.records import (
+    BlobRef,
     Candidate,
     CassetteSummary,
     Exchange,
@@ -38,6 +44,8 @@ from storage.records import (
     VerifyReport,
     format_url,
 )
+from storage.spool import SpoolWriter
+from storage.sql import bodies
 from storage.sql.engine import connect, mask, unavailable
 from storage.sql.rows import to_exchange, to_summary
 from storage.sql.schema import CHAINED, ExactText, cassettes, exchanges
@@ -46,7 +54,7 @@ from storage.sql.verify import verify_cassette
 from storage.sql.writer import Writer
 
 PENDING_WAIT_S = 30.0
-"""How long lookup() waits for a submitted recording to be written before giving up."""
+"""How long lookup() and read_blob() wait for what was submitted to be written."""
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
 
@@ -116,6 +124,8 @@ class SqlStore(Store):
         self._cache = blobs.BlobCache()
         self._counters = Counters(self._load_counts)
         self._writer = Writer(engine, self._counters.written, where)
+        self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
+        self._lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -152,6 +162,30 @@ class SqlStore(Store):
             self.flush(PENDING_WAIT_S)
             found = self._one(_LOOKUP, cassette, key=key, occurrence=occurrence)
         return found
+
+    def blob_writer(self) -> BlobWriter:
+        with self._lock:
+            self._check_open()
+            writer = SpoolWriter(self._writer.put, self._where)
+            # Weakly held: a writer its caller dropped unfinished closes its own spool.
+            self._blob_writers.add(writer)
+        return writer
+
+    def read_blob(self, ref: BlobRef) -> Iterator[bytes]:
+        if ref.size == 0:
+            return iter(())
+        with self._connect() as conn:
+            found = conn.execute(bodies.LAYOUT, {"digest": ref.digest}).first()
+        if found is None:
+            # A body streamed in is written on the writer thread; it may be queued.
+            self.flush(PENDING_WAIT_S)
+            with self._connect() as conn:
+                found = conn.execute(bodies.LAYOUT, {"digest": ref.digest}).first()
+        if found is None:
+            raise self._damaged(bodies.Damaged(f"body {ref.digest[:16]} is missing"))
+        _, parts, stored = found
+        pieces = bodies.whole(ref.digest, stored) if parts == 0 else self._parts(ref, parts)
+        return self._checked(ref, pieces)
 
     def has_cassette(self, name: str) -> bool:
         if self._counters.has_pending(name):
@@ -257,9 +291,13 @@ class SqlStore(Store):
             return verify_cassette(conn, cassette, self._where)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            unfinished = list(self._blob_writers)
+        for writer in unfinished:
+            writer.store_closed()
         self._writer.stop()
         self._engine.dispose()
 
@@ -281,27 +319,39 @@ class SqlStore(Store):
                 return None
             return to_exchange(row, cassette, self._bodies(conn, row))
 
-    def _bodies(self, conn: Connection, row: RowMapping) -> dict[str, bytes]:
-        """The row's bodies by digest, from the cache or else in one query."""
-        found: dict[str, bytes] = {}
-        for name in (row["request_body_digest"], row["response_body_digest"]):
-            data = None if name is None else self._cache.get(name)
-            if data is not None:
-                found[name] = data
-        wanted = {row["request_body_digest"], row["response_body_digest"]} - {None} - set(found)
-        if wanted:
-            query = select(blobs_table.c.digest, blobs_table.c.data).where(
-                blobs_table.c.digest.in_(wanted)
-            )
-            for name, stored in conn.execute(query):
-                found[name] = blobs.decompress(stored)
-                self._cache.put(name, found[name])
-        if missing := wanted - set(found):
-            raise StoreError(
-                f"body {min(missing)[:16]} is missing from store {self._where}; "
-                "run freezeframe verify"
-            )
-        return found
+    def _bodies(self, conn: Connection, row: RowMapping) -> dict[str, bytes | BlobRef]:
+        """The row's bodies by digest: from the cache, else in one query (plus one per
+        part of a small streamed body); large ones as references."""
+        names = {row["request_body_digest"], row["response_body_digest"]} - {None}
+        try:
+            return bodies.load(conn, names, self._cache)
+        except bodies.Damaged as exc:
+            raise self._damaged(exc) from None
+
+    def _parts(self, ref: BlobRef, count: int) -> Iterator[bytes]:
+        """A streamed body's parts, each read on a connection of its own, so that a
+        reader that stops half way holds no connection or snapshot open."""
+        for index in range(count):
+            with self._connect() as conn:
+                data = bodies.part(conn, ref.digest, index)
+            yield data
+
+    def _checked(self, ref: BlobRef, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        """``pieces``, then StoreError if they were not the body ``ref`` names."""
+        hasher, size = blake3.blake3(), 0
+        try:
+            for piece in pieces:
+                hasher.update(piece)
+                size += len(piece)
+                yield piece
+        except bodies.Damaged as exc:
+            raise self._damaged(exc) from None
+        if (hasher.hexdigest(), size) != (ref.digest, ref.size):
+            what = f"body {ref.digest[:16]} read back does not match its digest and size"
+            raise self._damaged(bodies.Damaged(what))
+
+    def _damaged(self, exc: bodies.Damaged) -> StoreError:
+        return StoreError(f"{exc}, in store {self._where}; run freezeframe verify")
 
     def _load_counts(self, cassette: str) -> CassetteCounts:
         counts = CassetteCounts()

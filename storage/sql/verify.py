@@ -3,18 +3,18 @@
 Rows are read in insertion (id) order together with the cassette's head, in one
 statement so that they come from one snapshot even while the writer is adding
 rows. Bodies are re-read from the database and re-hashed, never taken from a
-cache, since the point is to notice a body changed after it was cached.
+cache, since the point is to notice a body changed after it was cached; a streamed
+body is re-hashed one part at a time.
 """
 
 from sqlalchemy import Connection, select
 
-from storage import blobs
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import CassetteNotFound
 from storage.records import VerifyReport
+from storage.sql.bodies import problem
 from storage.sql.rows import chain_fields
 from storage.sql.schema import CHAINED, cassettes, exchanges
-from storage.sql.schema import blobs as blobs_table
 
 _BODIES = (("request", "request_body_digest"), ("response", "response_body_digest"))
 
@@ -37,8 +37,7 @@ def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport
         for which, column in _BODIES:
             name = row[column]
             if name is not None and name not in body_problems:
-                stored = conn.scalar(select(blobs_table.c.data).where(blobs_table.c.digest == name))
-                body_problems[name] = blobs.problem(name, stored)
+                body_problems[name] = problem(conn, name)
             if name is not None and body_problems[name]:
                 detail = f"exchange {seq}: its {which} {body_problems[name]}"
                 return VerifyReport(cassette, checked, False, seq, detail)

@@ -8,6 +8,11 @@ the hash chain links exchanges in the order this thread inserts them.
 A batch is committed when the queue momentarily empties or BATCH_SIZE exchanges
 have accumulated. If a batch fails, its exchanges are retried one by one, so one
 bad exchange costs only itself; what cannot be written is logged and dropped.
+
+Bodies streamed through a blob writer arrive on the same queue, ahead of the
+exchanges that reference them, and are written in a transaction of their own, one
+part per statement, so neither side ever holds more than a part. An exchange whose
+body could not be written fails on its foreign key rather than dangling.
 """
 
 import logging
@@ -22,19 +27,20 @@ from sqlalchemy import Connection, Engine, insert, select, update
 from storage import blobs
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import StoreClosed, StoreError
-from storage.records import NewExchange
+from storage.records import BlobRef, NewExchange
+from storage.spool import SpooledBlob
 from storage.sql.engine import insert_ignore, reason
 from storage.sql.rows import chain_fields, exchange_row
+from storage.sql.schema import blob_parts, cassettes, exchanges
 from storage.sql.schema import blobs as blobs_table
-from storage.sql.schema import cassettes, exchanges
 
 log = logging.getLogger("freezeframe.storage")
 
 BATCH_SIZE = 64
 
-_Item = NewExchange | threading.Event | None
-"""An exchange to write, a flush marker to set once everything before it is
-written, or None: stop after writing everything before it."""
+_Item = NewExchange | SpooledBlob | threading.Event | None
+"""An exchange or a streamed body to write, a flush marker to set once everything
+before it is written, or None: stop after writing everything before it."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,12 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, exchange: NewExchange) -> None:
+    def put(self, item: NewExchange | SpooledBlob) -> None:
+        """Queue an exchange, or a streamed body (which the writer then discards)."""
         with self._lock:
             if self._stopping:
                 raise StoreClosed(self._where)
-            self._queue.put(exchange)
+            self._queue.put(item)
 
     def flush(self, timeout: float | None) -> None:
         """Wait until everything put so far is written (or, once stopping, until all is)."""
@@ -96,7 +103,20 @@ class Writer:
 
     def _run(self) -> None:
         while True:
-            batch, markers, stop = self._take()
+            items, stop = self._take()
+            batch: list[NewExchange] = []
+            markers: list[threading.Event] = []
+            for item in items:
+                if isinstance(item, NewExchange):
+                    batch.append(item)
+                elif isinstance(item, SpooledBlob):
+                    # Exchanges queued before the body go first; those after may need it.
+                    if batch:
+                        self._write(batch)
+                        batch = []
+                    self._store_blob(item)
+                else:
+                    markers.append(item)
             if batch:
                 self._write(batch)
             for marker in markers:
@@ -104,24 +124,54 @@ class Writer:
             if stop:
                 return
 
-    def _take(self) -> tuple[list[NewExchange], list[threading.Event], bool]:
-        """Block for one item, then take what else is already queued, up to a batch."""
-        batch: list[NewExchange] = []
-        markers: list[threading.Event] = []
+    def _take(self) -> tuple[list[NewExchange | SpooledBlob | threading.Event], bool]:
+        """Block for one item, then take what else is already queued, up to a batch
+        of exchanges; True if a stop was taken."""
+        items: list[NewExchange | SpooledBlob | threading.Event] = []
+        exchanges = 0
         item = self._queue.get()
         while True:
             if item is None:
-                return batch, markers, True
-            if isinstance(item, threading.Event):
-                markers.append(item)
-            else:
-                batch.append(item)
-            if len(batch) >= BATCH_SIZE:
-                return batch, markers, False
+                return items, True
+            items.append(item)
+            exchanges += isinstance(item, NewExchange)
+            if exchanges >= BATCH_SIZE:
+                return items, False
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return batch, markers, False
+                return items, False
+
+    def _store_blob(self, blob: SpooledBlob) -> None:
+        """Copy a streamed body into the database unless it is there already, then
+        delete its spool. A body of one part is stored like any small body."""
+        ref = blob.ref
+        try:
+            with self._engine.begin() as conn:
+                parts = blob.parts()
+                row = {"digest": ref.digest, "size": ref.size, "stored_size": blob.stored_size}
+                if blob.count == 1:
+                    row |= {"data": next(parts), "parts": 0}
+                else:
+                    row |= {"data": b"", "parts": blob.count}
+                # RETURNING, not rowcount: drivers need not count rows an INSERT skipped.
+                insert_row = insert_ignore(self._engine, blobs_table).values(row)
+                added = conn.execute(insert_row.returning(blobs_table.c.digest)).first()
+                if blob.count > 1 and added is not None:
+                    for index, data in enumerate(parts):
+                        conn.execute(
+                            insert(blob_parts), {"digest": ref.digest, "idx": index, "data": data}
+                        )
+        except Exception as exc:
+            log.error(
+                "could not store body %s (%d bytes) in %s, dropping it: %s",
+                ref.digest[:16],
+                ref.size,
+                self._where,
+                reason(exc, self._engine.url),
+            )
+        finally:
+            blob.discard()
 
     def _write(self, batch: list[NewExchange]) -> None:
         # Any exception, not only database errors: a malformed exchange must not
@@ -167,12 +217,12 @@ class Writer:
             for exchange in batch:
                 name = exchange.cassette
                 tip = tips.get(name) or self._tips.get(name) or self._tip(conn, name)
-                response_body = exchange.response.body if exchange.response else b""
+                response = exchange.response
                 row = exchange_row(
                     exchange,
                     tip.cassette_id,
-                    _named(exchange.request_body, bodies),
-                    _named(response_body, bodies),
+                    _named(exchange.request_body, exchange.request_body_ref, bodies),
+                    _named(response.body, response.body_ref, bodies) if response else None,
                 )
                 head = link(tip.head, exchange_digest(chain_fields(row, name)))
                 rows.append(row | {"chain": head})
@@ -215,8 +265,13 @@ class Writer:
             conn.execute(insert_ignore(self._engine, blobs_table), missing)
 
 
-def _named(body: bytes, bodies: dict[str, bytes]) -> str | None:
-    """The digest a row stores for a body (None for an empty one), noting the body."""
+def _named(body: bytes, ref: BlobRef | None, bodies: dict[str, bytes]) -> str | None:
+    """The digest a row stores for a body (None for an empty one), noting the body
+    unless it was streamed in already and ``ref`` names it."""
+    if ref is not None:
+        if body:
+            raise ValueError("a body is given both as bytes and as a BlobRef")
+        return ref.digest if ref.size else None
     if not body:
         return None
     name = blobs.digest(body)

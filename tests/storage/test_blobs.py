@@ -1,10 +1,22 @@
-"""Content addressing and the bounded cache of decompressed bodies."""
+"""Content addressing, parts of streamed bodies, and the bounded cache of decompressed bodies."""
 
 import blake3
+import pytest
+import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.blobs import BlobCache, compress, decompress, digest, problem
+from storage.blobs import (
+    PART_SIZE,
+    BlobCache,
+    compress,
+    compress_part,
+    decompress,
+    decompress_part,
+    digest,
+    parts_problem,
+    problem,
+)
 
 
 @given(st.binary(max_size=5000))
@@ -46,3 +58,27 @@ def test_putting_a_cached_body_again_does_not_count_it_twice() -> None:
     cache.put("a", b"aaaa")
     cache.put("b", b"bbbb")
     assert (cache.get("a"), cache.get("b")) == (b"aaaa", b"bbbb")
+
+
+def test_a_part_is_checked_before_it_is_decompressed() -> None:
+    assert decompress_part(compress_part(b"part")) == b"part"
+    with pytest.raises(zstandard.ZstdError):
+        decompress_part(b"not zstd")
+    with pytest.raises(zstandard.ZstdError, match="records"):
+        decompress_part(compress(b"x" * (PART_SIZE + 1)))  # whole bodies are not parts
+    damaged = bytearray(compress_part(b"part" * 100))
+    damaged[-2] ^= 0xFF  # the checksum
+    with pytest.raises(zstandard.ZstdError):
+        decompress_part(bytes(damaged))
+
+
+def test_parts_problem_names_the_part() -> None:
+    body = [b"one ", b"two"]
+    name = digest(b"".join(body))
+    parts = [compress_part(part) for part in body]
+    assert parts_problem(name, parts) is None
+    assert parts_problem(name, [parts[0], None]) == f"body {name[:16]} part 1 is missing"
+    assert parts_problem(name, [b"junk", parts[1]]) == (
+        f"body {name[:16]} part 0 cannot be decompressed"
+    )
+    assert parts_problem(name, parts[:1]) == f"body {name[:16]} does not match its digest"

@@ -1,4 +1,5 @@
-"""The Store contract, run against a real SQLite file and a real PostgreSQL database."""
+"""The Store contract, run against a real SQLite file and a real PostgreSQL database
+(the ``store`` and ``store_url`` fixtures are in conftest.py)."""
 
 import dataclasses
 import itertools
@@ -37,20 +38,6 @@ from storage import (
 )
 
 WAIT = 10.0  # seconds; every wait in this file is bounded by it
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The URL of an empty store that no other test sees."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/data/freezeframe.db"
-    return str(request.getfixturevalue("postgres_url"))
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    with open_store(store_url) as opened:
-        yield opened
 
 
 def make(
@@ -544,7 +531,7 @@ def test_a_newer_schema_is_refused(store_url: str) -> None:
         open_store(store_url)
     message = str(caught.value)
     assert message.startswith("store schema version 99 at ")
-    assert message.endswith("is newer than this freezeframe supports (1); upgrade freezeframe")
+    assert message.endswith("is newer than this freezeframe supports (2); upgrade freezeframe")
 
 
 def assert_one_line(error: StoreError, starts: str, *, secret: str = "s3cr3t-pw") -> None:

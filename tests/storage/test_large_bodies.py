@@ -1,0 +1,627 @@
+"""Bodies of any size: streamed in through a blob writer, out through read_blob,
+with memory bounded by a part, on a real SQLite file and a real PostgreSQL database."""
+
+import gc
+import logging
+import os
+import random
+import sqlite3
+import sys
+import tempfile
+import threading
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import blake3
+import psycopg
+import pytest
+import sqlalchemy
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from storage import (
+    BlobRef,
+    Chunk,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    Slot,
+    Store,
+    StoreClosed,
+    StoreError,
+    open_store,
+)
+from storage.blobs import INLINE_LIMIT, PART_SIZE, compress, digest
+from storage.chain import GENESIS, exchange_digest, link
+from storage.sql.rows import chain_fields, exchange_row
+
+WAIT = 30.0
+MiB = 1024 * 1024
+WRITE_SIZE = 64 * 1024
+
+
+def chunks(size: int, seed: int = 1) -> Iterator[bytes]:
+    """``size`` bytes in writes of WRITE_SIZE: random runs (which do not compress)
+    between repetitive ones, never all held at once."""
+    rng = random.Random(seed)
+    for offset in range(0, size, WRITE_SIZE):
+        n = min(WRITE_SIZE, size - offset)
+        if (offset // WRITE_SIZE) % 4 == 3:
+            yield (b"%016x" % offset) * (n // 16) + b"." * (n % 16)
+        else:
+            yield rng.randbytes(n)
+
+
+def expected(size: int, seed: int = 1) -> BlobRef:
+    hasher = blake3.blake3()
+    for chunk in chunks(size, seed):
+        hasher.update(chunk)
+    return BlobRef(hasher.hexdigest(), size)
+
+
+def stream_in(store: Store, size: int, seed: int = 1) -> BlobRef:
+    writer = store.blob_writer()
+    for chunk in chunks(size, seed):
+        writer.write(chunk)
+    return writer.finish()
+
+
+def read_back(store: Store, ref: BlobRef) -> BlobRef:
+    """What read_blob yields, as a reference, checking that no piece exceeds a part."""
+    hasher, size = blake3.blake3(), 0
+    for piece in store.read_blob(ref):
+        assert 0 < len(piece) <= PART_SIZE
+        hasher.update(piece)
+        size += len(piece)
+    return BlobRef(hasher.hexdigest(), size)
+
+
+def download(
+    slot: Slot,
+    key: str,
+    *,
+    body: bytes = b"",
+    body_ref: BlobRef | None = None,
+    request_body: bytes = b"",
+    request_body_ref: BlobRef | None = None,
+    cassette: str = "c",
+) -> NewExchange:
+    """An exchange whose bodies are given as bytes or by reference."""
+    return NewExchange(
+        cassette=cassette,
+        key=key,
+        key_scheme=1,
+        canonical=b"GET /download " + key.encode(),
+        method="GET",
+        scheme="https",
+        host="files.example.com",
+        port=443,
+        path="/download",
+        http_version="HTTP/1.1",
+        request_headers=((b"host", b"files.example.com"),),
+        request_body=request_body,
+        started_at=1_700_000_000.0,
+        duration=3.5,
+        response=RecordedResponse(
+            status=200,
+            reason="OK",
+            http_version="HTTP/1.1",
+            headers=((b"content-type", b"application/octet-stream"),),
+            body=body,
+            chunks=(Chunk(0, 0.1),),
+            first_byte_at=0.1,
+            body_ref=body_ref,
+        ),
+        outcome=Outcome.COMPLETE,
+        error=None,
+        context={},
+        slot=slot,
+        request_body_ref=request_body_ref,
+    )
+
+
+def submit(store: Store, key: str, *, cassette: str = "c", **bodies: Any) -> NewExchange:
+    """Reserve a slot, submit a download in it, return what was submitted."""
+    exchange = download(store.reserve(cassette, key), key, cassette=cassette, **bodies)
+    store.submit(exchange)
+    return exchange
+
+
+def run_sql(url: str, statement: str, **params: Any) -> list[Any]:
+    """Execute raw SQL behind the store's back (foreign keys not enforced)."""
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            result = conn.execute(sqlalchemy.text(statement), params)
+            return list(result) if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def spool_files(directory: Path) -> list[str]:
+    """This process's open files in ``directory``: spools, even unnamed ones."""
+    if not sys.platform.startswith("linux"):
+        return []
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(directory)):
+            found.append(target)
+    return found
+
+
+@pytest.fixture
+def spool_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary directory spools go to for this test."""
+    directory = tmp_path / "spool"
+    directory.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    return directory
+
+
+# -- streaming in and out ------------------------------------------------------------
+
+
+def test_a_64_mib_body_streams_through_with_flat_memory(
+    store: Store, store_url: str, spool_dir: Path
+) -> None:
+    size = 64 * MiB
+    want = expected(size)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        ref = stream_in(store, size)
+        submit(store, "big", body_ref=ref, request_body_ref=ref)
+        store.flush(WAIT)
+        found = store.lookup("c", "big", 0)
+        got = read_back(store, ref)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"tracemalloc peak for a {size // MiB} MiB body: {peak / MiB:.2f} MiB")
+
+    assert ref == want
+    assert got == want
+    assert peak < 16 * MiB
+    assert found is not None and found.response is not None
+    assert (found.response.body, found.response.body_ref) == (b"", ref)
+    assert (found.request_body, found.request_body_ref) == (b"", ref)
+    assert store.exchange("c", 0).response == found.response
+    assert store.exchanges("c")[0].response_bytes == size
+    [(parts, data_size, stored_size)] = run_sql(
+        store_url, "SELECT parts, length(data), stored_size FROM blobs"
+    )
+    assert (parts, data_size) == (size // PART_SIZE, 0)
+    [(count, total)] = run_sql(store_url, "SELECT count(*), sum(length(data)) FROM blob_parts")
+    assert (count, total) == (parts, stored_size)
+    assert stored_size < size  # the repetitive quarter compresses
+    assert store.verify("c").ok
+    assert spool_files(spool_dir) == []
+
+
+def test_a_large_body_given_as_bytes_is_read_back_by_reference(store: Store) -> None:
+    body = b"".join(chunks(INLINE_LIMIT + 1, seed=2))
+    submit(store, "inline", body=body)
+    store.flush(WAIT)
+    found = store.lookup("c", "inline", 0)
+    assert found is not None and found.response is not None
+    assert found.response.body == b""
+    assert found.response.body_ref == BlobRef(digest(body), len(body))
+    assert read_back(store, found.response.body_ref) == found.response.body_ref
+
+
+def test_streamed_bodies_up_to_the_inline_limit_are_loaded(store: Store) -> None:
+    small = stream_in(store, 2 * MiB + 5, seed=3)  # three parts
+    single = stream_in(store, 1000, seed=4)  # one part
+    empty = store.blob_writer().finish()
+    submit(store, "k", body_ref=small, request_body_ref=single)
+    submit(store, "empty", body_ref=empty, request_body_ref=empty)
+
+    found = store.lookup("c", "k", 0)  # waits for the writer; no flush
+    assert found is not None and found.response is not None
+    assert found.response.body_ref is None and found.request_body_ref is None
+    assert found.response.body == b"".join(chunks(2 * MiB + 5, seed=3))
+    assert found.request_body == b"".join(chunks(1000, seed=4))
+    assert store.exchanges("c")[0].response_bytes == 2 * MiB + 5
+
+    nothing = store.lookup("c", "empty", 0)
+    assert nothing is not None and nothing.response is not None
+    assert (nothing.response.body, nothing.response.body_ref) == (b"", None)
+    assert (nothing.request_body, nothing.request_body_ref) == (b"", None)
+    assert empty == BlobRef(digest(b""), 0)
+    assert list(store.read_blob(empty)) == []
+    assert store.verify("c").ok
+
+
+def test_read_blob_waits_for_a_body_still_queued(store: Store) -> None:
+    ref = stream_in(store, 3 * MiB, seed=5)
+    assert read_back(store, ref) == ref  # no flush in between
+
+
+def test_the_same_large_body_is_stored_once(
+    store: Store, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="freezeframe.storage")
+    size = 3 * MiB + 17
+    first, second = stream_in(store, size, seed=6), stream_in(store, size, seed=6)
+    assert first == second
+    submit(store, "a", body_ref=first)
+    submit(store, "b", body_ref=second)
+    submit(store, "a", cassette="other", body_ref=first)
+    submit(store, "inline", body=b"".join(chunks(size, seed=6)))  # the same, as bytes
+    store.flush(WAIT)
+
+    [(count, parts, stored_size)] = run_sql(
+        store_url, "SELECT count(*), sum(parts), sum(stored_size) FROM blobs"
+    )
+    assert (count, parts) == (1, 4)
+    [(part_rows,)] = run_sql(store_url, "SELECT count(*) FROM blob_parts")
+    assert part_rows == 4
+    sizes = {summary.name: summary.stored_bytes for summary in store.cassettes()}
+    assert sizes == {"c": stored_size, "other": stored_size}
+    inline = store.lookup("c", "inline", 0)
+    assert inline is not None and inline.response is not None
+    assert inline.response.body == b"".join(chunks(size, seed=6))
+    assert store.verify("c").ok
+    assert caplog.records == []  # the second copy was skipped, not refused
+
+
+# -- the writer's life ---------------------------------------------------------------
+
+
+def test_finish_and_abort_are_idempotent(store: Store, spool_dir: Path) -> None:
+    writer = store.blob_writer()
+    writer.write(b"x" * (PART_SIZE + 1))
+    ref = writer.finish()
+    assert writer.finish() == ref
+    writer.abort()  # too late: the body is the store's now
+    assert writer.finish() == ref
+    with pytest.raises(StoreError, match="finished"):
+        writer.write(b"more")
+    assert read_back(store, ref) == BlobRef(digest(b"x" * (PART_SIZE + 1)), PART_SIZE + 1)
+
+    aborted = store.blob_writer()
+    aborted.write(b"y" * (3 * PART_SIZE))
+    assert len(spool_files(spool_dir)) == (1 if sys.platform.startswith("linux") else 0)
+    aborted.abort()
+    aborted.abort()
+    assert spool_files(spool_dir) == []
+    assert os.listdir(spool_dir) == []
+    with pytest.raises(StoreError, match="aborted"):
+        aborted.write(b"y")
+    with pytest.raises(StoreError, match="aborted"):
+        aborted.finish()
+
+
+def test_close_aborts_unfinished_writers_and_writes_finished_ones(
+    store: Store, store_url: str, spool_dir: Path
+) -> None:
+    unfinished = store.blob_writer()
+    unfinished.write(b"u" * (2 * PART_SIZE + 3))
+    finished = store.blob_writer()
+    for chunk in chunks(4 * MiB, seed=7):
+        finished.write(chunk)
+    ref = finished.finish()
+    submit(store, "k", body_ref=ref)
+    store.close()
+
+    assert spool_files(spool_dir) == []
+    assert os.listdir(spool_dir) == []
+    with pytest.raises(StoreClosed):
+        unfinished.write(b"u")
+    with pytest.raises(StoreClosed):
+        unfinished.finish()
+    with pytest.raises(StoreClosed):
+        store.blob_writer()
+    with open_store(store_url) as reopened:
+        found = reopened.lookup("c", "k", 0)
+        assert found is not None and found.response is not None
+        assert digest(found.response.body) == ref.digest
+        assert reopened.verify("c").ok
+
+
+def test_a_writer_dropped_unfinished_closes_its_spool(store: Store, spool_dir: Path) -> None:
+    writer = store.blob_writer()
+    writer.write(b"d" * (2 * PART_SIZE))
+    del writer
+    gc.collect()
+    assert spool_files(spool_dir) == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["a body the store does not have", "a body given both as bytes and by reference"],
+)
+def test_an_exchange_with_a_bad_body_reference_is_dropped(
+    store: Store, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="freezeframe.storage")
+    if case == "a body the store does not have":
+        submit(store, "k", body_ref=BlobRef(digest(b"never written"), 13))
+    else:
+        submit(store, "k", body=b"bytes", body_ref=BlobRef(digest(b"bytes"), 5))
+    submit(store, "fine", body=b"fine")
+    store.flush(WAIT)
+    assert store.count("c", "k") == 0
+    assert [summary.key for summary in store.exchanges("c")] == ["fine"]
+    assert store.verify("c").ok
+    assert any("dropping it" in record.getMessage() for record in caplog.records)
+
+
+# -- verify and damage ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["a flipped byte", "a deleted part"])
+def test_verify_rehashes_streamed_bodies_and_finds_a_damaged_part(
+    store: Store, store_url: str, damage: str
+) -> None:
+    submit(store, "before", body=b"small")
+    ref = stream_in(store, 20 * MiB, seed=8)
+    submit(store, "big", body_ref=ref)
+    store.flush(WAIT)
+    report = store.verify("c")
+    assert (report.ok, report.checked) == (True, 2)
+
+    where = "digest = :digest AND idx = 3"
+    if damage == "a flipped byte":
+        [(data,)] = run_sql(
+            store_url, f"SELECT data FROM blob_parts WHERE {where}", digest=ref.digest
+        )
+        flipped = bytearray(data)
+        flipped[len(flipped) // 2] ^= 0x01
+        run_sql(
+            store_url,
+            f"UPDATE blob_parts SET data = :data WHERE {where}",
+            digest=ref.digest,
+            data=bytes(flipped),
+        )
+        problem = "part 3 cannot be decompressed"
+    else:
+        run_sql(store_url, f"DELETE FROM blob_parts WHERE {where}", digest=ref.digest)
+        problem = "part 3 is missing"
+
+    report = store.verify("c")
+    assert (report.ok, report.first_break, report.checked) == (False, 1, 1)
+    assert report.detail == f"exchange 1: its response body {ref.digest[:16]} {problem}"
+    with pytest.raises(StoreError, match=f"body {ref.digest[:16]} {problem}, in store "):
+        read_back(store, ref)
+
+
+def test_verify_notices_parts_that_are_intact_but_not_the_body(
+    store: Store, store_url: str
+) -> None:
+    ref = stream_in(store, 3 * MiB, seed=9)
+    other = stream_in(store, 3 * MiB, seed=10)
+    submit(store, "k", body_ref=ref)
+    store.flush(WAIT)
+    run_sql(
+        store_url,
+        "UPDATE blob_parts SET data = (SELECT data FROM blob_parts WHERE digest = :other "
+        "AND idx = 0) WHERE digest = :digest AND idx = 0",
+        digest=ref.digest,
+        other=other.digest,
+    )
+    report = store.verify("c")
+    assert not report.ok
+    assert (
+        report.detail
+        == f"exchange 0: its response body {ref.digest[:16]} does not match its digest"
+    )
+    with pytest.raises(StoreError, match="read back does not match its digest and size"):
+        read_back(store, ref)
+
+
+# -- version 1 stores ----------------------------------------------------------------
+
+V1 = MetaData(
+    naming_convention={
+        "pk": "pk_%(table_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    }
+)
+"""The version-1 schema, frozen as it was released."""
+
+Table(
+    "meta",
+    V1,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+Table(
+    "cassettes",
+    V1,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("created_at", Double, nullable=False),
+    Column("head", String(64), nullable=False),
+)
+Table(
+    "blobs",
+    V1,
+    Column("digest", String(64), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("stored_size", BigInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+Table(
+    "exchanges",
+    V1,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cassette_id", ForeignKey("cassettes.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("occurrence", Integer, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("key_scheme", Integer, nullable=False),
+    Column("canonical", LargeBinary, nullable=False),
+    Column("method", Text, nullable=False),
+    Column("scheme", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("port", Integer, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("http_version", Text, nullable=False),
+    Column("request_headers", Text, nullable=False),
+    Column("request_body_digest", ForeignKey("blobs.digest")),
+    Column("started_at", Double, nullable=False),
+    Column("duration", Double),
+    Column("status", Integer),
+    Column("reason", Text),
+    Column("response_http_version", Text),
+    Column("response_headers", Text),
+    Column("response_trailers", Text),
+    Column("response_body_digest", ForeignKey("blobs.digest")),
+    Column("response_bytes", BigInteger, nullable=False),
+    Column("chunks", Text),
+    Column("first_byte_at", Double),
+    Column("outcome", String(16), nullable=False),
+    Column("error", Text),
+    Column("context", Text, nullable=False),
+    Column("chain", String(64), nullable=False),
+    UniqueConstraint("cassette_id", "seq"),
+    UniqueConstraint("cassette_id", "key", "occurrence"),
+)
+
+
+def v1_store(url: str, sent: list[NewExchange]) -> None:
+    """A version-1 store holding ``sent``, written as version 1 wrote it."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = sqlalchemy.create_engine(url)
+    tables = V1.tables
+    try:
+        with engine.begin() as conn:
+            V1.create_all(conn)
+            conn.execute(tables["meta"].insert().values(name="schema_version", value="1"))
+            conn.execute(
+                tables["cassettes"].insert().values(id=1, name="c", created_at=1.0, head=GENESIS)
+            )
+            head = GENESIS
+            for exchange in sent:
+                names = []
+                assert exchange.response is not None
+                for body in (exchange.request_body, exchange.response.body):
+                    names.append(digest(body) if body else None)
+                    if (
+                        body
+                        and not conn.execute(
+                            tables["blobs"].select().where(tables["blobs"].c.digest == digest(body))
+                        ).first()
+                    ):
+                        stored = compress(body)
+                        conn.execute(
+                            tables["blobs"]
+                            .insert()
+                            .values(
+                                digest=digest(body),
+                                size=len(body),
+                                stored_size=len(stored),
+                                data=stored,
+                            )
+                        )
+                row = exchange_row(exchange, 1, names[0], names[1])
+                head = link(head, exchange_digest(chain_fields(row, "c")))
+                conn.execute(tables["exchanges"].insert().values(row | {"chain": head}))
+            conn.execute(tables["cassettes"].update().values(head=head))
+    finally:
+        engine.dispose()
+
+
+def test_a_version_1_store_is_migrated_when_opened(store_url: str) -> None:
+    big = b"".join(chunks(INLINE_LIMIT + 5, seed=11))
+    v1_store(
+        store_url,
+        [
+            download(Slot(0, 0), "k0", body=b"answer", request_body=b'{"q": 1}'),
+            download(Slot(1, 0), "k1", body=big, request_body=b'{"q": 1}'),
+        ],
+    )
+
+    with open_store(store_url) as store:
+        assert run_sql(store_url, "SELECT value FROM meta") == [("2",)]
+        assert run_sql(store_url, "SELECT parts FROM blobs ORDER BY size") == [(0,), (0,), (0,)]
+        assert store.verify("c").ok
+        old = store.lookup("c", "k0", 0)
+        assert old is not None and old.response is not None
+        assert (old.request_body, old.response.body) == (b'{"q": 1}', b"answer")
+        assert old.chain == run_sql(store_url, "SELECT chain FROM exchanges WHERE seq = 0")[0][0]
+        large = store.lookup("c", "k1", 0)
+        assert large is not None and large.response is not None
+        assert large.response.body_ref == BlobRef(digest(big), len(big))
+        assert read_back(store, large.response.body_ref) == large.response.body_ref
+
+        ref = stream_in(store, 3 * MiB, seed=12)
+        submit(store, "k2", body_ref=ref)
+        store.flush(WAIT)
+        assert store.reserve("c", "k3") == Slot(3, 0)
+        report = store.verify("c")
+        assert (report.ok, report.checked) == (True, 3)
+
+    with open_store(store_url) as reopened:  # already version 2: nothing to do
+        assert run_sql(store_url, "SELECT value FROM meta") == [("2",)]
+        assert reopened.verify("c").ok
+
+
+def test_a_migration_cut_short_runs_again(store_url: str) -> None:
+    """The column was added but the version not yet raised: opening finishes the job."""
+    open_store(store_url).close()
+    run_sql(store_url, "DROP TABLE blob_parts")
+    run_sql(store_url, "UPDATE meta SET value = '1'")
+    with open_store(store_url) as store:
+        assert run_sql(store_url, "SELECT value FROM meta") == [("2",)]
+        ref = stream_in(store, 2 * MiB + 1, seed=13)
+        assert read_back(store, ref) == ref
+
+
+@contextmanager
+def writes_blocked(url: str) -> Iterator[None]:
+    """Hold the database's write lock, so the store's writer waits until the block ends."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+    else:
+        conninfo = url.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(conninfo, connect_timeout=3) as pg:
+            pg.execute("LOCK TABLE blobs, blob_parts, exchanges IN EXCLUSIVE MODE")
+            yield
+            pg.rollback()
+
+
+def test_streaming_in_never_waits_for_the_database(store: Store, store_url: str) -> None:
+    done = threading.Event()
+
+    def record() -> None:
+        ref = stream_in(store, 4 * MiB, seed=14)
+        submit(store, "k", body_ref=ref)
+        done.set()
+
+    with writes_blocked(store_url):
+        threading.Thread(target=record, daemon=True).start()
+        assert done.wait(WAIT)  # while the database is still locked
+    found = store.lookup("c", "k", 0)
+    assert found is not None and found.response is not None
+    assert len(found.response.body) == 4 * MiB
