@@ -21,15 +21,18 @@ from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit
 
 import click
+import httpx
 from rich.console import Console
 from rich.table import Table
 
 from addons.rewrites import JSONRPC_ID_REWRITE, Rewrite, instant_rewrites, jsonrpc_id
 from canonicalize import RequestView, canonicalize
 from proxy import settings as settings_module
+from proxy.command import run_command
 from proxy.keys import key_config, rules_path
 from proxy.serve import StartupError, serve
 from proxy.trust import client_bundle, ensure_ca
+from proxy.wiring import SHELLS, client_environment, render
 from storage import BlobRef, Exchange, Store, StoreError, open_store
 from storage.names import InvalidCassetteName, validate_cassette_name
 from storage.redaction import Redactor, load_or_create_key
@@ -120,84 +123,112 @@ def main() -> None:
     """
 
 
+def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The settings of a proxy, shared by ``run`` and ``exec``."""
+    for option in reversed(_RUN_OPTIONS):
+        f = option(f)
+    return _store_options(f)
+
+
+_RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+    click.option(
+        "--mode",
+        envvar="FREEZEFRAME_MODE",
+        show_envvar=True,
+        default="record",
+        show_default=True,
+        help="record, replay, auto or passthrough.",
+    ),
+    click.option(
+        "--cassette",
+        envvar="FREEZEFRAME_CASSETTE",
+        show_envvar=True,
+        default="default",
+        show_default=True,
+        help="Default cassette; X-Freezeframe-Cassette overrides it per request.",
+    ),
+    click.option(
+        "--listen",
+        envvar="FREEZEFRAME_LISTEN",
+        show_envvar=True,
+        default=settings_module.DEFAULT_LISTEN,
+        show_default=True,
+        help="Proxy address (HTTPS_PROXY points here).",
+    ),
+    click.option(
+        "--admin",
+        envvar="FREEZEFRAME_ADMIN",
+        show_envvar=True,
+        default=settings_module.DEFAULT_ADMIN,
+        show_default=True,
+        help="Admin API address.",
+    ),
+    click.option(
+        "--upstream-ca",
+        envvar="FREEZEFRAME_UPSTREAM_CA",
+        show_envvar=True,
+        default=None,
+        metavar="FILE",
+        help="Extra CA (PEM) trusted for upstream servers, on top of the system's.",
+    ),
+    click.option(
+        "--replay-pace",
+        envvar="FREEZEFRAME_REPLAY_PACE",
+        show_envvar=True,
+        default="recorded",
+        show_default=True,
+        help="recorded, instant, or a factor on recorded delays (0.5 = twice as fast).",
+    ),
+    click.option(
+        "--rules",
+        envvar="FREEZEFRAME_RULES",
+        show_envvar=True,
+        default=None,
+        metavar="FILE",
+        help="Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
+    ),
+    click.option(
+        "--reverse",
+        multiple=True,
+        metavar="NAME=URL@PORT",
+        envvar="FREEZEFRAME_REVERSE",
+        show_envvar=True,
+        type=_Separated(","),
+        help="Also serve plain HTTP on PORT, forwarded to URL (repeatable; env: comma-separated).",
+    ),
+    click.option(
+        "--upstream-proxy",
+        envvar="FREEZEFRAME_UPSTREAM_PROXY",
+        show_envvar=True,
+        default=None,
+        metavar="URL",
+        help="Forward through this proxy: http(s)://[user:password@]host:port.",
+    ),
+    click.option(
+        "--redact-header",
+        "redact_headers",
+        multiple=True,
+        metavar="NAME",
+        envvar="FREEZEFRAME_REDACT_HEADERS",
+        show_envvar=True,
+        type=_Separated(","),
+        help="Another header never to store in the clear (repeatable; env: comma-separated).",
+    ),
+    click.option(
+        "--redact-pattern",
+        "redact_patterns",
+        multiple=True,
+        metavar="REGEX",
+        envvar="FREEZEFRAME_REDACT_PATTERNS",
+        show_envvar=True,
+        type=_Separated("\n"),
+        help="A regex whose matches in bodies are never stored (repeatable; env: one per line).",
+    ),
+]
+
+
 @main.command()
-@click.option(
-    "--mode",
-    envvar="FREEZEFRAME_MODE",
-    show_envvar=True,
-    default="record",
-    show_default=True,
-    help="record, replay, auto or passthrough.",
-)
-@click.option(
-    "--cassette",
-    envvar="FREEZEFRAME_CASSETTE",
-    show_envvar=True,
-    default="default",
-    show_default=True,
-    help="Default cassette; X-Freezeframe-Cassette overrides it per request.",
-)
-@_store_options
-@click.option(
-    "--listen",
-    envvar="FREEZEFRAME_LISTEN",
-    show_envvar=True,
-    default=settings_module.DEFAULT_LISTEN,
-    show_default=True,
-    help="Proxy address (HTTPS_PROXY points here).",
-)
-@click.option(
-    "--admin",
-    envvar="FREEZEFRAME_ADMIN",
-    show_envvar=True,
-    default=settings_module.DEFAULT_ADMIN,
-    show_default=True,
-    help="Admin API address.",
-)
-@click.option(
-    "--upstream-ca",
-    envvar="FREEZEFRAME_UPSTREAM_CA",
-    show_envvar=True,
-    default=None,
-    metavar="FILE",
-    help="Extra CA (PEM) trusted for upstream servers, on top of the system's.",
-)
-@click.option(
-    "--replay-pace",
-    envvar="FREEZEFRAME_REPLAY_PACE",
-    show_envvar=True,
-    default="recorded",
-    show_default=True,
-    help="recorded, instant, or a factor on recorded delays (0.5 = twice as fast).",
-)
-@click.option(
-    "--rules",
-    envvar="FREEZEFRAME_RULES",
-    show_envvar=True,
-    default=None,
-    metavar="FILE",
-    help="Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
-)
-@click.option(
-    "--redact-header",
-    "redact_headers",
-    multiple=True,
-    metavar="NAME",
-    envvar="FREEZEFRAME_REDACT_HEADERS",
-    show_envvar=True,
-    type=_Separated(","),
-    help="Another header never to store in the clear (repeatable; env: comma-separated).",
-)
-@click.option(
-    "--redact-pattern",
-    "redact_patterns",
-    multiple=True,
-    metavar="REGEX",
-    envvar="FREEZEFRAME_REDACT_PATTERNS",
-    show_envvar=True,
-    type=_Separated("\n"),
-    help="A regex whose matches in bodies are never stored (repeatable; env: one per line).",
-)
+@_run_options
 @_debug_option
 def run(**options: Any) -> None:
     """Start the proxy and the admin API; stop with Ctrl-C or SIGTERM.
@@ -209,6 +240,82 @@ def run(**options: Any) -> None:
     settings = settings_module.build(**options)
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     asyncio.run(serve(settings))
+
+
+@main.command(name="exec")
+@_run_options
+@click.option(
+    "--proxy",
+    "proxy_url",
+    default=None,
+    metavar="URL",
+    help="Use this running proxy instead of starting one (its CA is read from --data-dir).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_debug_option
+def exec_(command: tuple[str, ...], proxy_url: str | None, **options: Any) -> None:
+    """Run COMMAND through a proxy started for it (or a running one); exit with its status.
+
+    COMMAND gets HTTPS_PROXY, HTTP_PROXY, NO_PROXY and the CA variables of every common
+    HTTP stack (see `freezeframe env`). Put `--` before the command.
+
+    \b
+    Example:
+        freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
+    """
+    data_dir = Path(options["data_dir"]).expanduser()
+    settings = None if proxy_url else settings_module.build(**options)
+    _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+    sys.exit(asyncio.run(run_command(command, data_dir, settings, proxy_url)))
+
+
+@main.command()
+@click.option(
+    "--shell",
+    type=click.Choice(SHELLS),
+    default="sh",
+    show_default=True,
+    help="sh (export lines), fish (set -gx), or dotenv (an env_file for docker compose).",
+)
+@click.option(
+    "--admin",
+    envvar="FREEZEFRAME_ADMIN",
+    show_envvar=True,
+    default=settings_module.DEFAULT_ADMIN,
+    show_default=True,
+    help="Admin API of the running proxy (asked where its proxy listens).",
+)
+@click.option(
+    "--data-dir",
+    envvar="FREEZEFRAME_DATA_DIR",
+    show_envvar=True,
+    default=settings_module.DEFAULT_DATA_DIR,
+    show_default=True,
+)
+@_debug_option
+def env(shell: str, admin: str, data_dir: str) -> None:
+    """Print the environment lines a client needs for a running proxy.
+
+    \b
+    Example:
+        eval "$(freezeframe env)"
+        freezeframe env --shell fish | source
+        freezeframe env --shell dotenv > agent.env
+    """
+    address = settings_module.Address.parse(admin, "admin address")
+    url = f"http://{address.url_host}:{address.port}/health"
+    try:
+        health = httpx.get(url, timeout=5.0, trust_env=False).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise StartupError(
+            f"no freezeframe answers at {url} ({exc}); start one with `freezeframe run`"
+        ) from None
+    listen = settings_module.Address.parse(str(health["proxy"]), "proxy address")
+    path = Path(data_dir).expanduser()
+    environment = client_environment(
+        f"http://{listen.url_host}:{listen.port}", ensure_ca(path), client_bundle(path)
+    )
+    click.echo(render(environment, shell), nl=False)
 
 
 def _configure_logging(debug: bool) -> None:

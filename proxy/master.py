@@ -9,7 +9,7 @@ TLS) and adds its own chain, which is most of why recording costs less than
 from __future__ import annotations
 
 from mitmproxy import master, options
-from mitmproxy.addons import next_layer, proxyserver, tlsconfig
+from mitmproxy.addons import next_layer, proxyserver, tlsconfig, upstream_auth
 
 from addons import default_addons
 from addons.state import RuntimeState
@@ -20,10 +20,15 @@ from storage.redaction import Redactor
 
 
 def mitmproxy_options(settings: Settings, upstream_trust: str) -> dict[str, object]:
+    host = settings.listen.host
+    forward = f"upstream:{settings.upstream_proxy.url}" if settings.upstream_proxy else "regular"
+    modes = [f"{forward}@{host}:{settings.listen.port}"]
+    modes += [f"reverse:{target.url}@{host}:{target.port}" for target in settings.reverse]
     return {
-        "listen_host": settings.listen.host,
+        "listen_host": host,
         "listen_port": settings.listen.port,
-        "mode": ["regular"],
+        "mode": modes,
+        "upstream_auth": settings.upstream_proxy.auth if settings.upstream_proxy else None,
         "confdir": str(settings.data_dir.absolute()),
         # Never open an upstream connection before a request needs one: replay must be
         # able to answer without any upstream, including for the CONNECT and the TLS
@@ -48,6 +53,7 @@ def build_master(
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
+        upstream_auth.UpstreamAuth(),
         *default_addons(store, state, redactor, key_config(settings.rules)),
     )
     opts.update(**mitmproxy_options(settings, upstream_trust))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import socket
 from pathlib import Path
@@ -59,7 +60,10 @@ async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> 
         if not await server.setup_servers():
             first = errors[-1].splitlines()[0] if errors else "unknown error"
             reason = first.rpartition(": ")[2] or first
-            raise StartupError(f"cannot listen on {settings.listen}: {reason}")
+            where = re.search(r"listen on (\S+) with", first)
+            raise StartupError(
+                f"cannot listen on {where.group(1) if where else settings.listen}: {reason}"
+            )
     finally:
         source.removeHandler(capture)
         source.propagate = True
@@ -140,6 +144,16 @@ async def _run(
             state.cassette,
             settings.store_url.split("://", 1)[0],
         )
+        for target in settings.reverse:
+            log.info(
+                "reverse %s: http://%s:%d -> %s",
+                target.name,
+                settings.listen.host,
+                target.port,
+                target.url,
+            )
+        if settings.upstream_proxy:
+            log.info("forwarding through the upstream proxy %s", settings.upstream_proxy.url)
         if ready is not None:
             ready.set()
         await stop.wait()

@@ -9,8 +9,10 @@ than at the first request.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from addons.state import RECORDED_PACE, Mode, parse_pace
 from proxy.keys import key_config, rules_path
@@ -22,6 +24,7 @@ DEFAULT_ADMIN = "127.0.0.1:8081"
 DB_FILENAME = "freezeframe.db"
 CA_FILENAME = "mitmproxy-ca-cert.pem"
 KEY_FILENAME = "secret.key"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,71 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True)
+class ReverseTarget:
+    """``--reverse NAME=URL@PORT``: plain HTTP on PORT, forwarded to URL, for clients that
+    take a base URL but cannot use a proxy or trust a CA."""
+
+    name: str
+    url: str
+    port: int
+
+    @classmethod
+    def parse(cls, value: str) -> ReverseTarget:
+        name, sep, rest = value.strip().partition("=")
+        url, at, port_text = rest.rpartition("@")
+        what = f"reverse target {value!r}"
+        if not sep or not at or not _NAME.fullmatch(name):
+            raise ValueError(
+                f"{what}: expected NAME=URL@PORT, e.g. openai=https://api.openai.com@8082"
+            )
+        parts = urlsplit(url)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+        ):
+            raise ValueError(f"{what}: URL must be http(s)://host[:port] with no path")
+        port = Address.parse(port_text, what).port
+        return cls(name, f"{parts.scheme}://{parts.netloc}", port)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.url}@{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamProxy:
+    """``--upstream-proxy``: every forwarded request leaves through this proxy."""
+
+    url: str  # scheme://host:port, without credentials
+    auth: str | None  # "user:password" for Proxy-Authorization, never logged
+
+    @classmethod
+    def parse(cls, value: str) -> UpstreamProxy:
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "upstream proxy: expected http(s)://[user:password@]host:port, "
+                f"got {_masked(value)!r}"
+            )
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise ValueError(f"upstream proxy {_masked(value)!r}: bad port") from None
+        auth = None
+        if parts.username is not None:
+            auth = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return cls(f"{parts.scheme}://{host}:{port}", auth)
+
+
+def _masked(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     mode: Mode = Mode.RECORD
     cassette: str = "default"
@@ -77,6 +145,8 @@ class Settings:
     upstream_ca: Path | None = None
     replay_pace: float = RECORDED_PACE
     rules: Path | None = None
+    reverse: tuple[ReverseTarget, ...] = ()
+    upstream_proxy: UpstreamProxy | None = None
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
 
@@ -108,6 +178,8 @@ def build(
     upstream_ca: str | None,
     replay_pace: str = "recorded",
     rules: str | None = None,
+    reverse: tuple[str, ...] = (),
+    upstream_proxy: str | None = None,
     redact_headers: tuple[str, ...] = (),
     redact_patterns: tuple[str, ...] = (),
 ) -> Settings:
@@ -129,6 +201,8 @@ def build(
         upstream_ca=ca,
         replay_pace=parse_pace(replay_pace),
         rules=rules_file,
+        reverse=tuple(ReverseTarget.parse(r) for r in reverse if r.strip()),
+        upstream_proxy=UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None,
         redact_headers=tuple(h for h in redact_headers if h),
         redact_patterns=tuple(p for p in redact_patterns if p),
     )
