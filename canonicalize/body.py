@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from blake3 import blake3
 
 from .form import read_form
-from .jsonbody import JsonValue, NotJson, decode_json
+from .jsonbody import JsonValue, NotJson, read_json
 from .multipart import NotMultipart, read_multipart
 
 _FORM = "application/x-www-form-urlencoded"
@@ -51,7 +51,7 @@ def read_body(body: bytes, content_type: str) -> ReadBody:
     if media_type and not _is_json_media_type(media_type):
         return _bytes_body(body, ())
     try:
-        return ReadBody("json", decode_json(body))
+        return ReadBody("json", read_json(body))
     except NotJson as reason:
         if not media_type:
             return _bytes_body(body, ())

@@ -69,6 +69,15 @@ class JsonPath:
         """Every place the path selects in `root`, in document order, each once."""
         current: list[tuple[Location, JsonValue]] = [((), root)]
         for step in self.steps:
+            if not current:
+                return current
+            if len(current) == 1 and isinstance(step, Member):
+                # The common step, taken directly: one place, one member, found or not.
+                location, value = current[0]
+                if not isinstance(value, dict) or step.name not in value:
+                    return []
+                current = [((*location, step.name), value[step.name])]
+                continue
             selected: dict[Location, JsonValue] = {}
             for location, value in current:
                 for found, item in _apply(step, location, value):

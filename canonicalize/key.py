@@ -3,7 +3,7 @@
 from blake3 import blake3
 
 from .body import read_body
-from .jsonbody import JsonValue, encode_json, short_digest
+from .jsonbody import JsonValue, encode_json, encode_json_utf8, short_digest
 from .keyedbody import keyed_body
 from .model import Canonical, KeyConfig, RequestView, Stripped
 from .profiles import Profile, select_profile
@@ -56,7 +56,7 @@ def canonicalize(view: RequestView, config: KeyConfig = _DEFAULT_CONFIG) -> Cano
     headers = _key_headers(view.headers, config.key_headers, profile, rules)
     if headers:
         document["headers"] = headers
-    form = encode_json(document).encode()
+    form = encode_json_utf8(document)
     return Canonical(
         key=form_key(form),
         form=form,
