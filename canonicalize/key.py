@@ -10,7 +10,7 @@ from .profiles import Profile, select_profile
 from .ruleset import Rule
 from .volatile import CONFIG_RULE
 
-SCHEME_VERSION: int = 2
+SCHEME_VERSION: int = 3
 """Bumped whenever the canonical form changes, so keys from different forms never collide.
 
 2: provider profiles, form and multipart bodies read by field, user rules.

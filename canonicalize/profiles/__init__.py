@@ -6,7 +6,7 @@ One module per kind of API; `select_profile` picks the one that applies to a req
 from ..body import ReadBody
 from .anthropic import anthropic_profile
 from .generic import generic_profile
-from .mcp import MCP, is_json_rpc_request
+from .mcp import MCP, MCP_BATCH, is_json_rpc_request
 from .openai import openai_profile
 from .profile import Profile
 
@@ -20,5 +20,5 @@ def select_profile(path: str, body: ReadBody) -> Profile:
     merely ends like an OpenAI or Anthropic endpoint.
     """
     if body.kind == "json" and is_json_rpc_request(body.value):
-        return MCP
+        return MCP_BATCH if isinstance(body.value, list) else MCP
     return openai_profile(path) or anthropic_profile(path) or generic_profile(body.kind)

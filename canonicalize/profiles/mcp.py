@@ -19,8 +19,16 @@ from .profile import Profile
 
 MCP = Profile(
     "mcp",
-    tuple(parse_path(path) for path in ("$.id", "$.params._meta", "$[*].id", "$[*].params._meta")),
-    drop_if_empty=(parse_path("$.params"), parse_path("$[*].params")),
+    tuple(parse_path(path) for path in ("$.id", "$.params._meta")),
+    drop_if_empty=(parse_path("$.params"),),
+    key_headers=frozenset({"mcp-protocol-version"}),
+)
+#: A batch (an array of messages). Kept apart from MCP because on a single message `$[*]`
+#: would mean every member, and `$[*].id` would drop a `params.id` that does matter.
+MCP_BATCH = Profile(
+    "mcp",
+    tuple(parse_path(path) for path in ("$[*].id", "$[*].params._meta")),
+    drop_if_empty=(parse_path("$[*].params"),),
     key_headers=frozenset({"mcp-protocol-version"}),
 )
 

@@ -467,7 +467,7 @@ def test_the_form_and_key_are_exactly_as_specified() -> None:
         == (
             '{"body":{"a":[true,null,"é",0.25],"b":1},"body_kind":"json",'
             '"headers":[["x-key","v"]],"host":"example.com","method":"POST","path":"/a%2Fb",'
-            '"port":8443,"query":[["a","1"],["b","2"]],"scheme":"https","v":2}'
+            '"port":8443,"query":[["a","1"],["b","2"]],"scheme":"https","v":3}'
         ).encode()
     )
     assert (canonical.profile, canonical.stripped[0].rule) == ("generic.json", "default-volatile")

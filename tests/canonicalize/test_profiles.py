@@ -678,3 +678,25 @@ def test_mcp_canonical_bodies_are_fixed_points(
     first = canonicalize(replace(MCP_VIEW, body=respell(data, pair[0]).encode()))
     again = canonicalize(replace(MCP_VIEW, body=canonical_body(first.form)))
     assert (again.key, again.form, again.stripped) == (first.key, first.form, ())
+
+
+def test_a_single_mcp_message_keeps_an_id_inside_its_params() -> None:
+    """`$[*].id` is for batches only; on one message it would drop `params.id`."""
+
+    def key(task: str, request_id: int) -> str:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tasks/get", "params": {"id": task}}
+        view = RequestView(
+            method="POST",
+            scheme="https",
+            host="mcp.example",
+            port=443,
+            path="/mcp",
+            query=(),
+            headers=(),
+            body=json.dumps(body).encode(),
+            content_type="application/json",
+        )
+        return canonicalize(view).key
+
+    assert key("task-1", 1) == key("task-1", 2)
+    assert key("task-1", 1) != key("task-2", 1)
