@@ -130,99 +130,70 @@ def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return _store_options(f)
 
 
-_RUN_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-    click.option(
-        "--mode",
-        envvar="FREEZEFRAME_MODE",
-        show_envvar=True,
-        default="record",
-        show_default=True,
-        help="record, replay, auto or passthrough.",
-    ),
-    click.option(
+def _setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., Any]:
+    """An option backed by its ``FREEZEFRAME_*`` variable, as the contract's table says."""
+    kwargs.setdefault("envvar", "FREEZEFRAME_" + flag.lstrip("-").replace("-", "_").upper())
+    kwargs.setdefault("show_default", kwargs.get("default") is not None)
+    return click.option(flag, *names, show_envvar=True, help=help, **kwargs)
+
+
+_RUN_OPTIONS = [
+    _setting("--mode", "record, replay, auto or passthrough.", default="record"),
+    _setting(
         "--cassette",
-        envvar="FREEZEFRAME_CASSETTE",
-        show_envvar=True,
+        "Default cassette; X-Freezeframe-Cassette overrides it per request.",
         default="default",
-        show_default=True,
-        help="Default cassette; X-Freezeframe-Cassette overrides it per request.",
     ),
-    click.option(
+    _setting(
         "--listen",
-        envvar="FREEZEFRAME_LISTEN",
-        show_envvar=True,
+        "Proxy address (HTTPS_PROXY points here).",
         default=settings_module.DEFAULT_LISTEN,
-        show_default=True,
-        help="Proxy address (HTTPS_PROXY points here).",
     ),
-    click.option(
-        "--admin",
-        envvar="FREEZEFRAME_ADMIN",
-        show_envvar=True,
-        default=settings_module.DEFAULT_ADMIN,
-        show_default=True,
-        help="Admin API address.",
-    ),
-    click.option(
+    _setting("--admin", "Admin API address.", default=settings_module.DEFAULT_ADMIN),
+    _setting(
         "--upstream-ca",
-        envvar="FREEZEFRAME_UPSTREAM_CA",
-        show_envvar=True,
-        default=None,
+        "Extra CA (PEM) trusted for upstream servers, on top of the system's.",
         metavar="FILE",
-        help="Extra CA (PEM) trusted for upstream servers, on top of the system's.",
     ),
-    click.option(
+    _setting(
         "--replay-pace",
-        envvar="FREEZEFRAME_REPLAY_PACE",
-        show_envvar=True,
+        "recorded, instant, or a factor on recorded delays (0.5 = twice as fast).",
         default="recorded",
-        show_default=True,
-        help="recorded, instant, or a factor on recorded delays (0.5 = twice as fast).",
     ),
-    click.option(
+    _setting(
         "--rules",
-        envvar="FREEZEFRAME_RULES",
-        show_envvar=True,
-        default=None,
+        "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
         metavar="FILE",
-        help="Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
     ),
-    click.option(
+    _setting(
         "--reverse",
+        "Also serve plain HTTP on PORT, forwarded to URL (repeatable; env: comma-separated).",
         multiple=True,
         metavar="NAME=URL@PORT",
-        envvar="FREEZEFRAME_REVERSE",
-        show_envvar=True,
         type=_Separated(","),
-        help="Also serve plain HTTP on PORT, forwarded to URL (repeatable; env: comma-separated).",
     ),
-    click.option(
+    _setting(
         "--upstream-proxy",
-        envvar="FREEZEFRAME_UPSTREAM_PROXY",
-        show_envvar=True,
-        default=None,
+        "Forward through this proxy: http(s)://[user:password@]host:port.",
         metavar="URL",
-        help="Forward through this proxy: http(s)://[user:password@]host:port.",
     ),
-    click.option(
+    _setting(
         "--redact-header",
+        "Another header never to store in the clear (repeatable; env: comma-separated).",
         "redact_headers",
+        envvar="FREEZEFRAME_REDACT_HEADERS",
         multiple=True,
         metavar="NAME",
-        envvar="FREEZEFRAME_REDACT_HEADERS",
-        show_envvar=True,
         type=_Separated(","),
-        help="Another header never to store in the clear (repeatable; env: comma-separated).",
     ),
-    click.option(
+    _setting(
         "--redact-pattern",
+        "A regex whose matches in bodies are never stored (repeatable; env: one per line).",
         "redact_patterns",
+        envvar="FREEZEFRAME_REDACT_PATTERNS",
         multiple=True,
         metavar="REGEX",
-        envvar="FREEZEFRAME_REDACT_PATTERNS",
-        show_envvar=True,
         type=_Separated("\n"),
-        help="A regex whose matches in bodies are never stored (repeatable; env: one per line).",
     ),
 ]
 
