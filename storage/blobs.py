@@ -35,13 +35,25 @@ def digest(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
 
 
+class _Codecs(threading.local):
+    """One compressor and one decompressor per thread, made once: making them costs
+    more than compressing a small body, and neither may be shared between threads."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_codecs = _Codecs()
+
+
 def compress(data: bytes) -> bytes:
-    return zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).compress(data)
+    return _codecs.compressor.compress(data)
 
 
 def decompress(data: bytes) -> bytes:
     """Raises zstandard.ZstdError if ``data`` is not a zstd frame with its size recorded."""
-    return zstandard.ZstdDecompressor().decompress(data)
+    return _codecs.decompressor.decompress(data)
 
 
 def compress_part(data: bytes | bytearray) -> bytes:

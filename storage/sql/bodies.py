@@ -32,9 +32,13 @@ class Damaged(Exception):
     """A stored body is missing, or cannot be read back as the body it names."""
 
 
-def load(conn: Connection, names: set[str], cache: blobs.BlobCache) -> dict[str, bytes | BlobRef]:
+def load(
+    conn: Connection, names: set[str], cache: blobs.BlobCache, *, whole: bool = False
+) -> dict[str, bytes | BlobRef]:
     """Bodies by digest: from the cache, else read and cached when at most
-    INLINE_LIMIT bytes, else as a BlobRef. Raises Damaged for a missing body."""
+    INLINE_LIMIT bytes (or ``whole``: whatever their size), else as a BlobRef.
+    Raises Damaged for a missing body or one that cannot be decompressed."""
+    limit = None if whole else blobs.INLINE_LIMIT
     found: dict[str, bytes | BlobRef] = {}
     for name in names:
         data = cache.get(name)
@@ -43,25 +47,48 @@ def load(conn: Connection, names: set[str], cache: blobs.BlobCache) -> dict[str,
     wanted = names - set(found)
     if not wanted:
         return found
+    data_column = blobs_table.c.data if whole else case((_LOADED, blobs_table.c.data), else_=null())
     query = select(
-        blobs_table.c.digest,
-        blobs_table.c.size,
-        blobs_table.c.parts,
-        case((_LOADED, blobs_table.c.data), else_=null()),
+        blobs_table.c.digest, blobs_table.c.size, blobs_table.c.parts, data_column
     ).where(blobs_table.c.digest.in_(wanted))
     for name, size, parts, stored in conn.execute(query):
-        if size > blobs.INLINE_LIMIT:
-            found[name] = BlobRef(name, size)
-            continue
-        if parts == 0:
-            data = blobs.decompress(stored)
-        else:
-            data = b"".join(part(conn, name, index) for index in range(parts))
-        cache.put(name, data)
-        found[name] = data
+        body = resolve(name, size, parts, stored, cache, limit)
+        if body is None:
+            body = b"".join(part(conn, name, index) for index in range(parts))
+            cache.put(name, body)
+        found[name] = body
     if missing := wanted - set(found):
         raise Damaged(f"body {min(missing)[:16]} is missing")
     return found
+
+
+def resolve(
+    name: str,
+    size: int | None,
+    parts: int | None,
+    stored: bytes | None,
+    cache: blobs.BlobCache,
+    limit: int | None = blobs.INLINE_LIMIT,
+) -> bytes | BlobRef | None:
+    """A body from what a query found of its blob row (all None: no row): cached, or
+    decompressed and cached from ``stored``, or a BlobRef when larger than ``limit``.
+    None when it must be read in parts or ``stored`` was not fetched: load() it.
+    Raises Damaged for a missing body or one that cannot be decompressed."""
+    if limit is not None and size is not None and size > limit:
+        return BlobRef(name, size)
+    data = cache.get(name)
+    if data is not None:
+        return data
+    if size is None:
+        raise Damaged(f"body {name[:16]} is missing")
+    if parts or stored is None:
+        return None
+    try:
+        data = blobs.decompress(stored)
+    except zstandard.ZstdError:
+        raise Damaged(f"body {name[:16]} cannot be decompressed") from None
+    cache.put(name, data)
+    return data
 
 
 def part(conn: Connection, name: str, index: int) -> bytes:
@@ -82,6 +109,27 @@ def whole(name: str, stored: bytes) -> Iterator[bytes]:
         yield from reader
     except zstandard.ZstdError:
         raise Damaged(f"body {name[:16]} cannot be decompressed") from None
+
+
+def form(conn: Connection, name: str) -> bytes:
+    """A blob read whole from the database, never the cache, and checked against its
+    name: how verify reads a canonical form. Raises Damaged."""
+    found = conn.execute(LAYOUT, {"digest": name}).first()
+    if found is None:
+        raise Damaged(blobs.problem(name, None))
+    _, parts, stored = found
+    if parts:
+        stored_parts = [conn.scalar(_PART, {"digest": name, "idx": i}) for i in range(parts)]
+        if reason := blobs.parts_problem(name, stored_parts):
+            raise Damaged(reason)
+        return b"".join(blobs.decompress_part(part) for part in stored_parts if part)
+    try:
+        data = blobs.decompress(stored)
+    except zstandard.ZstdError:
+        raise Damaged(f"body {name[:16]} cannot be decompressed") from None
+    if blobs.digest(data) != name:
+        raise Damaged(f"body {name[:16]} does not match its digest")
+    return data
 
 
 def problem(conn: Connection, name: str) -> str | None:

@@ -73,10 +73,11 @@ def mask(url: str) -> str:
 
 @contextmanager
 def unavailable(what: str, engine: Engine) -> Iterator[None]:
-    """Re-raise database errors as StoreUnavailable("<what>: <one-line reason>")."""
+    """Re-raise database errors as StoreUnavailable("<what>: <one-line reason>"),
+    whether SQLAlchemy's or, from statements run on the driver, the driver's own."""
     try:
         yield
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
         raise StoreUnavailable(f"{what}: {reason(exc, engine.url)}") from exc
 
 

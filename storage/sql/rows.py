@@ -8,6 +8,7 @@ so the row read back is the row that was hashed into the chain.
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import RowMapping
 
@@ -66,15 +67,40 @@ def exchange_row(
     }
 
 
-def chain_fields(row: Mapping[str, Scalar] | RowMapping, cassette: str) -> dict[str, Scalar]:
+_CHAINED_NAMES = tuple(column.name for column in CHAINED)
+
+
+def chain_fields(
+    row: Mapping[str, Any] | RowMapping, cassette: str, canonical: bytes | None = None
+) -> dict[str, Scalar]:
     """What an exchange's chain digest covers: its stored fields, with the cassette
-    named rather than numbered, since ids are private to one database."""
-    return {column.name: row[column.name] for column in CHAINED} | {"cassette": cassette}
+    named rather than numbered, since ids are private to one database, and the
+    canonical form itself (``canonical``, when the row names its blob instead)."""
+    fields = {name: row[name] for name in _CHAINED_NAMES}
+    fields["cassette"] = cassette
+    if canonical is not None:
+        fields["canonical"] = canonical
+    return fields
 
 
-def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes | BlobRef]) -> Exchange:
-    """An Exchange from a row holding the CHAINED columns and ``chain``; ``bodies``
-    gives each body by digest, loaded or as a reference to read it by."""
+def canonical_of(
+    row: Mapping[str, Any] | RowMapping, bodies: Mapping[str, bytes | BlobRef]
+) -> bytes:
+    """The row's canonical form: from its blob, or as written before schema version 3."""
+    name = row["canonical_digest"]
+    if name is None:
+        return bytes(row["canonical"])
+    form = bodies[name]
+    assert isinstance(form, bytes), "canonical forms are always loaded whole"
+    return form
+
+
+def to_exchange(
+    row: Mapping[str, Any] | RowMapping, cassette: str, bodies: Mapping[str, bytes | BlobRef]
+) -> Exchange:
+    """An Exchange from a row holding the CHAINED columns, ``chain`` and
+    ``canonical_digest``; ``bodies`` gives each body and canonical form by digest,
+    loaded or (a large body) as a reference to read it by."""
     response = None
     if row["status"] is not None:
         body, body_ref = _body(row["response_body_digest"], bodies)
@@ -96,7 +122,7 @@ def to_exchange(row: RowMapping, cassette: str, bodies: Mapping[str, bytes | Blo
         occurrence=row["occurrence"],
         key=row["key"],
         key_scheme=row["key_scheme"],
-        canonical=row["canonical"],
+        canonical=canonical_of(row, bodies),
         method=row["method"],
         scheme=row["scheme"],
         host=row["host"],

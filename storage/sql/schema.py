@@ -7,7 +7,10 @@ fields (headers, chunks, context) are JSON text: they are only ever read whole,
 together with their exchange.
 
 Versions: 1, the first; 2 adds ``blobs.parts`` and ``blob_parts`` for bodies
-streamed in parts.
+streamed in parts; 3 adds ``exchanges.canonical_digest``: a request's canonical form
+is stored as a blob like a body (compressed, and once however many exchanges share
+it), and ``exchanges.canonical`` is left empty. Rows written before version 3 keep
+their form in ``canonical`` with ``canonical_digest`` NULL, and are read as they are.
 """
 
 import json
@@ -38,7 +41,7 @@ from sqlalchemy.schema import CreateColumn
 
 from storage.errors import SchemaTooNew
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _ESCAPED = "\uffff"
 
@@ -57,15 +60,25 @@ class ExactText(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        if value is None or _storable(value):
-            return value
-        return _ESCAPED + json.dumps(value, ensure_ascii=True)
+        return to_stored(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
-        if value is None or not value.startswith(_ESCAPED):
-            return value
-        text: str = json.loads(value[len(_ESCAPED) :])
-        return text
+        return from_stored(value)
+
+
+def to_stored(value: str | None) -> str | None:
+    """What an ExactText column stores for ``value`` (for statements run on the driver)."""
+    if value is None or _storable(value):
+        return value
+    return _ESCAPED + json.dumps(value, ensure_ascii=True)
+
+
+def from_stored(value: str | None) -> str | None:
+    """The value an ExactText column's stored text stands for."""
+    if value is None or not value.startswith(_ESCAPED):
+        return value
+    text: str = json.loads(value[len(_ESCAPED) :])
+    return text
 
 
 def _storable(value: str) -> bool:
@@ -136,6 +149,8 @@ exchanges = Table(
     Column("occurrence", Integer, nullable=False),
     Column("key", ExactText, nullable=False),
     Column("key_scheme", Integer, nullable=False),
+    # Empty since version 3, when the form is in ``blobs`` under canonical_digest;
+    # the form itself in rows written before (canonical_digest NULL).
     Column("canonical", LargeBinary, nullable=False),
     Column("method", ExactText, nullable=False),
     Column("scheme", ExactText, nullable=False),
@@ -160,13 +175,18 @@ exchanges = Table(
     Column("error", ExactText),
     Column("context", Text, nullable=False),
     Column("chain", String(64), nullable=False),
+    # NULL: the form is in ``canonical`` (written before version 3, or empty).
+    Column("canonical_digest", ForeignKey("blobs.digest")),
     UniqueConstraint("cassette_id", "seq"),
     # Serves lookup(), the hot path: one index probe per replayed request.
     UniqueConstraint("cassette_id", "key", "occurrence"),
 )
 
-CHAINED = tuple(c for c in exchanges.c if c.name not in {"id", "cassette_id", "chain"})
-"""The columns an exchange's chain digest covers: all that describe the exchange."""
+CHAINED = tuple(
+    c for c in exchanges.c if c.name not in {"id", "cassette_id", "chain", "canonical_digest"}
+)
+"""The columns an exchange's chain digest covers: all that describe the exchange. The
+chain covers the canonical form itself, as ``canonical``, wherever it is stored."""
 
 
 _VERSION = select(meta.c.value).where(meta.c.name == "schema_version")
@@ -207,5 +227,21 @@ def _add_blob_parts(conn: Connection) -> None:
     blob_parts.create(conn, checkfirst=True)
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_blob_parts}
+def _add_canonical_digest(conn: Connection) -> None:
+    """2 -> 3: canonical forms as blobs. Existing rows keep theirs in ``canonical``."""
+    if "canonical_digest" not in {c["name"] for c in inspect(conn).get_columns(exchanges.name)}:
+        # Spelled out: SQLite adds a foreign key to a table only inline, with the column.
+        column = exchanges.c.canonical_digest
+        conn.execute(
+            text(
+                f"ALTER TABLE {exchanges.name} ADD COLUMN {column.name} VARCHAR(64) "
+                f"CONSTRAINT fk_{exchanges.name}_{column.name} REFERENCES {blobs.name} (digest)"
+            )
+        )
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _add_blob_parts,
+    2: _add_canonical_digest,
+}
 """Version N -> the step that makes a version-N store a version-N+1 store."""

@@ -3,14 +3,18 @@
 Writes go to the writer thread (storage.sql.writer); slot and count bookkeeping
 lives in memory (storage.counters); reads run on the caller's thread with a
 pooled connection of their own. lookup(), the replay hot path, is one indexed
-SELECT, plus one more for bodies that are not in the blob cache. Streamed bodies
-are spooled on the caller's thread (storage.spool) and written by the writer
-thread; read_blob() reads them back with one SELECT per part.
+SELECT that brings the exchange's bodies along (storage.sql.reads), on a
+connection its thread keeps. Streamed bodies are spooled on the caller's thread
+(storage.spool) and written by the writer thread; read_blob() reads them back
+with one SELECT per part.
+
+Every read goes to the database, so what other processes write to the same store
+is seen as soon as it is committed.
 """
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Self
 
@@ -18,8 +22,6 @@ import blake3
 from sqlalchemy import (
     Connection,
     Engine,
-    Executable,
-    RowMapping,
     and_,
     bindparam,
     case,
@@ -47,8 +49,9 @@ from storage.records import (
 from storage.spool import SpoolWriter
 from storage.sql import bodies
 from storage.sql.engine import connect, mask, unavailable
-from storage.sql.rows import to_exchange, to_summary
-from storage.sql.schema import CHAINED, ExactText, cassettes, exchanges
+from storage.sql.reads import ExchangeReader
+from storage.sql.rows import canonical_of, to_summary
+from storage.sql.schema import ExactText, cassettes, exchanges
 from storage.sql.schema import blobs as blobs_table
 from storage.sql.verify import verify_cassette
 from storage.sql.writer import Writer
@@ -57,22 +60,6 @@ PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
-
-_LOOKUP = (
-    select(exchanges.c.chain, *CHAINED)
-    .join_from(exchanges, cassettes)
-    .where(
-        _IN_CASSETTE,
-        exchanges.c.key == bindparam("key"),
-        exchanges.c.occurrence == bindparam("occurrence"),
-    )
-)
-
-_EXCHANGE = (
-    select(exchanges.c.chain, *CHAINED)
-    .join_from(exchanges, cassettes)
-    .where(_IN_CASSETTE, exchanges.c.seq == bindparam("seq"))
-)
 
 _SUMMARY_COLUMNS = (
     "seq",
@@ -113,6 +100,7 @@ _COUNTS = (
 _CASSETTE_ID = select(cassettes.c.id).where(_IN_CASSETTE)
 
 _CANDIDATE_COLUMNS = ("id", "seq", "occurrence", "key", "method", "scheme", "host", "port", "path")
+_FORM_COLUMNS = (exchanges.c.id, exchanges.c.canonical, exchanges.c.canonical_digest)
 
 
 class SqlStore(Store):
@@ -124,6 +112,7 @@ class SqlStore(Store):
         self._cache = blobs.BlobCache()
         self._counters = Counters(self._load_counts)
         self._writer = Writer(engine, self._counters.written, where)
+        self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
@@ -157,10 +146,10 @@ class SqlStore(Store):
         return self._counters.count(cassette, key)
 
     def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
-        found = self._one(_LOOKUP, cassette, key=key, occurrence=occurrence)
+        found = self._read(self._reader.lookup, cassette, key, occurrence)
         if found is None and self._counters.is_pending(cassette, key, occurrence):
             self.flush(PENDING_WAIT_S)
-            found = self._one(_LOOKUP, cassette, key=key, occurrence=occurrence)
+            found = self._read(self._reader.lookup, cassette, key, occurrence)
         return found
 
     def blob_writer(self) -> BlobWriter:
@@ -218,10 +207,14 @@ class SqlStore(Store):
         with self._connect() as conn:
             rows = conn.execute(ranked, {"cassette": cassette}).mappings().all()
             # Fetched apart from the ranking, so the sort does not drag every form along.
-            forms = select(exchanges.c.id, exchanges.c.canonical).where(
-                exchanges.c.id.in_([row["id"] for row in rows])
-            )
-            canonical = {row_id: form for row_id, form in conn.execute(forms)}
+            forms = select(*_FORM_COLUMNS).where(exchanges.c.id.in_([row["id"] for row in rows]))
+            stored = {form["id"]: form for form in conn.execute(forms).mappings()}
+            names = {form["canonical_digest"] for form in stored.values()} - {None}
+            try:
+                loaded = bodies.load(conn, names, self._cache, whole=True)
+            except bodies.Damaged as exc:
+                raise self._damaged(exc) from None
+        canonical = {row_id: canonical_of(form, loaded) for row_id, form in stored.items()}
         return [
             Candidate(
                 seq=row["seq"],
@@ -279,7 +272,7 @@ class SqlStore(Store):
         return [to_summary(row, cassette) for row in rows]
 
     def exchange(self, cassette: str, seq: int) -> Exchange:
-        found = self._one(_EXCHANGE, cassette, seq=seq)
+        found = self._read(self._reader.by_seq, cassette, seq)
         if found is not None:
             return found
         if not self.has_cassette(cassette):
@@ -299,6 +292,7 @@ class SqlStore(Store):
         for writer in unfinished:
             writer.store_closed()
         self._writer.stop()
+        self._reader.close()
         self._engine.dispose()
 
     def _check_open(self) -> None:
@@ -312,19 +306,13 @@ class SqlStore(Store):
             with self._engine.connect() as conn:
                 yield conn
 
-    def _one(self, query: Executable, cassette: str, **params: object) -> Exchange | None:
-        with self._connect() as conn:
-            row = conn.execute(query, {"cassette": cassette, **params}).mappings().first()
-            if row is None:
-                return None
-            return to_exchange(row, cassette, self._bodies(conn, row))
-
-    def _bodies(self, conn: Connection, row: RowMapping) -> dict[str, bytes | BlobRef]:
-        """The row's bodies by digest: from the cache, else in one query (plus one per
-        part of a small streamed body); large ones as references."""
-        names = {row["request_body_digest"], row["response_body_digest"]} - {None}
+    def _read(
+        self, read: Callable[..., Exchange | None], cassette: str, *args: object
+    ) -> Exchange | None:
+        self._check_open()
         try:
-            return bodies.load(conn, names, self._cache)
+            with unavailable(f"cannot read store {self._where}", self._engine):
+                return read(cassette, *args)
         except bodies.Damaged as exc:
             raise self._damaged(exc) from None
 

@@ -4,7 +4,8 @@ Rows are read in insertion (id) order together with the cassette's head, in one
 statement so that they come from one snapshot even while the writer is adding
 rows. Bodies are re-read from the database and re-hashed, never taken from a
 cache, since the point is to notice a body changed after it was cached; a streamed
-body is re-hashed one part at a time.
+body is re-hashed one part at a time. A canonical form kept as a blob is read back
+and decompressed too, since the chain covers the form itself.
 """
 
 from sqlalchemy import Connection, select
@@ -12,7 +13,7 @@ from sqlalchemy import Connection, select
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import CassetteNotFound
 from storage.records import VerifyReport
-from storage.sql.bodies import problem
+from storage.sql.bodies import Damaged, form, problem
 from storage.sql.rows import chain_fields
 from storage.sql.schema import CHAINED, cassettes, exchanges
 
@@ -21,7 +22,13 @@ _BODIES = (("request", "request_body_digest"), ("response", "response_body_diges
 
 def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport:
     query = (
-        select(cassettes.c.head, exchanges.c.id, exchanges.c.chain, *CHAINED)
+        select(
+            cassettes.c.head,
+            exchanges.c.id,
+            exchanges.c.chain,
+            exchanges.c.canonical_digest,
+            *CHAINED,
+        )
         .select_from(cassettes.outerjoin(exchanges))
         .where(cassettes.c.name == cassette)
         .order_by(exchanges.c.id)
@@ -41,7 +48,15 @@ def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport
             if name is not None and body_problems[name]:
                 detail = f"exchange {seq}: its {which} {body_problems[name]}"
                 return VerifyReport(cassette, checked, False, seq, detail)
-        if link(previous, exchange_digest(chain_fields(row, cassette))) != row["chain"]:
+        canonical = None
+        if (name := row["canonical_digest"]) is not None:
+            try:
+                canonical = form(conn, name)
+            except Damaged as exc:
+                detail = f"exchange {seq}: its canonical form {exc}"
+                return VerifyReport(cassette, checked, False, seq, detail)
+        fields = chain_fields(row, cassette, canonical)
+        if link(previous, exchange_digest(fields)) != row["chain"]:
             return VerifyReport(cassette, checked, False, seq, _mismatch(seq, previous_seq))
         previous, previous_seq, checked = row["chain"], seq, checked + 1
     if head is None:

@@ -13,16 +13,26 @@ Bodies streamed through a blob writer arrive on the same queue, ahead of the
 exchanges that reference them, and are written in a transaction of their own, one
 part per statement, so neither side ever holds more than a part. An exchange whose
 body could not be written fails on its foreign key rather than dangling.
+
+A batch costs little beyond the database's own work, since the proxy's event loop
+waits for the GIL while this thread runs: the thread keeps one connection, runs
+statements compiled once (storage.sql.prepared) with executemany, and stores a body
+or canonical form with an insert-if-absent, compressing it only when it is not
+among the digests it already knows to be stored (KnownDigests).
 """
 
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Dialect, Engine, bindparam, insert, select, update
+from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.pool import PoolProxiedConnection
 
 from storage import blobs
 from storage.chain import GENESIS, exchange_digest, link
@@ -30,6 +40,7 @@ from storage.errors import StoreClosed, StoreError
 from storage.records import BlobRef, NewExchange
 from storage.spool import SpooledBlob
 from storage.sql.engine import insert_ignore, reason
+from storage.sql.prepared import Prepared
 from storage.sql.rows import chain_fields, exchange_row
 from storage.sql.schema import blob_parts, cassettes, exchanges
 from storage.sql.schema import blobs as blobs_table
@@ -37,6 +48,72 @@ from storage.sql.schema import blobs as blobs_table
 log = logging.getLogger("freezeframe.storage")
 
 BATCH_SIZE = 64
+
+KNOWN_DIGESTS = 16_384
+"""How many digests of stored blobs the writer remembers (about 4 MB of them)."""
+
+_BLOB_COLUMNS = ("digest", "size", "stored_size", "data", "parts")
+_EXCHANGE_COLUMNS = tuple(column.name for column in exchanges.c if column.name != "id")
+
+
+class _Statements:
+    """The writer's statements, compiled for one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        dialect: Dialect = engine.dialect
+        self.add_blobs = Prepared(insert_ignore(engine, blobs_table), dialect, _BLOB_COLUMNS)
+        self.add_blob = Prepared(
+            insert_ignore(engine, blobs_table).returning(blobs_table.c.digest),
+            dialect,
+            _BLOB_COLUMNS,
+        )
+        self.add_part = Prepared(insert(blob_parts), dialect, ("digest", "idx", "data"))
+        self.add_exchanges = Prepared(insert(exchanges), dialect, _EXCHANGE_COLUMNS)
+        self.set_head = Prepared(
+            update(cassettes)
+            .where(cassettes.c.id == bindparam("cassette_id"))
+            .values(head=bindparam("head")),
+            dialect,
+        )
+        self.add_cassette = Prepared(
+            insert_ignore(engine, cassettes), dialect, ("name", "created_at", "head")
+        )
+        self.tip = Prepared(
+            select(cassettes.c.id, cassettes.c.head).where(cassettes.c.name == bindparam("name")),
+            dialect,
+        )
+
+
+class KnownDigests:
+    """Digests of blobs this writer has seen committed, the most recent KNOWN_DIGESTS.
+
+    A body sent again (a tool schema, a system prompt, the same request's canonical
+    form) is then neither compressed nor sent to the database. A digest is added only
+    after the transaction that stored or found it committed; one forgotten or never
+    known is stored with an insert-if-absent, which is right whatever another process
+    wrote meanwhile. Used by the writer thread only.
+    """
+
+    def __init__(self, limit: int = KNOWN_DIGESTS) -> None:
+        self._limit = limit
+        self._digests: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, digest: str) -> bool:
+        if digest in self._digests:
+            self._digests.move_to_end(digest)
+            return True
+        return False
+
+    def add(self, digests: Iterable[str]) -> None:
+        for digest in digests:
+            self._digests[digest] = None
+            self._digests.move_to_end(digest)
+        while len(self._digests) > self._limit:
+            self._digests.popitem(last=False)
+
+    def clear(self) -> None:
+        self._digests.clear()
+
 
 _Item = NewExchange | SpooledBlob | threading.Event | None
 """An exchange or a streamed body to write, a flush marker to set once everything
@@ -63,6 +140,12 @@ class Writer:
         self._where = where
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._tips: dict[str, _Tip] = {}
+        self._statements = _Statements(engine)
+        self._known = KnownDigests()
+        self._connection: PoolProxiedConnection | None = None
+        """The writer thread's own connection, kept between batches."""
+        self._lost = False
+        """Whether the last failed transaction lost its connection."""
         self._stopping = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(
@@ -102,6 +185,14 @@ class Writer:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _serve(self) -> None:
         while True:
             items, stop = self._take()
             batch: list[NewExchange] = []
@@ -147,7 +238,8 @@ class Writer:
         delete its spool. A body of one part is stored like any small body."""
         ref = blob.ref
         try:
-            with self._engine.begin() as conn:
+            # Not skipped when the digest is known: the spool is the only copy left.
+            with self._transaction() as cursor:
                 parts = blob.parts()
                 row = {"digest": ref.digest, "size": ref.size, "stored_size": blob.stored_size}
                 if blob.count == 1:
@@ -155,13 +247,14 @@ class Writer:
                 else:
                     row |= {"data": b"", "parts": blob.count}
                 # RETURNING, not rowcount: drivers need not count rows an INSERT skipped.
-                insert_row = insert_ignore(self._engine, blobs_table).values(row)
-                added = conn.execute(insert_row.returning(blobs_table.c.digest)).first()
-                if blob.count > 1 and added is not None:
+                self._statements.add_blob.execute(cursor, row)
+                added = cursor.fetchone() is not None
+                if blob.count > 1 and added:
                     for index, data in enumerate(parts):
-                        conn.execute(
-                            insert(blob_parts), {"digest": ref.digest, "idx": index, "data": data}
+                        self._statements.add_part.execute(
+                            cursor, {"digest": ref.digest, "idx": index, "data": data}
                         )
+            self._known.add([ref.digest])
         except Exception as exc:
             log.error(
                 "could not store body %s (%d bytes) in %s, dropping it: %s",
@@ -173,12 +266,43 @@ class Writer:
         finally:
             blob.discard()
 
-    def _write(self, batch: list[NewExchange]) -> None:
+    @contextmanager
+    def _transaction(self) -> Iterator[DBAPICursor]:
+        """A cursor in a transaction on the writer's connection, committed at the end
+        of the block or rolled back; a connection that cannot even roll back is
+        dropped, and the next transaction checks out another."""
+        if self._connection is None:
+            self._connection = self._engine.raw_connection()
+        connection = self._connection
+        cursor = connection.cursor()
+        try:
+            yield cursor
+            cursor.close()
+            connection.commit()
+        except BaseException:
+            try:
+                cursor.close()
+                connection.rollback()
+            except Exception:
+                self._connection = None
+                self._lost = True
+                connection.invalidate()
+            raise
+
+    def _write(self, batch: list[NewExchange], again: bool = False) -> None:
         # Any exception, not only database errors: a malformed exchange must not
         # kill the thread every later exchange depends on.
         try:
             self._commit(batch)
         except Exception as exc:
+            lost, self._lost = self._lost, False
+            if not again and (lost or self._known):
+                # The kept connection may have died with the server since the last batch,
+                # or a blob taken for stored been deleted behind the store's back: try
+                # once more, on a fresh connection, storing every blob the batch uses.
+                self._known.clear()
+                self._write(batch, again=True)
+                return
             if len(batch) == 1:
                 self._give_up(batch[0], exc)
                 return
@@ -208,15 +332,17 @@ class Writer:
         """Insert a batch in one transaction, chaining each exchange to the one before.
 
         Tips advance in a local copy that replaces the known tips only once the
-        transaction has committed, so a rolled-back batch leaves no trace.
+        transaction has committed, so a rolled-back batch leaves no trace; so do the
+        known digests.
         """
         tips: dict[str, _Tip] = {}
         bodies: dict[str, bytes] = {}
         rows = []
-        with self._engine.begin() as conn:
+        statements = self._statements
+        with self._transaction() as cursor:
             for exchange in batch:
                 name = exchange.cassette
-                tip = tips.get(name) or self._tips.get(name) or self._tip(conn, name)
+                tip = tips.get(name) or self._tips.get(name) or self._tip(cursor, name)
                 response = exchange.response
                 row = exchange_row(
                     exchange,
@@ -224,45 +350,45 @@ class Writer:
                     _named(exchange.request_body, exchange.request_body_ref, bodies),
                     _named(response.body, response.body_ref, bodies) if response else None,
                 )
+                # The chain covers the form itself; the row names its blob instead.
                 head = link(tip.head, exchange_digest(chain_fields(row, name)))
-                rows.append(row | {"chain": head})
+                row["chain"] = head
+                row["canonical_digest"] = _named(exchange.canonical, None, bodies)
+                row["canonical"] = b""
+                rows.append(row)
                 tips[name] = _Tip(tip.cassette_id, head)
-            self._insert_blobs(conn, bodies)
-            conn.execute(insert(exchanges), rows)
+            missing = [
+                _blob_row(name, data) for name, data in bodies.items() if name not in self._known
+            ]
+            if missing:
+                statements.add_blobs.executemany(cursor, missing)
+            statements.add_exchanges.executemany(cursor, rows)
             for tip in tips.values():
-                conn.execute(
-                    update(cassettes).where(cassettes.c.id == tip.cassette_id).values(head=tip.head)
+                statements.set_head.execute(
+                    cursor, {"cassette_id": tip.cassette_id, "head": tip.head}
                 )
         self._tips.update(tips)
+        self._known.add(bodies)
 
-    def _tip(self, conn: Connection, name: str) -> _Tip:
+    def _tip(self, cursor: DBAPICursor, name: str) -> _Tip:
         """Find or create a cassette; read once per cassette, then kept in memory."""
-        conn.execute(
-            insert_ignore(self._engine, cassettes).values(
-                name=name, created_at=time.time(), head=GENESIS
-            )
+        self._statements.add_cassette.execute(
+            cursor, {"name": name, "created_at": time.time(), "head": GENESIS}
         )
-        row = conn.execute(
-            select(cassettes.c.id, cassettes.c.head).where(cassettes.c.name == name)
-        ).one()
-        return _Tip(row.id, row.head)
+        row = self._statements.tip.first(cursor, {"name": name})
+        assert row is not None
+        return _Tip(row[0], row[1])
 
-    def _insert_blobs(self, conn: Connection, bodies: dict[str, bytes]) -> None:
-        """Store the bodies the database lacks; those it has are not even compressed."""
-        if not bodies:
-            return
-        present = set(
-            conn.scalars(select(blobs_table.c.digest).where(blobs_table.c.digest.in_(bodies)))
-        )
-        missing = []
-        for name, data in bodies.items():
-            if name not in present:
-                stored = blobs.compress(data)
-                missing.append(
-                    {"digest": name, "size": len(data), "stored_size": len(stored), "data": stored}
-                )
-        if missing:
-            conn.execute(insert_ignore(self._engine, blobs_table), missing)
+
+def _blob_row(name: str, data: bytes) -> dict[str, object]:
+    stored = blobs.compress(data)
+    return {
+        "digest": name,
+        "size": len(data),
+        "stored_size": len(stored),
+        "data": stored,
+        "parts": 0,
+    }
 
 
 def _named(body: bytes, ref: BlobRef | None, bodies: dict[str, bytes]) -> str | None:

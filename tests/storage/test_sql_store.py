@@ -2,6 +2,7 @@
 (the ``store`` and ``store_url`` fixtures are in conftest.py)."""
 
 import dataclasses
+import gc
 import itertools
 import logging
 import os
@@ -36,6 +37,7 @@ from storage import (
     blobs,
     open_store,
 )
+from storage.sql.prepared import PINNED_LIMIT
 
 WAIT = 10.0  # seconds; every wait in this file is bounded by it
 
@@ -251,7 +253,11 @@ def test_equal_bodies_are_stored_once(store: Store, store_url: str) -> None:
     record(store, cassette="other", key="a", body=body, request_body=b"")
     store.flush(WAIT)
 
-    [(count, stored_size)] = run_sql(store_url, "SELECT count(*), sum(stored_size) FROM blobs")
+    [(count, stored_size)] = run_sql(
+        store_url,
+        "SELECT count(*), sum(stored_size) FROM blobs WHERE digest NOT IN "
+        "(SELECT canonical_digest FROM exchanges WHERE canonical_digest IS NOT NULL)",
+    )
     assert count == 1
     assert stored_size < len(body)
     assert store.lookup("c", "b", 0).response.body == body  # type: ignore[union-attr]
@@ -531,7 +537,7 @@ def test_a_newer_schema_is_refused(store_url: str) -> None:
         open_store(store_url)
     message = str(caught.value)
     assert message.startswith("store schema version 99 at ")
-    assert message.endswith("is newer than this freezeframe supports (2); upgrade freezeframe")
+    assert message.endswith("is newer than this freezeframe supports (3); upgrade freezeframe")
 
 
 def assert_one_line(error: StoreError, starts: str, *, secret: str = "s3cr3t-pw") -> None:
@@ -589,3 +595,208 @@ def test_flush_gives_up_after_its_timeout(store: Store, store_url: str) -> None:
         assert time.monotonic() - started < WAIT
     store.flush(WAIT)
     assert store.count("c", "k") == 1
+
+
+# -- the hot paths: forms as blobs, known digests, kept read connections ---------------
+
+FORM = b'{"method":"POST","body":{"messages":["' + b"the same long conversation " * 400 + b'"]}}'
+
+
+def test_canonical_forms_are_stored_once_and_compressed(store: Store, store_url: str) -> None:
+    sent = [record(store, key="same", canonical=FORM, body=b"%d" % n) for n in range(3)]
+    sent.append(record(store, key="other", canonical=FORM + b" "))
+    sent.append(record(store, key="empty", canonical=b""))
+    store.flush(WAIT)
+
+    rows = run_sql(store_url, "SELECT canonical, canonical_digest FROM exchanges ORDER BY seq")
+    assert [(bytes(form), name) for form, name in rows] == [
+        (b"", blobs.digest(FORM)),
+        (b"", blobs.digest(FORM)),
+        (b"", blobs.digest(FORM)),
+        (b"", blobs.digest(FORM + b" ")),
+        (b"", None),
+    ]
+    [(size, stored_size)] = run_sql(
+        store_url,
+        "SELECT size, stored_size FROM blobs WHERE digest = :form",
+        form=blobs.digest(FORM),
+    )
+    assert size == len(FORM) and stored_size < len(FORM) // 10
+
+    for exchange in sent:
+        assert_same(store.lookup("c", exchange.key, exchange.slot.occurrence), exchange)
+        assert_same(store.exchange("c", exchange.slot.seq), exchange)
+    assert {c.canonical for c in store.candidates("c", "POST", "api.example.com", "/v1/chat")} == {
+        FORM,
+        FORM + b" ",
+        b"",
+    }
+    assert store.verify("c").ok
+    # What the cassette list counts is still the bodies alone.
+    [(bodies,)] = run_sql(
+        store_url,
+        "SELECT sum(stored_size) FROM blobs WHERE digest NOT IN "
+        "(SELECT canonical_digest FROM exchanges WHERE canonical_digest IS NOT NULL)",
+    )
+    assert [summary.stored_bytes for summary in store.cassettes()] == [bodies]
+
+
+@pytest.mark.parametrize(
+    ("statement", "detail"),
+    [
+        ("UPDATE blobs SET data = :evil WHERE digest = :form", "does not match its digest"),
+        ("UPDATE blobs SET data = :junk WHERE digest = :form", "cannot be decompressed"),
+        ("DELETE FROM blobs WHERE digest = :form", "is missing"),
+    ],
+)
+def test_a_damaged_canonical_form_is_found(store_url: str, statement: str, detail: str) -> None:
+    with open_store(store_url) as store:
+        for n in range(3):
+            record(store, key=f"k{n}", canonical=FORM + b"%d" % n)
+    params = {
+        "form": blobs.digest(FORM + b"1"),
+        "evil": blobs.compress(b"evil"),
+        "junk": b"not zstd",
+    }
+    run_sql(store_url, statement, **params)
+
+    with open_store(store_url) as store:
+        report = store.verify("c")
+        assert (report.ok, report.first_break, report.checked) == (False, 1, 1)
+        assert f"exchange 1: its canonical form body {params['form'][:16]}" in report.detail
+        assert detail in report.detail
+        if "evil" not in statement:  # a changed form reads back as what is stored
+            with pytest.raises(StoreError, match="run freezeframe verify"):
+                store.lookup("c", "k1", 0)
+        assert store.lookup("c", "k0", 0) is not None
+
+
+def test_a_body_deleted_behind_the_stores_back_is_stored_again(
+    store: Store, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer skips the bodies it knows it stored; when one is gone, it stores it again
+    rather than drop the exchange that needs it."""
+    caplog.set_level(logging.ERROR, logger="freezeframe.storage")
+    record(store, key="a", body=b"the answer", canonical=FORM)
+    store.flush(WAIT)
+    run_sql(
+        store_url,
+        "DELETE FROM blobs WHERE digest IN (:body, :form)",
+        body=blobs.digest(b"the answer"),
+        form=blobs.digest(FORM),
+    )
+    again = record(store, key="b", body=b"the answer", canonical=FORM)
+    store.flush(WAIT)
+
+    assert_same(store.lookup("c", "b", 0), again)
+    assert store.count("c", "b") == 1
+    assert not [r for r in caplog.records if "dropping it" in r.getMessage()]
+
+
+def test_writes_of_another_store_on_the_same_database_are_seen(store_url: str) -> None:
+    """Two proxies on one database: each reads what the other wrote, bodies shared."""
+    with open_store(store_url) as first, open_store(store_url) as second:
+        assert first.lookup("c", "k", 0) is None
+        assert second.lookup("c", "k", 0) is None
+        sent = record(first, canonical=FORM, body=b"shared")
+        first.flush(WAIT)
+        assert_same(second.lookup("c", "k", 0), sent)
+        other = record(second, cassette="d", canonical=FORM, body=b"shared")
+        second.flush(WAIT)
+        assert_same(first.lookup("d", "k", 0), other)
+        assert first.verify("c").ok and first.verify("d").ok
+    [(count,)] = run_sql(store_url, "SELECT count(*) FROM blobs")
+    assert count == 3  # the request body, the response body and the form
+
+
+def checked_out(store: Store) -> int:
+    return int(store._engine.pool.checkedout())  # type: ignore[attr-defined]
+
+
+def test_read_connections_are_kept_per_thread_and_given_back(store: Store) -> None:
+    sent = record(store, canonical=FORM)
+    store.flush(WAIT)
+    assert_same(store.lookup("c", "k", 0), sent)
+    baseline = checked_out(store)  # the writer's and this thread's
+    barrier = threading.Barrier(PINNED_LIMIT + 3)
+    errors: list[BaseException] = []
+
+    def replay() -> None:
+        try:
+            barrier.wait(WAIT)
+            for _ in range(20):
+                assert_same(store.lookup("c", "k", 0), sent)
+                assert store.lookup("c", "missing", 0) is None
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=replay) for _ in range(PINNED_LIMIT + 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors
+    del threads
+    gc.collect()
+    # Threads that ended gave theirs back; at most PINNED_LIMIT were ever kept.
+    assert checked_out(store) == baseline
+
+
+def test_closing_gives_back_the_connections_of_live_threads(store_url: str) -> None:
+    store = open_store(store_url)
+    record(store)
+    store.flush(WAIT)
+    looked_up, finish = threading.Event(), threading.Event()
+
+    def reader() -> None:
+        store.lookup("c", "k", 0)
+        looked_up.set()
+        finish.wait(WAIT)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert looked_up.wait(WAIT)
+    store.close()
+    assert checked_out(store) == 0
+    finish.set()
+    thread.join(WAIT)
+
+
+def terminate_freezeframe_backends(url: str) -> int:
+    conninfo = url.replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        rows: list[Any] = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'freezeframe' AND datname = current_database()"
+        ).fetchall()
+    return len(rows)
+
+
+@pytest.mark.postgres
+def test_connections_lost_with_the_server_are_replaced(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="freezeframe.storage")
+    with open_store(postgres_url) as store:
+        first = record(store, key="a")
+        store.flush(WAIT)
+        assert_same(store.lookup("c", "a", 0), first)  # this thread keeps a connection
+        assert terminate_freezeframe_backends(postgres_url) >= 2  # it and the writer's
+
+        assert_same(store.lookup("c", "a", 0), first)
+        second = record(store, key="b")
+        store.flush(WAIT)
+        assert_same(store.lookup("c", "b", 0), second)
+        assert store.verify("c").ok
+    assert not [r for r in caplog.records if "dropping it" in r.getMessage()]
+
+
+def test_a_failing_batch_is_still_split(store: Store) -> None:
+    """Known digests do not hide a bad exchange: it still costs only itself."""
+    good = record(store, canonical=FORM)
+    store.submit(make(store.reserve("c", "k"), request_body="not bytes"))
+    later = record(store, canonical=FORM)
+    store.flush(WAIT)
+    assert_same(store.lookup("c", "k", 0), good)
+    assert_same(store.lookup("c", "k", 2), later)
+    assert store.verify("c").ok

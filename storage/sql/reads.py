@@ -1,0 +1,118 @@
+"""Reading one whole exchange: the replay hot path, in one statement.
+
+lookup() runs on the proxy's event loop for every replayed request, so it is one
+SELECT compiled once (storage.sql.prepared) on a connection the thread keeps. The
+SELECT joins the blobs of the request body, the response body and the canonical
+form and brings along their compressed data when small (JOINED_LIMIT), so a hit
+needs no second query; a body found in the blob cache is not even decompressed.
+Only a body that is larger, or was streamed in parts, is read with another query.
+"""
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, bindparam, case, null, select
+
+from storage import blobs
+from storage.records import BlobRef, Exchange
+from storage.sql import bodies
+from storage.sql.prepared import PinnedConnections, Prepared
+from storage.sql.rows import to_exchange
+from storage.sql.schema import CHAINED, cassettes, exchanges
+from storage.sql.schema import blobs as blobs_table
+
+JOINED_LIMIT = 256 * 1024
+"""Bodies up to this size come with the exchange's row; larger ones by a query of their own."""
+
+_BLOBS = (
+    ("request", exchanges.c.request_body_digest, blobs.INLINE_LIMIT),
+    ("response", exchanges.c.response_body_digest, blobs.INLINE_LIMIT),
+    # A canonical form is always loaded whole: the Exchange holds it as bytes.
+    ("form", exchanges.c.canonical_digest, None),
+)
+
+
+def _whole_exchange() -> Any:
+    tables = exchanges.join(cassettes)
+    columns: list[Any] = [exchanges.c.chain, *CHAINED, exchanges.c.canonical_digest]
+    for which, digest, _ in _BLOBS:
+        blob = blobs_table.alias(f"{which}_blob")
+        tables = tables.outerjoin(blob, blob.c.digest == digest)
+        joined = and_(blob.c.parts == 0, blob.c.size <= JOINED_LIMIT)
+        columns += [
+            blob.c.size.label(f"{which}_size"),
+            blob.c.parts.label(f"{which}_parts"),
+            case((joined, blob.c.data), else_=null()).label(f"{which}_data"),
+        ]
+    return select(*columns).select_from(tables)
+
+
+_WHOLE = _whole_exchange()
+_NAMES = tuple(column.key for column in _WHOLE.selected_columns)
+
+LOOKUP = _WHOLE.where(
+    cassettes.c.name == bindparam("cassette"),
+    exchanges.c.key == bindparam("key"),
+    exchanges.c.occurrence == bindparam("occurrence"),
+)
+BY_SEQ = _WHOLE.where(
+    cassettes.c.name == bindparam("cassette"), exchanges.c.seq == bindparam("seq")
+)
+
+
+class ExchangeReader:
+    """Whole exchanges by key and occurrence or by seq. Thread-safe.
+
+    ``connect`` gives a Core connection for the rare second query (large bodies).
+    Raises bodies.Damaged for a body or form that is missing or cannot be read, and
+    the driver's errors as they are.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        cache: blobs.BlobCache,
+        connect: Callable[[], AbstractContextManager[Connection]],
+    ) -> None:
+        self._cache = cache
+        self._connect = connect
+        self._connections = PinnedConnections(engine)
+        self._lookup = Prepared(LOOKUP, engine.dialect)
+        self._by_seq = Prepared(BY_SEQ, engine.dialect)
+
+    def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
+        return self._read(
+            self._lookup, cassette, {"cassette": cassette, "key": key, "occurrence": occurrence}
+        )
+
+    def by_seq(self, cassette: str, seq: int) -> Exchange | None:
+        return self._read(self._by_seq, cassette, {"cassette": cassette, "seq": seq})
+
+    def close(self) -> None:
+        self._connections.close()
+
+    def _read(self, query: Prepared, cassette: str, params: dict[str, Any]) -> Exchange | None:
+        found = self._connections.run(lambda cursor: query.first(cursor, params))
+        if found is None:
+            return None
+        row = dict(zip(_NAMES, found, strict=True))
+        loaded: dict[str, bytes | BlobRef] = {}
+        later: dict[bool, set[str]] = {}
+        for which, digest, limit in _BLOBS:
+            name = row[digest.key]
+            if name is None or name in loaded:
+                continue
+            data = row[f"{which}_data"]
+            body = bodies.resolve(
+                name, row[f"{which}_size"], row[f"{which}_parts"], data, self._cache, limit
+            )
+            if body is None:
+                later.setdefault(limit is None, set()).add(name)
+            else:
+                loaded[name] = body
+        if later:
+            with self._connect() as conn:
+                for whole, names in later.items():
+                    loaded |= bodies.load(conn, names, self._cache, whole=whole)
+        return to_exchange(row, cassette, loaded)
