@@ -1,7 +1,10 @@
 """Tees every forwarded exchange into the store, byte-exact and as it streams.
 
 The response is never buffered for the client's sake: ``flow.response.stream`` is a
-tee that hands each chunk on unchanged and notes its offset and arrival time. Failures
+tee that hands each chunk on unchanged and notes its offset and arrival time. Neither
+is a request body too large to hold (see ``addons._flows.Upload``): its tee, set in the
+``requestheaders`` hook, forwards it as it arrives while hashing it and spilling it to
+the store, and the request is keyed and given its slot when the body has ended. Failures
 are recorded like answers, because a 429 with a half-written body is exactly what a
 user will later want to see again. The store write itself happens on the store's
 writer thread; the request path only builds a record and enqueues it.
@@ -16,12 +19,17 @@ from mitmproxy import http
 
 from addons._flows import (
     FlowInfo,
+    RequestBody,
+    begin_upload,
     canonical_of,
     display_url,
     info_of,
     recorded_response,
     request_body,
+    restore_info,
+    upload_canonical,
 )
+from addons.context import RequestContext
 from addons.state import Mode, RuntimeState
 from canonicalize import SCHEME_VERSION, KeyConfig
 from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store
@@ -47,6 +55,7 @@ class _Recording:
         "flow",
         "info",
         "slot",
+        "upload",
         "body",
         "size",
         "chunks",
@@ -57,11 +66,18 @@ class _Recording:
     )
 
     def __init__(
-        self, flow: http.HTTPFlow, info: FlowInfo, slot: Slot, store: Store, redactor: Redactor
+        self,
+        flow: http.HTTPFlow,
+        info: FlowInfo,
+        slot: Slot | None,
+        store: Store,
+        redactor: Redactor,
+        upload: RequestBody | None = None,
     ) -> None:
         self.flow = flow
         self.info = info
-        self.slot = slot
+        self.slot = slot  # None until a streamed request body has ended
+        self.upload = upload
         self.store = store
         self.redactor = redactor
         self.body = bytearray()
@@ -103,9 +119,81 @@ class Record:
         self._key_config = key_config
         self._redactor = redactor
         self._inflight: dict[str, _Recording] = {}
+        # reads freezeframe's headers of a streamed request before they could go upstream
+        self._context = RequestContext(state, redactor)
         self._stopped = False
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """A request body too large to hold is forwarded as it arrives, through a tee.
+
+        Its key needs the whole body, so its slot is reserved when the body has ended,
+        not when the request arrived: a request the client sends while a large upload
+        is still streaming can take an earlier position in the cassette than the upload.
+        Replay claims occurrences at the same point (addons.replay), so the two agree.
+        """
+        upload = begin_upload(flow, self._context.request)
+        if upload is None or upload.routed or upload.info is None or flow.response is not None:
+            return
+        mode = self._state.mode
+        if mode is Mode.REPLAY:
+            return  # never forwarded: addons.replay routes it to the re-enactor
+        if self._stopped or mode is Mode.PASSTHROUGH:
+            flow.request.stream = True  # forwarded as it arrives, nothing kept
+            return
+        info = upload.info
+        if mode is Mode.AUTO:  # its key is known only once it has been sent upstream
+            log.info(
+                "%s %s: body too large to hold, so auto mode forwards and records it "
+                "without looking for a recording",
+                flow.request.method,
+                display_url(flow, info),
+            )
+        body = RequestBody(
+            self._redactor,
+            info.secrets,
+            spill=self._store.blob_writer,
+            large=upload.large,
+            content_type=flow.request.headers.get("content-type", ""),
+        )
+        recording = _Recording(flow, info, None, self._store, self._redactor, body)
+        self._inflight[flow.id] = recording
+
+        def tee(data: bytes) -> bytes:
+            if data:
+                body.feed(data)
+            else:  # mitmproxy's end of the body
+                self._reserve(recording)
+            return data
+
+        flow.request.stream = tee
+
+    def _reserve(self, recording: _Recording) -> None:
+        """Key a streamed request and take its slot, once its body has ended (or, if it
+        never will, as far as it came)."""
+        body = recording.upload
+        if recording.slot is not None or body is None:
+            return
+        flow, info = recording.flow, recording.info
+        if not body.ended:
+            # The exchange ended first. Over HTTP/2 an upstream may answer a whole body
+            # before the client's end of stream arrives here; anything else is a cut.
+            length = flow.request.headers.get("content-length", "")
+            if not (length.isdigit() and body.size >= int(length)):
+                log.info(
+                    "%s %s: request body cut off after %d bytes; keyed by what arrived",
+                    flow.request.method,
+                    display_url(flow, info),
+                    body.size,
+                )
+            body.end()
+        canonical = upload_canonical(flow, info, self._key_config, self._redactor, body)
+        for warning in canonical.warnings:
+            log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
+        recording.slot = self._store.reserve(info.cassette, canonical.key)
+
     def request(self, flow: http.HTTPFlow) -> None:
+        if restore_info(flow) is not None:
+            return  # its body streamed: keyed and reserved by the tee (or replayed)
         if self._stopped or flow.response is not None:
             return
         if self._state.mode not in (Mode.RECORD, Mode.AUTO):
@@ -148,8 +236,9 @@ class Record:
 
     def _submit(self, recording: _Recording, outcome: Outcome, error: str | None) -> None:
         flow, info = recording.flow, recording.info
+        self._reserve(recording)
         canonical = info.canonical
-        assert canonical is not None
+        assert canonical is not None and recording.slot is not None
         ended = flow.response.timestamp_end if flow.response else None
         response = None
         if flow.response is not None:
@@ -159,6 +248,13 @@ class Record:
             response = recorded_response(
                 flow, info, body, ref, tuple(recording.chunks), self._redactor
             )
+        request_body_ref = None
+        if recording.upload is None:
+            request_body_bytes = request_body(flow, self._redactor)
+        elif (small := recording.upload.small) is not None:
+            request_body_bytes = self._redactor.body(small, info.secrets)
+        else:
+            request_body_bytes, request_body_ref = b"", recording.upload.ref
         exchange = NewExchange(
             cassette=info.cassette,
             key=canonical.key,
@@ -171,7 +267,8 @@ class Record:
             path=info.target,
             http_version=flow.request.http_version,
             request_headers=info.request_headers,
-            request_body=request_body(flow, self._redactor),
+            request_body=request_body_bytes,
+            request_body_ref=request_body_ref,
             started_at=recording.started,
             duration=(ended or time.time()) - recording.started,
             response=response,

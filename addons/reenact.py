@@ -9,6 +9,12 @@ server, which writes the recorded head and chunks at the recorded times (scaled 
 replay pace) and then ends the connection as the upstream did. mitmproxy relays it
 exactly as it relayed the original. It listens on 127.0.0.1 only and is never an
 upstream: no byte leaves the machine.
+
+It is also where replay sends a request whose body is too large to hold (see
+``addons._flows.Upload``): such a flow is routed here from the ``requestheaders`` hook,
+before its body arrives, so mitmproxy streams the body to this server, which reads it
+piece by piece into a ``RequestBody`` (hashing it, never holding it) and only then asks
+replay what to answer.
 """
 
 from __future__ import annotations
@@ -19,11 +25,15 @@ import logging
 import secrets
 import socket
 import struct
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from mitmproxy import http
+from mitmproxy.connection import Server
+from mitmproxy.net.http.http1 import assemble_response
 
+from addons import answers
+from addons._flows import RequestBody
 from storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
 
 log = logging.getLogger("freezeframe.reenact")
@@ -45,11 +55,25 @@ def is_stream(response: RecordedResponse) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Staged:
+class Staged:
+    """A recording to play: ``response`` (as served) under ``headers``, its delays
+    multiplied by ``pace``, the connection ended the way ``exchange`` ended."""
+
     exchange: Exchange
     response: RecordedResponse
     headers: tuple[Header, ...]
     pace: float
+
+
+#: What the re-enactor answers a routed upload with: a recording, or a finished response
+#: (freezeframe's own error, say).
+Answer = Staged | http.Response
+
+
+@dataclass(frozen=True, slots=True)
+class _Upload:
+    body: RequestBody
+    answer: Callable[[RequestBody], Answer]
 
 
 class Reenactor:
@@ -57,7 +81,7 @@ class Reenactor:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._staged: dict[str, _Staged] = {}
+        self._staged: dict[str, Staged | _Upload] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
 
@@ -81,13 +105,28 @@ class Reenactor:
         """Send this flow to the loopback server, which will answer with ``response`` (the
         recording as served) under ``headers``, its delays multiplied by ``pace``, and end
         the connection the way ``exchange`` ended."""
+        self._stage(flow, Staged(exchange, response, tuple(headers), pace))
+
+    def route_upload(
+        self, flow: http.HTTPFlow, body: RequestBody, answer: Callable[[RequestBody], Answer]
+    ) -> None:
+        """Send this flow here before its body arrives (call from ``requestheaders``; this
+        makes mitmproxy stream the body): the body is read into ``body`` as it comes, and
+        once it has ended, ``answer(body)`` says what to write back."""
+        self._stage(flow, _Upload(body, answer))
+        flow.request.stream = True
+
+    def _stage(self, flow: http.HTTPFlow, staged: Staged | _Upload) -> None:
         token = secrets.token_hex(12)
-        self._staged[token] = _Staged(exchange, response, tuple(headers), pace)
+        self._staged[token] = staged
         request = flow.request
         request.scheme = "http"  # unlike .host, this setter leaves the headers alone
         request.data.host = "127.0.0.1"
         request.data.port = self._port
         request.headers[TOKEN_HEADER] = token
+        # A fresh server connection without the ``via`` of --upstream-proxy: the loopback
+        # server is reached directly, never through (or by) an upstream proxy.
+        flow.server_conn = Server(address=(request.data.host, self._port))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -95,9 +134,17 @@ class Reenactor:
                 staged = await self._read_request(reader)
                 if staged is None:
                     return
-                if not await self._write_response(writer, staged):
+                if isinstance(staged, http.Response):
+                    if not await self._write_answer(writer, staged):
+                        return
+                elif not await self._write_response(writer, staged):
                     return
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            ValueError,  # a malformed head or chunk size: mitmproxy never sends one
+        ):
             pass
         finally:
             if not writer.transport.is_closing():
@@ -105,13 +152,15 @@ class Reenactor:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> _Staged | None:
+    async def _read_request(self, reader: asyncio.StreamReader) -> Answer | None:
+        """Read one request, its body piece by piece; what to answer it with."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError:
             return None
         token = ""
         length = 0
+        chunked = False
         for line in head.split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
             name = name.strip().lower()
@@ -119,14 +168,31 @@ class Reenactor:
                 token = value.strip().decode("ascii", "replace")
             elif name == b"content-length":
                 length = int(value.strip() or 0)
-        if length:
-            await reader.readexactly(length)
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
         staged = self._staged.pop(token, None)
         if staged is None:
             log.error("re-enactment requested with an unknown token")
+        upload = staged.body if isinstance(staged, _Upload) else None
+        async for piece in _body(reader, None if chunked else length):
+            if upload is not None:
+                upload.feed(piece)
+        if isinstance(staged, _Upload):
+            staged.body.end()
+            try:
+                return staged.answer(staged.body)
+            except Exception as exc:  # noqa: BLE001 - the client must get an answer
+                log.exception("could not answer a streamed request")
+                return answers.error(500, "freezeframe_internal_error", f"freezeframe: {exc}")
         return staged
 
-    async def _write_response(self, writer: asyncio.StreamWriter, staged: _Staged) -> bool:
+    async def _write_answer(self, writer: asyncio.StreamWriter, response: http.Response) -> bool:
+        """Write a finished response; return whether the connection stays open."""
+        writer.write(assemble_response(response))
+        await writer.drain()
+        return "close" not in response.headers.get("connection", "").lower()
+
+    async def _write_response(self, writer: asyncio.StreamWriter, staged: Staged) -> bool:
         """Write the recording on its schedule; return whether the connection stays open."""
         loop = asyncio.get_running_loop()
         start = loop.time()
@@ -193,6 +259,29 @@ class Reenactor:
                 pending = b""
         if pending:
             yield chunks[min(index, len(chunks) - 1)].at or None, pending
+
+
+async def _body(reader: asyncio.StreamReader, length: int | None) -> AsyncIterator[bytes]:
+    """A request body as it arrives, in pieces of at most ``_PIECE`` bytes: ``length``
+    bytes, or chunked transfer coding when ``length`` is None (trailers are skipped)."""
+    if length is not None:
+        while length > 0:
+            piece = await reader.read(min(length, _PIECE))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"", length)
+            length -= len(piece)
+            yield piece
+        return
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass
+            return
+        async for piece in _body(reader, size):
+            yield piece
+        if await reader.readexactly(2) != b"\r\n":
+            raise ValueError("malformed chunk")
 
 
 async def _once(body: bytes) -> AsyncIterator[bytes]:

@@ -4,7 +4,9 @@ The n-th request with a given key gets the n-th recording of that key, so an age
 that polls a tool three times sees the three answers it saw before. Nothing here ever
 lets a flow reach its upstream in ``replay`` mode: a hit is answered in the request
 hook, a miss gets freezeframe's own error, and a recording that needs a real socket
-(a truncated body) goes to the loopback re-enactor.
+(a truncated body) goes to the loopback re-enactor. So does a request whose body is too
+large to hold, before its body arrives: the re-enactor reads it and asks this addon
+what to answer once it has ended.
 """
 
 from __future__ import annotations
@@ -16,8 +18,20 @@ from typing import Any
 from mitmproxy import http
 
 from addons import answers
-from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
-from addons.reenact import TOKEN_HEADER, Reenactor, is_stream
+from addons._flows import (
+    FlowInfo,
+    RequestBody,
+    begin_upload,
+    canonical_of,
+    display_url,
+    info_of,
+    response_from,
+    restore_info,
+    upload_canonical,
+    upload_of,
+)
+from addons.context import RequestContext
+from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
 from addons.rewrites import instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
 from canonicalize import Canonical, KeyConfig, nearest
@@ -44,12 +58,62 @@ class Replay:
         self._key_config = key_config
         self._redactor = redactor
         self._reenactor = reenactor
+        # reads freezeframe's headers of a streamed request before they could go upstream
+        self._context = RequestContext(state, redactor)
         self._stopped = False
 
     def done(self) -> None:
         self._stopped = True
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """A request whose body is too large to hold is answered as its body streams.
+
+        It goes to the re-enactor before its body arrives, so that the body is read (and
+        hashed) there instead of being buffered here, and nothing reaches the upstream.
+        Its replay position is claimed when its body has ended, as record reserves its
+        slot then (addons.record), so identical uploads replay in the order they ended.
+        """
+        upload = begin_upload(flow, self._context.request)
+        if upload is None or upload.routed:
+            return
+        if upload.info is None:  # refused (a bad cassette name): drain the body, then say so
+            refusal = flow.response
+            assert refusal is not None
+            flow.response = None
+            upload.route(flow)
+            body = RequestBody(self._redactor, (), large=True)
+            self._reenactor.route_upload(flow, body, lambda _: refusal)
+            return
+        if self._state.mode is not Mode.REPLAY:
+            return  # record, auto and passthrough forward it as it streams (addons.record)
+        upload.route(flow)
+        content_type = flow.request.headers.get("content-type", "")
+        body = RequestBody(
+            self._redactor, upload.info.secrets, large=upload.large, content_type=content_type
+        )
+        self._reenactor.route_upload(flow, body, lambda body: self._answer_upload(flow, body))
+
+    def _answer_upload(self, flow: http.HTTPFlow, body: RequestBody) -> Answer:
+        """What the re-enactor answers a streamed request with, once its body has ended."""
+        upload = upload_of(flow)
+        assert upload is not None and upload.info is not None
+        info = upload.info
+        upload.restore_origin(flow)
+        canonical = upload_canonical(flow, info, self._key_config, self._redactor, body)
+        self._warn(flow, info, canonical)
+        if self._stopped:
+            return answers.error(503, "freezeframe_stopping", "freezeframe is stopping")
+        # Routed in replay mode: even if the mode has changed since, it can no longer be
+        # forwarded, so a miss is a miss.
+        answer = self._answer(flow, info, canonical, Mode.REPLAY)
+        assert answer is not None
+        if isinstance(answer, Staged) and self._direct(answer):
+            return dataclasses.replace(answer, pace=INSTANT_PACE)
+        return answer
+
     def request(self, flow: http.HTTPFlow) -> None:
+        if restore_info(flow) is not None:
+            return  # its body streamed: answered by the re-enactor, or forwarded (record)
         mode = self._state.mode
         if flow.response is not None or mode not in (Mode.REPLAY, Mode.AUTO):
             return
@@ -60,20 +124,37 @@ class Replay:
         if info is None:
             return
         canonical = canonical_of(flow, info, self._key_config, self._redactor)
+        self._warn(flow, info, canonical)
+        answer = self._answer(flow, info, canonical, mode)
+        if isinstance(answer, http.Response):
+            flow.response = answer
+        elif isinstance(answer, Staged):
+            if self._direct(answer):
+                flow.response = response_from(answer.response, answer.headers)
+            else:
+                self._reenactor.route(
+                    flow, answer.exchange, answer.response, answer.headers, answer.pace
+                )
+
+    def _warn(self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical) -> None:
         for warning in canonical.warnings:
             log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
+
+    def _answer(
+        self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical, mode: Mode
+    ) -> Answer | None:
+        """The recording to serve, freezeframe's own answer, or None: forward (auto)."""
         occurrence = self._state.next_occurrence(info.cassette, canonical.key)
         exchange = self._store.lookup(info.cassette, canonical.key, occurrence)
         if exchange is None:
             if mode is Mode.REPLAY:
-                flow.response = self._miss(flow, info, canonical, occurrence)
-            return
+                return self._miss(flow, info, canonical, occurrence)
+            return None
         info.served = exchange
         log.debug("hit %s #%d for %s", info.cassette, exchange.seq, display_url(flow, info))
         recorded = exchange.response
         if recorded is None:
-            flow.response = answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
-            return
+            return answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
         pace = self._state.pace
         recorded = self._answer_as(flow, exchange, recorded)
         headers = recorded.headers
@@ -87,12 +168,14 @@ class Replay:
                     rewrite.recorded,
                     rewrite.replayed,
                 )
-        in_memory = recorded.body_ref is None
-        paced = pace != INSTANT_PACE and is_stream(recorded)
-        if exchange.outcome is Outcome.COMPLETE and in_memory and not paced:
-            flow.response = response_from(recorded, headers)
-        else:
-            self._reenactor.route(flow, exchange, recorded, headers, pace)
+        return Staged(exchange, recorded, tuple(headers), pace)
+
+    @staticmethod
+    def _direct(staged: Staged) -> bool:
+        """Whether the recording can be served as a finished response (no re-enactment)."""
+        in_memory = staged.response.body_ref is None
+        paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
+        return staged.exchange.outcome is Outcome.COMPLETE and in_memory and not paced
 
     def _answer_as(
         self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse
@@ -118,7 +201,10 @@ class Replay:
         return dataclasses.replace(recorded, body=body, chunks=chunks, headers=headers)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        if flow.response is not None and TOKEN_HEADER in flow.request.headers:
+        if flow.response is None:
+            return
+        upload = upload_of(flow)
+        if TOKEN_HEADER in flow.request.headers or (upload is not None and upload.routed):
             flow.response.stream = True  # relay a re-enacted body as it comes, like the original
 
     def _miss(

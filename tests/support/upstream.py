@@ -96,10 +96,14 @@ Endpoints (``n`` = that endpoint's counter)
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
 * ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
+* ``/hang?seconds=S`` (any method): no answer at all; the connection closes after S seconds.
 * ``POST /mcp``: MCP over streamable HTTP; a JSON-RPC result echoing the request's ``id``,
   as an SSE event when ``Accept`` starts with ``text/event-stream``.
 * ``GET /bytes/random?size=N&seed=S``: N pseudo-random bytes generated as they are sent
   (up to 1 GiB; see :func:`random_chunks`).
+* ``PUT|POST /upload``: reads the request body as it arrives, hashing it and keeping none
+  of it (any size up to 1 GiB, Content-Length or chunked), and answers
+  ``{"blake3": <hex of the body>, "size": <bytes>, "n": n}``.
 * anything else: 404 JSON.
 """
 
@@ -126,6 +130,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import blake3
 import h11
 import trustme
 
@@ -213,7 +218,8 @@ class SeenRequest:
     method: str
     target: str  # path + query, as sent
     headers: list[tuple[bytes, bytes]]  # as sent (original name casing)
-    body: bytes
+    body: bytes  # b"" for /upload, whose body is hashed as it arrives, never kept
+    upload: tuple[str, int] | None = None  # /upload only: (blake3 hex, size) of the body
 
     @property
     def path(self) -> str:
@@ -628,6 +634,8 @@ class Upstream(_LoopThread):
         method = target = ""
         headers: list[tuple[bytes, bytes]] = []
         body = bytearray()
+        upload: blake3.blake3 | None = None  # /upload: the body is hashed, not kept
+        size = 0
         for _ in range(MAX_EVENTS_PER_REQUEST):
             try:
                 event = conn.next_event()
@@ -649,13 +657,20 @@ class Upstream(_LoopThread):
                 method = event.method.decode("ascii")
                 target = event.target.decode("latin-1")
                 headers = [(bytes(k), bytes(v)) for k, v in event.headers.raw_items()]
+                if urlsplit(target).path == "/upload" and method in ("PUT", "POST"):
+                    upload = blake3.blake3()
             elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > MAX_BODY:
+                size += len(event.data)
+                if upload is not None:
+                    upload.update(event.data)
+                else:
+                    body += event.data
+                if size > (MAX_STREAMED_BYTES if upload is not None else MAX_BODY):
                     await self._send_json(wire, conn, 413, {"error": {"message": "too large"}})
                     return None
             elif isinstance(event, h11.EndOfMessage):
-                return SeenRequest(method, target, headers, bytes(body))
+                digest = (upload.hexdigest(), size) if upload is not None else None
+                return SeenRequest(method, target, headers, bytes(body), digest)
             else:  # ConnectionClosed, PAUSED
                 return None
         return None
@@ -766,6 +781,12 @@ class Upstream(_LoopThread):
                 return await self._random_bytes(wire, conn, req)
             if path == "/mcp" and method == "POST":
                 return await self._mcp(wire, conn, req)
+            if path == "/upload" and req.upload is not None:
+                digest, size = req.upload
+                answer = {"blake3": digest, "size": size, "n": self._next("upload")}
+                return await self._send_json(wire, conn, 200, answer)
+            if path == "/hang":
+                return await self._hang(wire, req)
         except _BadRequest as exc:
             error = {"message": str(exc), "type": "invalid_request_error"}
             return await self._send_json(wire, conn, 400, {"error": error})
@@ -1005,6 +1026,13 @@ class Upstream(_LoopThread):
             await self._send(wire, conn, h11.Data(data=piece))
         await self._send(wire, conn, h11.EndOfMessage())
         return True
+
+    async def _hang(self, wire: _Wire, req: SeenRequest) -> bool:
+        """Never answer: wait ``?seconds=S`` (default 5, at most 60), then close."""
+        self._next("hang")
+        await asyncio.sleep(_int_param(req.query, "seconds", 5, 0, 60))
+        await wire.close()
+        return False
 
     async def _mcp(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
         """MCP over streamable HTTP: a JSON-RPC answer echoing the request's id, as JSON, or
