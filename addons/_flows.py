@@ -397,8 +397,8 @@ def multipart_canonical(
         content = part.text
         if content is None:
             content = b"\xff\x00freezeframe-placeholder-%d\x00\xff" % index
-            real: dict[str, JsonValue] = {"blake3": part.digest, "length": part.length}
-            stand_ins[blake3(content).hexdigest()] = real
+            described: dict[str, JsonValue] = {"blake3": part.digest, "length": part.length}
+            stand_ins[blake3(content).hexdigest()] = described
         parts.append((part.line, part.head, content))
     body = reader.stand_in(parts)
     base = canonicalize(_view(flow, info, body, reader.content_type), config)

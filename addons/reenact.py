@@ -41,6 +41,8 @@ log = logging.getLogger("freezeframe.reenact")
 TOKEN_HEADER = "x-freezeframe-reenact"
 _MAX_HEAD = 256 * 1024
 _PIECE = 1024 * 1024
+#: The longest silence re-enacted for a client that gave up waiting.
+MAX_SILENCE = 600.0
 
 
 def is_stream(response: RecordedResponse) -> bool:
@@ -57,10 +59,11 @@ def is_stream(response: RecordedResponse) -> bool:
 @dataclass(frozen=True, slots=True)
 class Staged:
     """A recording to play: ``response`` (as served) under ``headers``, its delays
-    multiplied by ``pace``, the connection ended the way ``exchange`` ended."""
+    multiplied by ``pace``, the connection ended the way ``exchange`` ended. No response
+    means none ever came: silence for the recorded duration, then the connection closes."""
 
     exchange: Exchange
-    response: RecordedResponse
+    response: RecordedResponse | None
     headers: tuple[Header, ...]
     pace: float
 
@@ -98,7 +101,7 @@ class Reenactor:
         self,
         flow: http.HTTPFlow,
         exchange: Exchange,
-        response: RecordedResponse,
+        response: RecordedResponse | None,
         headers: Sequence[Header],
         pace: float,
     ) -> None:
@@ -203,6 +206,12 @@ class Reenactor:
                 delay = start + at * pace - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
+
+        if recorded is None:
+            # A wait is the whole of what the client saw; it cannot be collapsed, so even at
+            # instant pace it lasts as long as recorded.
+            await asyncio.sleep(min(staged.exchange.duration or 0.0, MAX_SILENCE) * (pace or 1.0))
+            return False
 
         head = [f"HTTP/1.1 {recorded.status} {recorded.reason}".encode("latin-1")]
         head += [name + b": " + value for name, value in staged.headers]

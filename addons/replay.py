@@ -41,6 +41,8 @@ from storage.redaction import Redactor
 log = logging.getLogger("freezeframe.replay")
 
 FAILURE_STATUS = 502
+#: mitmproxy's word for a client that closed its connection before any answer came.
+CLIENT_GAVE_UP = "Client disconnected."
 NEAREST_SHOWN = 3
 
 
@@ -129,7 +131,7 @@ class Replay:
         if isinstance(answer, http.Response):
             flow.response = answer
         elif isinstance(answer, Staged):
-            if self._direct(answer):
+            if answer.response is not None and self._direct(answer):
                 flow.response = response_from(answer.response, answer.headers)
             else:
                 self._reenactor.route(
@@ -154,6 +156,9 @@ class Replay:
         log.debug("hit %s #%d for %s", info.cassette, exchange.seq, display_url(flow, info))
         recorded = exchange.response
         if recorded is None:
+            if exchange.error == CLIENT_GAVE_UP:
+                # No answer ever came and the client stopped waiting: be as silent again.
+                return Staged(exchange, None, (), self._state.pace)
             return answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
         pace = self._state.pace
         recorded = self._answer_as(flow, exchange, recorded)
@@ -173,6 +178,8 @@ class Replay:
     @staticmethod
     def _direct(staged: Staged) -> bool:
         """Whether the recording can be served as a finished response (no re-enactment)."""
+        if staged.response is None:
+            return False
         in_memory = staged.response.body_ref is None
         paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
         return staged.exchange.outcome is Outcome.COMPLETE and in_memory and not paced

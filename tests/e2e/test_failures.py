@@ -132,3 +132,44 @@ def test_sigterm_mid_stream_keeps_the_store_whole(
     replayer = start_proxy(mode="replay")
     client_env(replayer)
     assert httpx.get(f"{upstream.base_url}/tool/counter").json() == before
+
+
+def test_an_upstream_that_never_answers_times_the_client_out_again_on_replay(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    url = f"{upstream.base_url}/hang?seconds=4"
+
+    def wait() -> tuple[type[Exception], float]:
+        start = time.monotonic()
+        with pytest.raises(httpx.TimeoutException) as timed_out:
+            httpx.get(url, timeout=1.0)
+        return type(timed_out.value), time.monotonic() - start
+
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    recorded, _ = wait()
+    time.sleep(0.5)  # let the proxy see the client go
+    recorder.stop()
+    upstream.reset_counters()
+
+    replayer = start_proxy(mode="replay")
+    client_env(replayer)
+    replayed, waited = wait()
+    assert replayed is recorded and waited >= 0.9
+    assert upstream.connections == 0
+
+
+def test_an_upstream_certificate_that_fails_verification_replays_as_the_same_502(
+    upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    url = f"{upstream.base_url}/tool/counter"
+    recorder = start_proxy(mode="record", upstream_ca=None)
+    client_env(recorder)
+    recorded = httpx.get(url)
+    assert recorded.status_code == 502 and "certificate" in recorded.text.lower()
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay", upstream_ca=None)
+    client_env(replayer)
+    replayed = httpx.get(url)
+    assert (replayed.status_code, replayed.text) == (recorded.status_code, recorded.text)
