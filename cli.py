@@ -78,22 +78,23 @@ def _debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def _setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., Any]:
+    """An option backed by its ``FREEZEFRAME_*`` variable, as the contract's table says."""
+    kwargs.setdefault("envvar", "FREEZEFRAME_" + flag.lstrip("-").replace("-", "_").upper())
+    kwargs.setdefault("show_default", kwargs.get("default") is not None)
+    return click.option(flag, *names, show_envvar=True, help=help, **kwargs)
+
+
 def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option(
+    f = _setting(
         "--store",
-        envvar="FREEZEFRAME_STORE",
-        show_envvar=True,
-        default=None,
+        "SQLAlchemy URL of the store  [default: sqlite:///<data dir>/freezeframe.db]",
         metavar="URL",
-        help="SQLAlchemy URL of the store  [default: sqlite:///<data dir>/freezeframe.db]",
     )(f)
-    return click.option(
+    return _setting(
         "--data-dir",
-        envvar="FREEZEFRAME_DATA_DIR",
-        show_envvar=True,
+        "Where the CA, the secret key and the default store live.",
         default=settings_module.DEFAULT_DATA_DIR,
-        show_default=True,
-        help="Where the CA, the secret key and the default store live.",
     )(f)
 
 
@@ -128,13 +129,6 @@ def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_RUN_OPTIONS):
         f = option(f)
     return _store_options(f)
-
-
-def _setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., Any]:
-    """An option backed by its ``FREEZEFRAME_*`` variable, as the contract's table says."""
-    kwargs.setdefault("envvar", "FREEZEFRAME_" + flag.lstrip("-").replace("-", "_").upper())
-    kwargs.setdefault("show_default", kwargs.get("default") is not None)
-    return click.option(flag, *names, show_envvar=True, help=help, **kwargs)
 
 
 _RUN_OPTIONS = [
@@ -248,20 +242,15 @@ def exec_(command: tuple[str, ...], proxy_url: str | None, **options: Any) -> No
     show_default=True,
     help="sh (export lines), fish (set -gx), or dotenv (an env_file for docker compose).",
 )
-@click.option(
+@_setting(
     "--admin",
-    envvar="FREEZEFRAME_ADMIN",
-    show_envvar=True,
+    "Admin API of the running proxy (asked where its proxy listens).",
     default=settings_module.DEFAULT_ADMIN,
-    show_default=True,
-    help="Admin API of the running proxy (asked where its proxy listens).",
 )
-@click.option(
+@_setting(
     "--data-dir",
-    envvar="FREEZEFRAME_DATA_DIR",
-    show_envvar=True,
+    "Where the CA, the secret key and the default store live.",
     default=settings_module.DEFAULT_DATA_DIR,
-    show_default=True,
 )
 @_debug_option
 def env(shell: str, admin: str, data_dir: str) -> None:
@@ -491,12 +480,10 @@ def _print_exchange(document: dict[str, Any]) -> None:
     is_flag=True,
     help="Print a bundle of the system's CAs plus freezeframe's (for SSL_CERT_FILE).",
 )
-@click.option(
+@_setting(
     "--data-dir",
-    envvar="FREEZEFRAME_DATA_DIR",
-    show_envvar=True,
+    "Where the CA, the secret key and the default store live.",
     default=settings_module.DEFAULT_DATA_DIR,
-    show_default=True,
 )
 @_debug_option
 def ca(bundle: bool, data_dir: str) -> None:
@@ -526,21 +513,13 @@ def ca(bundle: bool, data_dir: str) -> None:
     help="File holding the request body ('-' for stdin).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
-@click.option(
+@_setting(
     "--data-dir",
-    envvar="FREEZEFRAME_DATA_DIR",
-    show_envvar=True,
+    "Whose secret key fingerprints redacted values, as the proxy does.",
     default=settings_module.DEFAULT_DATA_DIR,
-    show_default=True,
-    help="Whose secret key fingerprints redacted values, as the proxy does.",
 )
-@click.option(
-    "--rules",
-    envvar="FREEZEFRAME_RULES",
-    show_envvar=True,
-    default=None,
-    metavar="FILE",
-    help="Key rules (TOML)  [default: <data dir>/rules.toml if it exists]",
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
 )
 @_debug_option
 def explain(
