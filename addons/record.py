@@ -2,7 +2,7 @@
 
 The response is never buffered for the client's sake: ``flow.response.stream`` is a
 tee that hands each chunk on unchanged and notes its offset and arrival time. Neither
-is a request body too large to hold (see ``addons._flows.Upload``): its tee, set in the
+is a request body too large to hold (see ``addons.uploads.Upload``): its tee, set in the
 ``requestheaders`` hook, forwards it as it arrives while hashing it and spilling it to
 the store, and the request is keyed and given its slot when the body has ended. Failures
 are recorded like answers, because a 429 with a half-written body is exactly what a
@@ -19,18 +19,15 @@ from mitmproxy import http
 
 from addons._flows import (
     FlowInfo,
-    RequestBody,
-    begin_upload,
     canonical_of,
     display_url,
     info_of,
     recorded_response,
     request_body,
-    restore_info,
-    upload_canonical,
 )
 from addons.context import RequestContext
 from addons.state import Mode, RuntimeState
+from addons.uploads import RequestBody, begin_upload, restore_info, upload_canonical
 from canonicalize import SCHEME_VERSION, KeyConfig
 from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store
 from storage.redaction import Redactor

@@ -11,7 +11,7 @@ exactly as it relayed the original. It listens on 127.0.0.1 only and is never an
 upstream: no byte leaves the machine.
 
 It is also where replay sends a request whose body is too large to hold (see
-``addons._flows.Upload``): such a flow is routed here from the ``requestheaders`` hook,
+``addons.uploads.Upload``): such a flow is routed here from the ``requestheaders`` hook,
 before its body arrives, so mitmproxy streams the body to this server, which reads it
 piece by piece into a ``RequestBody`` (hashing it, never holding it) and only then asks
 replay what to answer.
@@ -33,7 +33,7 @@ from mitmproxy.connection import Server
 from mitmproxy.net.http.http1 import assemble_response
 
 from addons import answers
-from addons._flows import RequestBody
+from addons.uploads import RequestBody
 from storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
 
 log = logging.getLogger("freezeframe.reenact")

@@ -18,22 +18,12 @@ from typing import Any
 from mitmproxy import http
 
 from addons import answers
-from addons._flows import (
-    FlowInfo,
-    RequestBody,
-    begin_upload,
-    canonical_of,
-    display_url,
-    info_of,
-    response_from,
-    restore_info,
-    upload_canonical,
-    upload_of,
-)
+from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
 from addons.context import RequestContext
 from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
 from addons.rewrites import instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
+from addons.uploads import RequestBody, begin_upload, restore_info, upload_canonical, upload_of
 from canonicalize import Canonical, KeyConfig, nearest
 from storage import Chunk, Exchange, Outcome, RecordedResponse, Store
 from storage.redaction import Redactor

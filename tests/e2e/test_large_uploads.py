@@ -25,7 +25,8 @@ from mitmproxy.test import tflow
 from support.proxy import ProxyProcess
 from support.upstream import ConnectTunnel, Upstream, random_chunks
 
-from addons._flows import LARGE_BODY, FlowInfo, RequestBody, canonical_of, opaque_canonical
+from addons._flows import FlowInfo, canonical_of
+from addons.uploads import LARGE_BODY, RequestBody, opaque_canonical
 from canonicalize import KeyConfig, RequestView, canonicalize
 from storage import open_store
 from storage.redaction import Redactor
