@@ -27,7 +27,7 @@ from addons._flows import (
 )
 from addons.context import RequestContext
 from addons.state import Mode, RuntimeState
-from addons.uploads import RequestBody, begin_upload, restore_info, upload_canonical
+from addons.uploads import LARGE_BODY, RequestBody, begin_upload, restore_info, upload_canonical
 from canonicalize import SCHEME_VERSION, KeyConfig
 from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store
 from storage.redaction import Redactor
@@ -35,14 +35,12 @@ from storage.redaction import Redactor
 log = logging.getLogger("freezeframe.record")
 
 STOPPED = "the proxy was stopped while this exchange was in flight"
-#: Bodies larger than this go to the store chunk by chunk while they stream.
-SPILL_AT = 8 * 1024 * 1024
 
 
 class _Recording:
     """One exchange on its way through the proxy; the tee is its stream callable.
 
-    A body is kept in memory until it passes ``SPILL_AT``; from then on every chunk goes
+    A body is kept in memory until it passes ``LARGE_BODY``; from then on every chunk goes
     straight to a blob writer (hashed and compressed as it arrives), so recording a large
     download costs the proxy no more memory than a small one. Chunks are redacted one by
     one there, so a secret pattern split across two chunks of such a body is not caught.
@@ -87,7 +85,7 @@ class _Recording:
         if data:
             self.chunks.append((self.size, time.time() - self.started))
             self.size += len(data)
-            if self.spill is None and self.size > SPILL_AT:
+            if self.spill is None and self.size > LARGE_BODY:
                 self.spill = self.store.blob_writer()
                 self._spill(bytes(self.body))
                 self.body = bytearray()
