@@ -25,7 +25,7 @@ from addons.rewrites import instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
 from addons.uploads import RequestBody, begin_upload, restore_info, upload_canonical, upload_of
 from canonicalize import Canonical, KeyConfig, nearest
-from storage import Chunk, Exchange, Outcome, RecordedResponse, Store
+from storage import Chunk, Exchange, Outcome, RecordedResponse, Store, StoreError
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.replay")
@@ -115,9 +115,16 @@ class Replay:
         info = info_of(flow)
         if info is None:
             return
-        canonical = canonical_of(flow, info, self._key_config, self._redactor)
-        self._warn(flow, info, canonical)
-        answer = self._answer(flow, info, canonical, mode)
+        try:
+            canonical = canonical_of(flow, info, self._key_config, self._redactor)
+            self._warn(flow, info, canonical)
+            answer = self._answer(flow, info, canonical, mode)
+        except Exception as exc:
+            # mitmproxy logs an addon's exception and carries on, which here would mean
+            # forwarding the request upstream. Replay must never do that, so any failure
+            # to answer (a store that went away, a bug) is answered as freezeframe's error.
+            flow.response = self._failed(flow, info, exc)
+            return
         if isinstance(answer, http.Response):
             flow.response = answer
         elif isinstance(answer, Staged):
@@ -127,6 +134,16 @@ class Replay:
                 self._reenactor.route(
                     flow, answer.exchange, answer.response, answer.headers, answer.pace
                 )
+
+    def _failed(self, flow: http.HTTPFlow, info: FlowInfo, exc: Exception) -> http.Response:
+        request = f"{flow.request.method} {display_url(flow, info)}"
+        if isinstance(exc, StoreError):
+            log.error("%s: cannot replay: %s", request, exc)
+            message = f"freezeframe: cannot replay {request}: {exc}"
+            return answers.error(503, "freezeframe_store_unavailable", message)
+        log.exception("%s: cannot replay", request)
+        message = f"freezeframe: cannot replay {request}: internal error ({type(exc).__name__})"
+        return answers.error(500, "freezeframe_internal_error", message)
 
     def _warn(self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical) -> None:
         for warning in canonical.warnings:

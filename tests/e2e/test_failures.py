@@ -173,3 +173,31 @@ def test_an_upstream_certificate_that_fails_verification_replays_as_the_same_502
     client_env(replayer)
     replayed = httpx.get(url)
     assert (replayed.status_code, replayed.text) == (recorded.status_code, recorded.text)
+
+
+@pytest.mark.postgres
+def test_a_store_that_goes_away_never_turns_replay_into_forwarding(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+    postgres_url: str,
+) -> None:
+    from conftest import pg_admin
+
+    url = f"{upstream.base_url}/tool/counter"
+    recorder = start_proxy(mode="record", store=postgres_url)
+    client_env(recorder)
+    httpx.get(url)
+    recorder.stop()
+    upstream.reset_counters()
+
+    replayer = start_proxy(mode="replay", store=postgres_url)
+    client_env(replayer)
+    name = postgres_url.rsplit("/", 1)[1]
+    with pg_admin() as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    answer = httpx.get(url, timeout=30)
+    assert answer.status_code == 503
+    assert answer.headers["x-should-retry"] == "false"
+    assert "cannot replay" in answer.json()["error"]["message"]
+    assert upstream.connections == 0, "replay forwarded when the store failed"
