@@ -29,7 +29,7 @@ from addons.context import RequestContext
 from addons.state import Mode, RuntimeState
 from addons.uploads import LARGE_BODY, RequestBody, begin_upload, restore_info, upload_canonical
 from canonicalize import SCHEME_VERSION, KeyConfig
-from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store
+from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store, StoreError
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
@@ -199,7 +199,11 @@ class Record:
         canonical = canonical_of(flow, info, self._key_config, self._redactor)
         for warning in canonical.warnings:
             log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
-        slot = self._store.reserve(info.cassette, canonical.key)
+        try:
+            slot = self._store.reserve(info.cassette, canonical.key)
+        except StoreError as exc:  # the proxy stays transparent; the loss is said loudly
+            log.error("%s %s: NOT RECORDED: %s", flow.request.method, display_url(flow, info), exc)
+            return
         self._inflight[flow.id] = _Recording(flow, info, slot, self._store, self._redactor)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
