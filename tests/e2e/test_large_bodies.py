@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import blake3
 import httpx
-import psutil
 import pytest
+from support.memory import GROWTH_LIMIT, peak_rss
 from support.proxy import ProxyProcess
 from support.upstream import Upstream, random_chunks
 
@@ -19,28 +17,6 @@ pytestmark = pytest.mark.e2e
 
 ClientEnv = Callable[[ProxyProcess], dict[str, str]]
 SIZE = 160 * 1024 * 1024
-#: What the proxy may grow by while the body passes: well under the body's size.
-GROWTH_LIMIT = 96 * 1024 * 1024
-
-
-@contextmanager
-def peak_rss(pid: int) -> Iterator[list[int]]:
-    """Sample a process's resident memory every 20 ms; yields [baseline, peak]."""
-    process = psutil.Process(pid)
-    sample = [process.memory_info().rss] * 2
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.02):
-            sample[1] = max(sample[1], process.memory_info().rss)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        yield sample
-    finally:
-        done.set()
-        watcher.join(5)
 
 
 def download(url: str) -> str:

@@ -10,18 +10,16 @@ chunked, over HTTP/1 or HTTP/2.
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import blake3
 import httpx
-import psutil
 import pytest
 from mitmproxy import http
 from mitmproxy.test import tflow
+from support.memory import GROWTH_LIMIT, peak_rss
 from support.proxy import ProxyProcess
 from support.upstream import ConnectTunnel, Upstream, random_chunks
 
@@ -37,28 +35,6 @@ CHUNKED_SIZE = 3 * LARGE_BODY  # large, sent without a length
 SMALL_SIZE = 1024 * 1024  # chunked, but small: keyed as any small body always was
 MISS_SIZE = 2 * LARGE_BODY
 OCTETS = "application/octet-stream"
-#: What the proxy may grow by while the body passes: well under the body's size.
-GROWTH_LIMIT = 96 * 1024 * 1024
-
-
-@contextmanager
-def peak_rss(pid: int) -> Iterator[list[int]]:
-    """Sample a process's resident memory every 20 ms; yields [baseline, peak]."""
-    process = psutil.Process(pid)
-    sample = [process.memory_info().rss] * 2
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.02):
-            sample[1] = max(sample[1], process.memory_info().rss)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        yield sample
-    finally:
-        done.set()
-        watcher.join(5)
 
 
 def digest_of(size: int, seed: int) -> str:
