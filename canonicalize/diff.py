@@ -160,7 +160,7 @@ def _walk(path: str, live: _Side, recorded: _Side, found: list[Difference]) -> N
             recorded_item = recorded[index] if index < len(recorded) else _ABSENT
             _walk(f"{path}[{index}]", live_item, recorded_item, found)
     else:
-        found.append(Difference(path, _abridge(live), _abridge(recorded)))
+        found.append(Difference(path, *_abridge_pair(live, recorded)))
 
 
 def _describe_body(kind: _Side, body: _Side) -> str:
@@ -179,6 +179,34 @@ def _abridge_values(values: list[JsonValue]) -> str:
     if not values:
         return _abridge(_ABSENT)
     return _abridge(values[0] if len(values) == 1 else values)
+
+
+def _abridge_pair(live: _Side, recorded: _Side) -> tuple[str, str]:
+    """Two long strings that differ (a prompt with a new last line) are shown around their
+    first difference, not from their start, where they are the same."""
+    if not (isinstance(live, str) and isinstance(recorded, str)):
+        return _abridge(live), _abridge(recorded)
+    texts = encode_json(live), encode_json(recorded)
+    if max(len(t) for t in texts) <= _MAX_SHOWN:
+        return texts
+    first = next(
+        (i for i, (a, b) in enumerate(zip(*texts, strict=False)) if a != b),
+        min(len(t) for t in texts),
+    )
+    return _around(texts[0], first), _around(texts[1], first)
+
+
+def _around(text: str, at: int) -> str:
+    if len(text) <= _MAX_SHOWN:
+        return text
+    suffix = f" ({len(text)} chars)"
+    budget = _MAX_SHOWN - len(suffix) - 1  # room for the text and one ellipsis
+    if at - budget // 3 <= 0:
+        return f"{text[:budget]}…{suffix}"
+    if at - budget // 3 + budget >= len(text):
+        return f"…{text[-budget:]}{suffix}"
+    start = at - (budget - 1) // 3
+    return f"…{text[start : start + budget - 1]}…{suffix}"
 
 
 def _abridge(value: _Side) -> str:

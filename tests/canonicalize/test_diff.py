@@ -185,3 +185,13 @@ def test_nearest_ranks_by_the_full_count_not_the_capped_report() -> None:
     ranked = nearest(live, [("many", many), ("fewer", fewer)])
     assert [name for name, _ in ranked] == ["fewer", "many"]
     assert ranked[0][1][-1] == Difference("…", "10 more", "")
+
+
+def test_long_prompts_are_shown_around_where_they_differ() -> None:
+    shared = "You are a careful assistant. " * 20
+    [found] = differences(
+        form_of(chat(shared + "Answer in French.")), form_of(chat(shared + "Answer in German."))
+    )
+    assert found.path == "$.messages[0].content"
+    assert "French" in found.live and "German" in found.recorded
+    assert found.live.startswith("…") and len(found.live) <= 80 and len(found.recorded) <= 80
