@@ -5,18 +5,15 @@ import gc
 import logging
 import os
 import random
-import sqlite3
 import sys
 import tempfile
 import threading
 import tracemalloc
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import blake3
-import psycopg
 import pytest
 import sqlalchemy
 from sqlalchemy import (
@@ -32,6 +29,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from support.database import run_sql, writes_blocked
 
 from storage import (
     BlobRef,
@@ -144,19 +142,6 @@ def submit(store: Store, key: str, *, cassette: str = "c", **bodies: Any) -> New
     exchange = download(store.reserve(cassette, key), key, cassette=cassette, **bodies)
     store.submit(exchange)
     return exchange
-
-
-def run_sql(url: str, statement: str, **params: Any) -> list[Any]:
-    """Execute raw SQL behind the store's back (foreign keys not enforced)."""
-    engine = sqlalchemy.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-            result = conn.execute(sqlalchemy.text(statement), params)
-            return list(result) if result.returns_rows else []
-    finally:
-        engine.dispose()
 
 
 def spool_files(directory: Path) -> list[str]:
@@ -659,25 +644,6 @@ def test_a_migration_to_version_3_cut_short_runs_again(store_url: str) -> None:
         found = store.lookup("c", "k0", 0)
         assert found is not None and found.canonical == b"GET /download k0"
         assert store.verify("c").ok
-
-
-@contextmanager
-def writes_blocked(url: str) -> Iterator[None]:
-    """Hold the database's write lock, so the store's writer waits until the block ends."""
-    if url.startswith("sqlite"):
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            conn.rollback()
-            conn.close()
-    else:
-        conninfo = url.replace("postgresql+psycopg", "postgresql")
-        with psycopg.connect(conninfo, connect_timeout=3) as pg:
-            pg.execute("LOCK TABLE blobs, blob_parts, exchanges IN EXCLUSIVE MODE")
-            yield
-            pg.rollback()
 
 
 def test_streaming_in_never_waits_for_the_database(store: Store, store_url: str) -> None:

@@ -6,19 +6,17 @@ import gc
 import itertools
 import logging
 import os
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-import sqlalchemy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.database import run_sql, writes_blocked
 
 from storage import (
     CassetteNotFound,
@@ -99,41 +97,6 @@ def assert_same(got: Exchange | None, sent: NewExchange) -> None:
             assert getattr(got, field.name) == getattr(sent, field.name), field.name
     assert (got.seq, got.occurrence) == (sent.slot.seq, sent.slot.occurrence)
     assert len(got.chain) == 64
-
-
-def run_sql(url: str, *statements: str, **params: Any) -> list[Any]:
-    """Execute raw SQL behind the store's back (foreign keys not enforced); the last
-    statement's rows, if it returns any."""
-    engine = sqlalchemy.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-            result = None
-            for statement in statements:
-                result = conn.execute(sqlalchemy.text(statement), params)
-            return list(result) if result is not None and result.returns_rows else []
-    finally:
-        engine.dispose()
-
-
-@contextmanager
-def writes_blocked(url: str) -> Iterator[None]:
-    """Hold the database's write lock, so the store's writer waits until the block ends."""
-    if url.startswith("sqlite"):
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            conn.rollback()
-            conn.close()
-    else:
-        conninfo = url.replace("postgresql+psycopg", "postgresql")
-        with psycopg.connect(conninfo, connect_timeout=3) as pg:
-            pg.execute("LOCK TABLE cassettes, exchanges IN EXCLUSIVE MODE")
-            yield
-            pg.rollback()
 
 
 def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:

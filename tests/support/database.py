@@ -1,0 +1,46 @@
+"""Reaching a store's database behind its back, to tamper with it or hold it still."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import sqlalchemy
+
+
+def run_sql(url: str, *statements: str, **params: Any) -> list[Any]:
+    """Execute raw SQL behind the store's back (foreign keys not enforced); the last
+    statement's rows, if it returns any."""
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            result = None
+            for statement in statements:
+                result = conn.execute(sqlalchemy.text(statement), params)
+            return list(result) if result is not None and result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def writes_blocked(url: str) -> Iterator[None]:
+    """Hold the database's write lock, so the store's writer waits until the block ends."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+    else:
+        conninfo = url.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(conninfo, connect_timeout=3) as pg:
+            pg.execute("LOCK TABLE cassettes, blobs, blob_parts, exchanges IN EXCLUSIVE MODE")
+            yield
+            pg.rollback()
