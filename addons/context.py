@@ -38,7 +38,8 @@ class RequestContext:
         self._state = state
         self._redactor = redactor
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """Runs before any body arrives: a streamed request's headers go upstream right after."""
         headers = flow.request.headers
         secrets = self._redactor.secret_values(headers.fields, flow.request.path)
         cassette = self._state.cassette

@@ -25,9 +25,8 @@ from addons._flows import (
     recorded_response,
     request_body,
 )
-from addons.context import RequestContext
 from addons.state import Mode, RuntimeState
-from addons.uploads import LARGE_BODY, RequestBody, begin_upload, restore_info, upload_canonical
+from addons.uploads import LARGE_BODY, RequestBody, begin_upload, upload_canonical, upload_of
 from canonicalize import SCHEME_VERSION, KeyConfig
 from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store, StoreError
 from storage.redaction import Redactor
@@ -114,8 +113,6 @@ class Record:
         self._key_config = key_config
         self._redactor = redactor
         self._inflight: dict[str, _Recording] = {}
-        # reads freezeframe's headers of a streamed request before they could go upstream
-        self._context = RequestContext(state, redactor)
         self._stopped = False
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -126,7 +123,7 @@ class Record:
         is still streaming can take an earlier position in the cassette than the upload.
         Replay claims occurrences at the same point (addons.replay), so the two agree.
         """
-        upload = begin_upload(flow, self._context.request)
+        upload = begin_upload(flow)
         if upload is None or upload.routed or upload.info is None or flow.response is not None:
             return
         mode = self._state.mode
@@ -187,7 +184,7 @@ class Record:
         recording.slot = self._store.reserve(info.cassette, canonical.key)
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if restore_info(flow) is not None:
+        if upload_of(flow) is not None:
             return  # its body streamed: keyed and reserved by the tee (or replayed)
         if self._stopped or flow.response is not None:
             return

@@ -19,11 +19,10 @@ from mitmproxy import http
 
 from addons import answers
 from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
-from addons.context import RequestContext
 from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
 from addons.rewrites import instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
-from addons.uploads import RequestBody, begin_upload, restore_info, upload_canonical, upload_of
+from addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from canonicalize import Canonical, KeyConfig, nearest
 from storage import Chunk, Exchange, Outcome, RecordedResponse, Store, StoreError
 from storage.redaction import Redactor
@@ -50,8 +49,6 @@ class Replay:
         self._key_config = key_config
         self._redactor = redactor
         self._reenactor = reenactor
-        # reads freezeframe's headers of a streamed request before they could go upstream
-        self._context = RequestContext(state, redactor)
         self._stopped = False
 
     def done(self) -> None:
@@ -65,7 +62,7 @@ class Replay:
         Its replay position is claimed when its body has ended, as record reserves its
         slot then (addons.record), so identical uploads replay in the order they ended.
         """
-        upload = begin_upload(flow, self._context.request)
+        upload = begin_upload(flow)
         if upload is None or upload.routed:
             return
         if upload.info is None:  # refused (a bad cassette name): drain the body, then say so
@@ -104,7 +101,7 @@ class Replay:
         return answer
 
     def request(self, flow: http.HTTPFlow) -> None:
-        if restore_info(flow) is not None:
+        if upload_of(flow) is not None:
             return  # its body streamed: answered by the re-enactor, or forwarded (record)
         mode = self._state.mode
         if flow.response is not None or mode not in (Mode.REPLAY, Mode.AUTO):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from blake3 import blake3
 from mitmproxy import http
 
-from addons._flows import METADATA_KEY, FlowInfo, canonical_of, info_of, request_view
+from addons._flows import FlowInfo, canonical_of, info_of, request_view
 from canonicalize import Canonical, KeyConfig, Stripped, canonicalize
 from canonicalize.jsonbody import JsonValue, encode_json, short_digest
 from canonicalize.key import form_key
@@ -91,33 +91,20 @@ def body_streams(request: http.Request) -> tuple[bool, bool]:
     return length > LARGE_BODY, length > LARGE_BODY
 
 
-def begin_upload(
-    flow: http.HTTPFlow, read_context: Callable[[http.HTTPFlow], None]
-) -> Upload | None:
-    """Mark a request whose body must stream, reading freezeframe's own headers now.
+def begin_upload(flow: http.HTTPFlow) -> Upload | None:
+    """Mark a request whose body must stream; None for other requests. Idempotent.
 
-    ``read_context`` is the context addon's ``request`` hook: it must run before the
-    headers go upstream, which for a streamed request is right after this hook. It runs
-    again at the ``request`` hook (when the body has ended), on headers already stripped;
-    ``restore_info`` puts back what it found here. Idempotent; None for other requests.
+    The context addon has already read freezeframe's own headers (in ``requestheaders``,
+    before they could go upstream); its ``FlowInfo`` is None when it refused the request.
     """
     upload = upload_of(flow)
     if upload is not None:
         return upload
     streams, large = body_streams(flow.request)
-    if not streams or flow.response is not None:
+    if not streams:
         return None
-    read_context(flow)
     upload = Upload(info_of(flow), large)
     flow.metadata[UPLOAD_KEY] = upload
-    return upload
-
-
-def restore_info(flow: http.HTTPFlow) -> Upload | None:
-    """For a streamed request, undo the context addon's second run; None for others."""
-    upload = upload_of(flow)
-    if upload is not None and upload.info is not None:
-        flow.metadata[METADATA_KEY] = upload.info
     return upload
 
 
