@@ -30,12 +30,26 @@ from canonicalize import RequestView, canonicalize
 from proxy import settings as settings_module
 from proxy.command import run_command
 from proxy.keys import key_config, rules_path
+from proxy.rekey import rekey as rekey_cassette
 from proxy.serve import StartupError, serve
 from proxy.trust import client_bundle, ensure_ca
 from proxy.wiring import SHELLS, client_environment, render
-from storage import BlobRef, Exchange, Store, StoreError, open_store
+from storage import (
+    BlobRef,
+    Exchange,
+    ExchangeFilter,
+    ExchangeSummary,
+    Message,
+    Outcome,
+    Store,
+    StoreError,
+    open_store,
+)
 from storage.names import InvalidCassetteName, validate_cassette_name
 from storage.redaction import Redactor, load_or_create_key
+
+PIPED_WIDTH = 200
+"""Columns of a table printed to a pipe or file, where no terminal says how wide to be."""
 
 
 class FreezeframeGroup(click.Group):
@@ -189,6 +203,12 @@ _RUN_OPTIONS = [
         metavar="REGEX",
         type=_Separated("\n"),
     ),
+    _setting(
+        "--annotate",
+        "Add X-Freezeframe-Hit/-Drift/-Rewrite/-Miss/-Recorded headers to answers.",
+        is_flag=True,
+        default=False,
+    ),
 ]
 
 
@@ -289,20 +309,67 @@ def _configure_logging(debug: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--run-id``, ``--model`` and ``--status``, which narrow ``ls`` and ``show``."""
+    f = click.option(
+        "--status",
+        metavar="STATUS",
+        help="Only exchanges with this HTTP status (429) or outcome (truncated, failed, ...).",
+    )(f)
+    f = click.option(
+        "--model", metavar="MODEL", help="Only exchanges that asked for or were answered by MODEL."
+    )(f)
+    return click.option(
+        "--run-id", metavar="ID", help="Only exchanges sent with X-Freezeframe-Run-Id: ID."
+    )(f)
+
+
+def _filter(run_id: str | None, model: str | None, status: str | None) -> ExchangeFilter | None:
+    if run_id is None and model is None and status is None:
+        return None
+    wanted: int | str | None = status
+    if status is not None:
+        status = status.strip().lower()
+        outcomes = [o.value for o in Outcome]
+        if status.isdigit() and 100 <= int(status) <= 999:
+            wanted = int(status)
+        elif status in outcomes:
+            wanted = status
+        else:
+            raise ValueError(
+                f"--status {status!r}: use an HTTP status such as 429 "
+                f"or an outcome: {', '.join(outcomes)}"
+            )
+    return ExchangeFilter(run_id=run_id, model=model, status=wanted)
+
+
 @main.command(name="ls")
 @_store_options
+@_filter_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
-def ls(data_dir: str, store: str | None, as_json: bool) -> None:
+def ls(
+    data_dir: str,
+    store: str | None,
+    run_id: str | None,
+    model: str | None,
+    status: str | None,
+    as_json: bool,
+) -> None:
     """List cassettes: name, exchanges, first and last time, size stored.
+
+    With a filter, only cassettes holding a matching exchange are listed, and
+    "exchanges" counts the matching ones.
 
     \b
     Example:
         freezeframe ls --json
+        freezeframe ls --run-id ci-4411 --status 429
     """
+    where = _filter(run_id, model, status)
     opened = _open(data_dir, store)
     try:
-        rows = opened.cassettes()
+        rows = opened.cassettes(where)
     finally:
         opened.close()
     if as_json:
@@ -317,7 +384,7 @@ def ls(data_dir: str, store: str | None, as_json: bool) -> None:
             _time(row.last_at),
             _size(row.stored_bytes),
         )
-    Console().print(table)
+    _console().print(table)
 
 
 def _size(n: int) -> str:
@@ -333,21 +400,38 @@ def _size(n: int) -> str:
 @click.argument("cassette")
 @click.argument("seq", type=int, required=False)
 @_store_options
+@_filter_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
-def show(cassette: str, seq: int | None, data_dir: str, store: str | None, as_json: bool) -> None:
+def show(
+    cassette: str,
+    seq: int | None,
+    data_dir: str,
+    store: str | None,
+    run_id: str | None,
+    model: str | None,
+    status: str | None,
+    as_json: bool,
+) -> None:
     """The exchanges of a cassette in recorded order, or one exchange whole.
+
+    The list shows each exchange's model and how many replays found its request
+    drifted; one exchange shows its metadata, its drift and its rewrites in full.
 
     \b
     Example:
         freezeframe show bug-8821
+        freezeframe show bug-8821 --model gpt-4o --status 429
         freezeframe show bug-8821 3 --json
     """
     validate_cassette_name(cassette)
+    where = _filter(run_id, model, status)
+    if where is not None and seq is not None:
+        raise ValueError("--run-id, --model and --status filter the list; drop them with SEQ")
     opened = _open(data_dir, store)
     try:
         if seq is None:
-            rows = opened.exchanges(cassette)
+            rows = opened.exchanges(cassette, where)
         else:
             exchange = opened.exchange(cassette, seq)
     finally:
@@ -362,10 +446,22 @@ def show(cassette: str, seq: int | None, data_dir: str, store: str | None, as_js
     if as_json:
         _emit_json([asdict(row) for row in rows])
         return
+    _print_exchanges(rows)
+
+
+def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
+    """The list of ``show``; the model and drift columns appear when some row has them."""
+    models = [str(r.facts.get("answered_model") or r.facts.get("model") or "-") for r in rows]
+    with_model = any(model != "-" for model in models)
+    with_drift = any(row.drifted for row in rows)
     table = Table("seq", "started", "method", "status", "outcome", "ms", "bytes")
+    if with_model:
+        table.add_column("model", overflow="fold")
+    if with_drift:
+        table.add_column("drift", justify="right")
     table.add_column("url", overflow="fold")
-    for row in rows:
-        table.add_row(
+    for row, model in zip(rows, models, strict=True):
+        cells = [
             str(row.seq),
             _time(row.started_at),
             row.method,
@@ -373,9 +469,19 @@ def show(cassette: str, seq: int | None, data_dir: str, store: str | None, as_js
             row.outcome.value,
             f"{row.duration * 1000:.0f}" if row.duration is not None else "-",
             str(row.response_bytes),
-            row.url,
-        )
-    Console().print(table)
+        ]
+        cells += [model] if with_model else []
+        cells += [str(row.drifted) if row.drifted else "-"] if with_drift else []
+        table.add_row(*cells, row.url)
+    _console().print(table)
+
+
+def _console() -> Console:
+    """A terminal's own width; piped output as wide as a table needs, never cut to 80."""
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, PIPED_WIDTH)
+    return console
 
 
 def _headers(fields: Sequence[tuple[bytes, bytes]]) -> list[list[str]]:
@@ -428,8 +534,24 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
         },
         "rewrites": [asdict(r) for r in _rewrites(exchange)],
+        "metadata": dict(exchange.facts),
+        "stripped": None if exchange.stripped is None else dict(exchange.stripped),
+        "drift": [
+            {"at": d.at, "paths": list(d.paths), "context": dict(d.context)} for d in exchange.drift
+        ],
+        "messages": None if exchange.messages is None else [_message(m) for m in exchange.messages],
         "chain": exchange.chain,
     }
+
+
+def _message(message: Message) -> dict[str, Any]:
+    """One WebSocket message: who sent it, when, and its payload as text or base64."""
+    document: dict[str, Any] = {
+        "from": "client" if message.from_client else "server",
+        "type": "text" if message.text else "binary",
+        "at": round(message.at, 6),
+    }
+    return document | _body(message.data)
 
 
 def _rewrites(exchange: Exchange) -> list[Rewrite]:
@@ -454,10 +576,17 @@ def _print_exchange(document: dict[str, Any]) -> None:
         console.print(f"[red]{document['error']}[/]", highlight=False)
     for name, value in document["context"].items():
         console.print(f"  {name}: {value}", highlight=False)
+    for name, value in document["metadata"].items():
+        console.print(f"  {name}: {value}", highlight=False, markup=False)
     for rewrite in document["rewrites"]:
         console.print(
             f"  rewritten on replay ({rewrite['when']}): {rewrite['header']}: "
             f"{rewrite['recorded']} -> {rewrite['replayed']}",
+            highlight=False,
+        )
+    for drift in document["drift"]:
+        console.print(
+            f"  [yellow]drifted[/] on replay at {_time(drift['at'])}: {', '.join(drift['paths'])}",
             highlight=False,
         )
     for title, message in (("request", request), ("response", response)):
@@ -472,6 +601,15 @@ def _print_exchange(document: dict[str, Any]) -> None:
         console.print(
             body.get("text", f"<{body['bytes']} bytes, not text>"), markup=False, highlight=False
         )
+    if document["messages"] is not None:
+        console.print(f"\n[bold]websocket[/] {len(document['messages'])} messages")
+        for message in document["messages"]:
+            payload = message.get("text", f"<{message['bytes']} bytes, binary>")
+            console.print(
+                f"  {message['at']:9.3f}s {message['from']:>6}: {payload}",
+                markup=False,
+                highlight=False,
+            )
 
 
 @main.command()
@@ -624,6 +762,66 @@ def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> No
         click.echo(f"{cassette}: BROKEN at #{report.first_break}: {report.detail}", err=True)
     if not report.ok:
         sys.exit(1)
+
+
+@main.command()
+@click.argument("cassette")
+@_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
+)
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def rekey(
+    cassette: str,
+    data_dir: str,
+    store: str | None,
+    rules: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Recompute every key under the current rules; report collisions and splits.
+
+    A collision is recordings that had different keys and now share one (replay serves
+    them in recorded order); a split is recordings that shared a key and now differ. The
+    chain is checked first and re-computed after. Stop any proxy recording into the
+    cassette first: it counts occurrences in memory.
+
+    \b
+    Example:
+        freezeframe rekey bug-8821 --rules rules.toml --dry-run
+    """
+    validate_cassette_name(cassette)
+    config = key_config(rules_path(rules, Path(data_dir).expanduser()))
+    opened = _open(data_dir, store)
+    try:
+        report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    console = Console()
+    verb = "would change" if dry_run else "changed"
+    console.print(
+        f"{cassette}: {report.checked} exchanges re-keyed, {len(report.changed)} {verb}, "
+        f"{len(report.collisions)} collisions, {len(report.splits)} splits",
+        highlight=False,
+    )
+    for title, groups, other in (
+        ("collision", report.collisions, "had keys"),
+        ("split", report.splits, "now keys"),
+    ):
+        for group in groups:
+            seqs = ", ".join(f"#{seq}" for seq in group.seqs)
+            keys = ", ".join(key[:16] for key in group.other_keys)
+            console.print(
+                f"  [yellow]{title}[/] {group.key[:16]}: {seqs} ({other} {keys})", highlight=False
+            )
+    if report.kept:
+        kept = ", ".join(f"#{seq}" for seq in report.kept)
+        console.print(f"  kept (request body too large to re-key here): {kept}", highlight=False)
 
 
 if __name__ == "__main__":

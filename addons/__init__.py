@@ -23,7 +23,7 @@ __all__ = ["Mode", "RuntimeState", "default_addons"]
 def default_addons(
     store: Store, state: RuntimeState, redactor: Redactor, key_config: KeyConfig
 ) -> list[object]:
-    reenactor = Reenactor(store)
+    reenactor = Reenactor(store, redactor)
     return [
         PreferHttp2(),
         RequestContext(state, redactor),

@@ -34,6 +34,7 @@ class FlowInfo:
     request_headers: tuple[Header, ...]  # as forwarded, secrets redacted
     secrets: tuple[bytes, ...]  # the raw secrets this request carries, to scrub from its answer
     canonical: Canonical | None = None
+    view: RequestView | None = None  # what ``canonical`` was computed from, when held whole
     served: Exchange | None = None  # set when replay answered this flow
     notes: list[str] = field(default_factory=list)
 
@@ -57,7 +58,8 @@ def canonical_of(
         decoded = flow.request.get_content(strict=False) or b""
         body = redactor.body(decoded, info.secrets)
         content_type = flow.request.headers.get("content-type", "")
-        info.canonical = canonicalize(request_view(flow, info, body, content_type), config)
+        info.view = request_view(flow, info, body, content_type)
+        info.canonical = canonicalize(info.view, config)
     return info.canonical
 
 
@@ -95,16 +97,20 @@ def recorded_response(
     body_ref: BlobRef | None,
     chunks: tuple[tuple[int, float], ...],
     redactor: Redactor,
+    headers: tuple[Header, ...] | None = None,
 ) -> RecordedResponse:
-    """The response as it will be stored; ``body`` is already redacted."""
+    """The response as it will be stored; ``body`` is already redacted, and ``headers``
+    are the upstream's when they differ from those the client was sent."""
     response = flow.response
     assert response is not None
+    if headers is None:
+        headers = response.headers.fields
     started = flow.request.timestamp_start
     return RecordedResponse(
         status=response.status_code,
         reason=response.reason,
         http_version=response.http_version,
-        headers=redactor.headers(response.headers.fields, info.secrets),
+        headers=redactor.headers(headers, info.secrets),
         body=body,
         body_ref=body_ref,
         chunks=tuple(Chunk(offset=offset, at=at) for offset, at in chunks),

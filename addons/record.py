@@ -12,11 +12,14 @@ writer thread; the request path only builds a record and enqueues it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 
 from mitmproxy import http
 
+from addons import annotate, websocket
 from addons._flows import (
     FlowInfo,
     canonical_of,
@@ -24,11 +27,25 @@ from addons._flows import (
     info_of,
     recorded_response,
     request_body,
+    request_view,
 )
+from addons.encoded import scrub_encoded
+from addons.facts import recorded_facts
 from addons.state import Mode, RuntimeState
 from addons.uploads import LARGE_BODY, RequestBody, begin_upload, upload_canonical, upload_of
-from canonicalize import SCHEME_VERSION, KeyConfig
-from storage import BlobRef, BlobWriter, NewExchange, Outcome, Slot, Store, StoreError
+from canonicalize import SCHEME_VERSION, KeyConfig, RequestView
+from canonicalize.drift import digests
+from storage import (
+    BlobRef,
+    BlobWriter,
+    Chunk,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    Slot,
+    Store,
+    StoreError,
+)
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
@@ -57,6 +74,7 @@ class _Recording:
         "spill",
         "store",
         "redactor",
+        "upstream_headers",
     )
 
     def __init__(
@@ -79,6 +97,8 @@ class _Recording:
         self.chunks: list[tuple[int, float]] = []
         self.started = flow.request.timestamp_start
         self.spill: BlobWriter | None = None
+        # The response's headers as the upstream sent them, before any annotation.
+        self.upstream_headers: tuple[tuple[bytes, bytes], ...] | None = None
 
     def tee(self, data: bytes) -> bytes:
         if data:
@@ -208,10 +228,16 @@ class Record:
         recording = self._inflight.get(flow.id)
         if recording is not None:
             flow.response.stream = recording.tee
+            recording.upstream_headers = flow.response.headers.fields
+            if self._state.annotate and recording.slot is not None:
+                headers = annotate.recorded(recording.info.cassette, recording.slot.seq)
+                flow.response.headers.fields += headers
         elif flow.response.stream is False:
             flow.response.stream = True  # passthrough streams too; nothing to keep
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if flow.websocket is not None:
+            return  # a WebSocket is submitted with its messages when it ends
         recording = self._inflight.pop(flow.id, None)
         if recording is not None:
             self._submit(recording, Outcome.COMPLETE, None)
@@ -224,11 +250,39 @@ class Record:
         outcome = Outcome.FAILED if flow.response is None else Outcome.TRUNCATED
         self._submit(recording, outcome, message)
 
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        recording = self._inflight.pop(flow.id, None)
+        if recording is not None:
+            self._submit(recording, *websocket.ending(flow))
+
     def done(self) -> None:
         self._stopped = True
         for recording in list(self._inflight.values()):
             self._submit(recording, Outcome.INCOMPLETE, STOPPED)
         self._inflight.clear()
+
+    @staticmethod
+    def _view(flow: http.HTTPFlow, info: FlowInfo) -> RequestView:
+        """The request the key was computed from; a streamed body is not held, so for
+        one the facts come from its headers alone."""
+        if info.view is not None:
+            return info.view
+        return request_view(flow, info, b"", flow.request.headers.get("content-type", ""))
+
+    def _scrubbed(self, response: RecordedResponse, secrets: Sequence[bytes]) -> RecordedResponse:
+        """The response, re-encoded if its compressed body hid a secret (addons.encoded).
+
+        Its chunks then collapse into one, at the first chunk's time: the new bytes have
+        no offsets in common with those that arrived.
+        """
+        if response.body_ref is not None:
+            return response
+        found = scrub_encoded(self._redactor, response.body, response.headers, secrets)
+        if found is None:
+            return response
+        body, headers = found
+        chunks = (Chunk(0, response.chunks[0].at),) if response.chunks else ()
+        return dataclasses.replace(response, body=body, headers=headers, chunks=chunks)
 
     def _submit(self, recording: _Recording, outcome: Outcome, error: str | None) -> None:
         flow, info = recording.flow, recording.info
@@ -236,17 +290,30 @@ class Record:
         canonical = info.canonical
         assert canonical is not None and recording.slot is not None
         ended = flow.response.timestamp_end if flow.response else None
+        if flow.websocket is not None:  # it lasted until it closed (addons.websocket)
+            ended = flow.websocket.timestamp_end
         response = None
         if flow.response is not None:
             body, ref = recording.body_and_ref()
             if not recording.chunks and flow.response.raw_content:
                 body = self._redactor.body(flow.response.raw_content, info.secrets)  # not streamed
             response = recorded_response(
-                flow, info, body, ref, tuple(recording.chunks), self._redactor
+                flow,
+                info,
+                body,
+                ref,
+                tuple(recording.chunks),
+                self._redactor,
+                recording.upstream_headers,
             )
+            response = self._scrubbed(response, info.secrets)
         request_body_ref = None
+        request_headers = info.request_headers
         if recording.upload is None:
             request_body_bytes = request_body(flow, self._redactor)
+            found = scrub_encoded(self._redactor, request_body_bytes, request_headers, info.secrets)
+            if found is not None:
+                request_body_bytes, request_headers = found
         elif (small := recording.upload.small) is not None:
             request_body_bytes = self._redactor.body(small, info.secrets)
         else:
@@ -262,7 +329,7 @@ class Record:
             port=flow.request.port,
             path=info.target,
             http_version=flow.request.http_version,
-            request_headers=info.request_headers,
+            request_headers=request_headers,
             request_body=request_body_bytes,
             request_body_ref=request_body_ref,
             started_at=recording.started,
@@ -272,6 +339,9 @@ class Record:
             error=self._redactor.text(error) if error else None,
             context=info.context,
             slot=recording.slot,
+            stripped=digests(canonical.stripped),
+            facts=recorded_facts(info, self._view(flow, info), response),
+            messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
         self._store.submit(exchange)
         if outcome is not Outcome.COMPLETE:

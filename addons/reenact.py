@@ -15,6 +15,9 @@ It is also where replay sends a request whose body is too large to hold (see
 before its body arrives, so mitmproxy streams the body to this server, which reads it
 piece by piece into a ``RequestBody`` (hashing it, never holding it) and only then asks
 replay what to answer.
+
+A WebSocket is re-enacted here too: the recorded ``101`` answers the upgrade, and then
+``addons.wsreenact`` plays the upstream's side of the recorded conversation.
 """
 
 from __future__ import annotations
@@ -33,8 +36,12 @@ from mitmproxy.connection import Server
 from mitmproxy.net.http.http1 import assemble_response
 
 from addons import answers
+from addons._flows import info_of
 from addons.uploads import RequestBody
+from addons.websocket import handshake_headers, is_websocket
+from addons.wsreenact import Conversation
 from storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
+from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.reenact")
 
@@ -54,6 +61,14 @@ def is_stream(response: RecordedResponse) -> bool:
         if lowered == b"content-type" and value.lower().startswith(b"text/event-stream"):
             return True
     return False
+
+
+def _unframed(response: RecordedResponse, headers: Sequence[Header]) -> bool:
+    """Whether an answer recorded over HTTP/2 or HTTP/3 says nothing of where its body ends
+    (no content-length, no chunked transfer coding): those versions frame it themselves."""
+    if response.http_version.upper().startswith("HTTP/1"):
+        return False
+    return not any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +97,10 @@ class _Upload:
 class Reenactor:
     """A mitmproxy addon that owns the loopback server for the lifetime of the proxy."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, redactor: Redactor) -> None:
         self._store = store
-        self._staged: dict[str, Staged | _Upload] = {}
+        self._redactor = redactor
+        self._staged: dict[str, Staged | _Upload | Conversation] = {}
         self._server: asyncio.Server | None = None
         self._port = 0
 
@@ -107,7 +123,22 @@ class Reenactor:
     ) -> None:
         """Send this flow to the loopback server, which will answer with ``response`` (the
         recording as served) under ``headers``, its delays multiplied by ``pace``, and end
-        the connection the way ``exchange`` ended."""
+        the connection the way ``exchange`` ended. A WebSocket's answer goes on with its
+        recorded conversation (``addons.wsreenact``)."""
+        if response is not None and is_websocket(response):
+            info = info_of(flow)
+            secrets = info.secrets if info else ()
+            self._stage(
+                flow,
+                Conversation(
+                    exchange,
+                    response,
+                    handshake_headers(headers, flow.request),
+                    pace,
+                    lambda data: self._redactor.body(data, secrets),
+                ),
+            )
+            return
         self._stage(flow, Staged(exchange, response, tuple(headers), pace))
 
     def route_upload(
@@ -119,7 +150,7 @@ class Reenactor:
         self._stage(flow, _Upload(body, answer))
         flow.request.stream = True
 
-    def _stage(self, flow: http.HTTPFlow, staged: Staged | _Upload) -> None:
+    def _stage(self, flow: http.HTTPFlow, staged: Staged | _Upload | Conversation) -> None:
         token = secrets.token_hex(12)
         self._staged[token] = staged
         request = flow.request
@@ -136,6 +167,9 @@ class Reenactor:
             while True:
                 staged = await self._read_request(reader)
                 if staged is None:
+                    return
+                if isinstance(staged, Conversation):
+                    await staged.play(reader, writer)
                     return
                 if isinstance(staged, http.Response):
                     if not await self._write_answer(writer, staged):
@@ -155,7 +189,7 @@ class Reenactor:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> Answer | None:
+    async def _read_request(self, reader: asyncio.StreamReader) -> Answer | Conversation | None:
         """Read one request, its body piece by piece; what to answer it with."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -215,12 +249,19 @@ class Reenactor:
 
         head = [f"HTTP/1.1 {recorded.status} {recorded.reason}".encode("latin-1")]
         head += [name + b": " + value for name, value in staged.headers]
-        await until(recorded.first_byte_at)
-        writer.write(b"\r\n".join(head) + b"\r\n\r\n")
         chunked = any(
             name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
             for name, value in staged.headers
         )
+        if _unframed(recorded, staged.headers):
+            # An HTTP/2 or HTTP/3 answer has no framing headers: its stream ended with
+            # END_STREAM or RST_STREAM. Sent here as is, it would be read until close,
+            # where a reset is a clean end and a complete stream never ends, so it goes
+            # chunked. mitmproxy drops transfer-encoding towards an HTTP/2 client.
+            head.append(b"transfer-encoding: chunked")
+            chunked = True
+        await until(recorded.first_byte_at)
+        writer.write(b"\r\n".join(head) + b"\r\n\r\n")
         async for at, piece in self._pieces(recorded):
             await until(at)
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)

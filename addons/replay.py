@@ -4,9 +4,9 @@ The n-th request with a given key gets the n-th recording of that key, so an age
 that polls a tool three times sees the three answers it saw before. Nothing here ever
 lets a flow reach its upstream in ``replay`` mode: a hit is answered in the request
 hook, a miss gets freezeframe's own error, and a recording that needs a real socket
-(a truncated body) goes to the loopback re-enactor. So does a request whose body is too
-large to hold, before its body arrives: the re-enactor reads it and asks this addon
-what to answer once it has ended.
+(a truncated body, a WebSocket's conversation) goes to the loopback re-enactor. So
+does a request whose body is too large to hold, before its body arrives: the
+re-enactor reads it and asks this addon what to answer once it has ended.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from typing import Any
 
 from mitmproxy import http
 
-from addons import answers
+from addons import annotate, answers
 from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
 from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
-from addons.rewrites import instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
+from addons.rewrites import JSONRPC_ID, instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
 from addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
+from addons.websocket import is_websocket
 from canonicalize import Canonical, KeyConfig, nearest
+from canonicalize.drift import drifted
 from storage import Chunk, Exchange, Outcome, RecordedResponse, Store, StoreError
 from storage.redaction import Redactor
 
@@ -158,18 +160,23 @@ class Replay:
             return None
         info.served = exchange
         log.debug("hit %s #%d for %s", info.cassette, exchange.seq, display_url(flow, info))
+        drift = self._drift(flow, info, canonical, exchange)
         recorded = exchange.response
         if recorded is None:
             if exchange.error == CLIENT_GAVE_UP:
                 # No answer ever came and the client stopped waiting: be as silent again.
                 return Staged(exchange, None, (), self._state.pace)
-            return answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
+            failure = answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
+            if self._state.annotate:
+                failure.headers.fields += annotate.hit(info.cassette, exchange.seq, drift)
+            return failure
         pace = self._state.pace
-        recorded = self._answer_as(flow, exchange, recorded)
+        recorded, rewritten = self._answer_as(flow, exchange, recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
             headers, rewrites = instant_rewrites(headers)
             for rewrite in rewrites:
+                rewritten.append(rewrite.header)
                 log.debug(
                     "#%d: %s %s -> %s at instant pace",
                     exchange.seq,
@@ -177,30 +184,60 @@ class Replay:
                     rewrite.recorded,
                     rewrite.replayed,
                 )
+        if self._state.annotate:
+            headers = (*headers, *annotate.hit(info.cassette, exchange.seq, drift, rewritten))
         return Staged(exchange, recorded, tuple(headers), pace)
+
+    def _drift(
+        self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical, exchange: Exchange
+    ) -> tuple[str, ...]:
+        """The stripped parts in which this hit's request differs from the recording's.
+
+        The answer is served all the same (the key says it is the same situation), but the
+        difference is logged and noted on the exchange, where ``show`` lists it. Recordings
+        made before freezeframe kept stripped digests have nothing to compare with until
+        ``freezeframe rekey`` computes them.
+        """
+        if exchange.stripped is None:
+            return ()
+        paths = drifted(canonical.stripped, exchange.stripped)
+        if paths:
+            log.warning(
+                "%s %s: replayed %s#%d, but the request drifted from the recording in %s",
+                flow.request.method,
+                display_url(flow, info),
+                info.cassette,
+                exchange.seq,
+                ", ".join(paths),
+            )
+            self._store.note_drift(info.cassette, exchange.seq, paths, info.context)
+        return paths
 
     @staticmethod
     def _direct(staged: Staged) -> bool:
         """Whether the recording can be served as a finished response (no re-enactment)."""
-        if staged.response is None:
-            return False
+        if staged.response is None or is_websocket(staged.response):
+            return False  # a WebSocket's conversation is re-enacted (addons.wsreenact)
         in_memory = staged.response.body_ref is None
         paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
         return staged.exchange.outcome is Outcome.COMPLETE and in_memory and not paced
 
     def _answer_as(
         self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse
-    ) -> RecordedResponse:
-        """A JSON-RPC answer must carry the live request's id (MCP clients match on it)."""
+    ) -> tuple[RecordedResponse, list[str]]:
+        """A JSON-RPC answer must carry the live request's id (MCP clients match on it).
+
+        Returns the response to serve and the names of what was rewritten in it.
+        """
         live = jsonrpc_id(flow.request.get_content(strict=False) or b"")
         original = jsonrpc_id(exchange.request_body)
         if live is None or original is None or live == original or recorded.body_ref:
-            return recorded
+            return recorded, []
         if any(name.lower() == b"content-encoding" for name, _ in recorded.headers):
-            return recorded
+            return recorded, []
         body, edits = rewrite_jsonrpc_id(recorded.body, original, live)
         if not edits:
-            return recorded
+            return recorded, []
         chunks = tuple(
             Chunk(c.offset + sum(d for at, d in edits if at < c.offset), c.at)
             for c in recorded.chunks
@@ -209,7 +246,8 @@ class Replay:
             (name, str(len(body)).encode()) if name.lower() == b"content-length" else (name, value)
             for name, value in recorded.headers
         )
-        return dataclasses.replace(recorded, body=body, chunks=chunks, headers=headers)
+        served = dataclasses.replace(recorded, body=body, chunks=chunks, headers=headers)
+        return served, [JSONRPC_ID]
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         if flow.response is None:
@@ -227,8 +265,11 @@ class Replay:
         if not self._store.has_cassette(cassette):
             message = f"freezeframe: replay miss: cassette {cassette!r} does not exist"
             log.warning("%s: %s", request, message)
-            return answers.error(
-                answers.MISS_STATUS, "freezeframe_unknown_cassette", message, **details
+            return self._annotated_miss(
+                answers.error(
+                    answers.MISS_STATUS, "freezeframe_unknown_cassette", message, **details
+                ),
+                cassette,
             )
         recorded = self._store.count(cassette, canonical.key)
         details["occurrence"] = occurrence + 1
@@ -252,7 +293,15 @@ class Replay:
             else:
                 message += "; the cassette has no recordings to compare with"
         log.warning("%s (key %s)", message, canonical.key[:16])
-        return answers.error(answers.MISS_STATUS, "freezeframe_replay_miss", message, **details)
+        return self._annotated_miss(
+            answers.error(answers.MISS_STATUS, "freezeframe_replay_miss", message, **details),
+            cassette,
+        )
+
+    def _annotated_miss(self, response: http.Response, cassette: str) -> http.Response:
+        if self._state.annotate:
+            response.headers.fields += annotate.miss(cassette)
+        return response
 
     def _nearest(
         self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical

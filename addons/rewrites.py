@@ -49,6 +49,9 @@ def instant_rewrites(headers: Sequence[Header]) -> tuple[tuple[Header, ...], tup
     return tuple(served), tuple(rewrites)
 
 
+#: The name of the JSON-RPC id rewrite in logs and annotations.
+JSONRPC_ID = "jsonrpc-id"
+
 #: A JSON-RPC answer echoes its request's ``id``; replay answers with the live request's.
 JSONRPC_ID_REWRITE = Rewrite(
     header="body: JSON-RPC id",

@@ -58,13 +58,19 @@ def format_pace(pace: float) -> str:
 
 
 class RuntimeState:
-    """Mode, default cassette, replay pace, and the replay position of every (cassette, key)."""
+    """Mode, default cassette, replay pace, and the replay position of every (cassette, key).
 
-    def __init__(self, mode: Mode, cassette: str, pace: float = RECORDED_PACE) -> None:
+    ``annotate`` is fixed for the process: whether answers carry addons.annotate's headers.
+    """
+
+    def __init__(
+        self, mode: Mode, cassette: str, pace: float = RECORDED_PACE, annotate: bool = False
+    ) -> None:
         self._lock = threading.Lock()
         self._mode = mode
         self._cassette = cassette
         self._pace = pace
+        self.annotate = annotate
         self._served: Counter[tuple[str, str]] = Counter()
 
     @property

@@ -6,6 +6,7 @@ in every process and every version with the same SCHEME_VERSION.
 """
 
 from .diff import differences, nearest
+from .facts import FACT_NAMES, FACTS_BODY_LIMIT, FactValue, ResponseView, facts_of
 from .key import SCHEME_VERSION, canonicalize
 from .model import Canonical, Difference, KeyConfig, RequestView, Stripped
 from .rules import Rule, RulesError, RuleSet, Substitution, load_rules, parse_rules
@@ -13,11 +14,15 @@ from .volatile import DEFAULT_VOLATILE_FIELDS
 
 __all__ = [
     "DEFAULT_VOLATILE_FIELDS",
+    "FACTS_BODY_LIMIT",
+    "FACT_NAMES",
     "SCHEME_VERSION",
     "Canonical",
     "Difference",
+    "FactValue",
     "KeyConfig",
     "RequestView",
+    "ResponseView",
     "Rule",
     "RuleSet",
     "RulesError",
@@ -25,6 +30,7 @@ __all__ = [
     "Substitution",
     "canonicalize",
     "differences",
+    "facts_of",
     "load_rules",
     "nearest",
     "parse_rules",

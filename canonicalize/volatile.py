@@ -5,12 +5,8 @@ upstream's answer does not depend on it; stripping anything else would make diff
 share a recording.
 """
 
-DEFAULT_VOLATILE_FIELDS: frozenset[str] = frozenset(
+PER_CALL_FIELDS: frozenset[str] = frozenset(
     {
-        # End-user attribution (OpenAI `user`, Anthropic `metadata.user_id`, free-form tags):
-        # per-session identifiers the provider records for abuse tracking but does not answer.
-        "user",
-        "metadata",
         # Per-request correlation ids minted fresh by SDKs and agent frameworks on every call.
         "request_id",
         "requestId",
@@ -31,6 +27,15 @@ DEFAULT_VOLATILE_FIELDS: frozenset[str] = frozenset(
         "sent_at",
     }
 )
+"""Fields whose value is new on every call by design, so a replay differing in them has not
+drifted (canonicalize.drift) however often it differs."""
+
+DEFAULT_VOLATILE_FIELDS: frozenset[str] = PER_CALL_FIELDS | {
+    # End-user attribution (OpenAI `user`, Anthropic `metadata.user_id`, free-form tags):
+    # per-session identifiers the provider records for abuse tracking but does not answer.
+    "user",
+    "metadata",
+}
 
 DEFAULT_RULE = "default-volatile"
 """Names a field stripped because freezeframe strips it unless told otherwise."""

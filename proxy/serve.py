@@ -125,7 +125,7 @@ async def _run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    state = RuntimeState(settings.mode, settings.cassette, settings.replay_pace)
+    state = RuntimeState(settings.mode, settings.cassette, settings.replay_pace, settings.annotate)
     proxy_master = build_master(settings, store, state, redactor, upstream_trust)
     admin = AdminServer(
         create_app(store, state, settings.ca_path, str(settings.listen)), settings.admin

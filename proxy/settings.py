@@ -149,6 +149,7 @@ class Settings:
     upstream_proxy: UpstreamProxy | None = None
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
+    annotate: bool = False
 
     @property
     def store_url(self) -> str:
@@ -182,6 +183,7 @@ def build(
     upstream_proxy: str | None = None,
     redact_headers: tuple[str, ...] = (),
     redact_patterns: tuple[str, ...] = (),
+    annotate: bool = False,
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
@@ -205,4 +207,5 @@ def build(
         upstream_proxy=UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None,
         redact_headers=tuple(h for h in redact_headers if h),
         redact_patterns=tuple(p for p in redact_patterns if p),
+        annotate=annotate,
     )

@@ -21,7 +21,7 @@ through read_blob(), part by part:
 """
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -30,8 +30,11 @@ from storage.records import (
     Candidate,
     CassetteSummary,
     Exchange,
+    ExchangeFilter,
     ExchangeSummary,
+    KeyChange,
     NewExchange,
+    Rekeyed,
     Slot,
     VerifyReport,
 )
@@ -76,7 +79,7 @@ class Store(ABC):
     count(), lookup() and has_cassette() include exchanges that were submitted but
     not yet written, because the proxy asks them about its own recent requests.
     The listing verbs (cassettes, exchanges, exchange, candidates, verify) show what
-    has been written; call flush() first to include the rest.
+    has been written; call flush() first to include the rest. So do drift notes.
     """
 
     @abstractmethod
@@ -94,7 +97,20 @@ class Store(ABC):
         """Hand over a finished exchange to be written in the background.
 
         Returns at once; the write happens on the store's writer thread. Raises
-        StoreClosed after close().
+        ValueError for a fact with an unknown name or a value of the wrong kind (see
+        storage.records.FACT_KINDS), and StoreClosed after close().
+        """
+
+    @abstractmethod
+    def note_drift(
+        self, cassette: str, seq: int, paths: Sequence[str], context: Mapping[str, str]
+    ) -> None:
+        """Note that a replay served exchange ``seq`` to a request whose stripped parts
+        ``paths`` differed, sent with run context ``context``.
+
+        Returns at once: the note is written on the writer thread, after every exchange
+        submitted before it; one on an exchange the store does not hold is logged and
+        dropped. Notes are not part of the chain. Raises StoreClosed after close().
         """
 
     @abstractmethod
@@ -151,16 +167,27 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def cassettes(self) -> list[CassetteSummary]:
-        """Every cassette in the store, by name."""
+    def cassettes(self, where: ExchangeFilter | None = None) -> list[CassetteSummary]:
+        """Every cassette in the store, by name.
+
+        With a filter, only the cassettes holding an exchange that matches, and each
+        summary's figures (exchanges, first and last times, stored bytes) count the
+        matching exchanges alone.
+        """
 
     @abstractmethod
-    def exchanges(self, cassette: str) -> list[ExchangeSummary]:
-        """The cassette's exchanges in seq order. Raises CassetteNotFound."""
+    def exchanges(
+        self, cassette: str, where: ExchangeFilter | None = None
+    ) -> list[ExchangeSummary]:
+        """The cassette's exchanges in seq order, only those matching ``where`` if given.
+
+        Raises CassetteNotFound (not for a cassette where nothing matches: that is []).
+        """
 
     @abstractmethod
     def exchange(self, cassette: str, seq: int) -> Exchange:
-        """One whole exchange, large bodies as references as in lookup().
+        """One whole exchange with its drift notes, large bodies as references as in
+        lookup().
 
         Raises CassetteNotFound or ExchangeNotFound.
         """
@@ -170,6 +197,26 @@ class Store(ABC):
         """Re-compute the cassette's hash chain and report the first break, if any.
 
         Raises CassetteNotFound.
+        """
+
+    @abstractmethod
+    def rekey(self, cassette: str, keyer: Callable[[Exchange], Rekeyed]) -> list[KeyChange]:
+        """Give every exchange of the cassette the key ``keyer`` computes for it now.
+
+        The chain is verified first: a cassette whose chain is broken is refused with a
+        StoreError naming the first break, since re-chaining would bury the evidence.
+        ``keyer`` is called once per exchange in seq order, with the exchange as
+        exchange() reads it (without its drift); occurrences are then numbered per new
+        key in seq order, so recordings that now share a key are replayed in the order
+        they were recorded. Keys, key schemes, canonical forms and stripped digests are
+        rewritten and the cassette re-chained in one transaction; ids, seqs, bodies,
+        facts and drift notes are kept. An exception from ``keyer`` changes nothing.
+
+        Returns every exchange's change in seq order, new equal to old where nothing
+        moved. Stop whatever writes to the cassette first (proxies, other stores): one
+        that writes meanwhile makes rekey refuse, and writes after it from a store that
+        had written to the cassette before would break the chain. Raises
+        CassetteNotFound.
         """
 
     @abstractmethod

@@ -71,8 +71,15 @@ class Counters:
                 del pending[key, exchange.slot.occurrence]
             if not pending:
                 del self._pending[cassette]
-            if not ok:
-                self._cassettes[cassette].recorded[key] -= 1
+            counts = self._cassettes.get(cassette)
+            if not ok and counts is not None:
+                counts.recorded[key] -= 1
+
+    def forget(self, cassette: str) -> None:
+        """Drop a cassette's counters, to be loaded again when next touched: its keys or
+        occurrences were rewritten in the database (rekey)."""
+        with self._lock:
+            self._cassettes.pop(cassette, None)
 
     def is_pending(self, cassette: str, key: str, occurrence: int) -> bool:
         with self._lock:

@@ -9,13 +9,46 @@ streamed through the store (Store.blob_writer, Store.read_blob).
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 Header = tuple[bytes, bytes]
 """One raw header line: name and value as received, order and duplicates kept."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+FactValue = str | int | float | bool | None | Mapping[str, int] | Mapping[str, str]
+"""One fact's value: text, a number, a flag, token counts (usage) or header values
+(rate_limits), or None when the exchange does not say."""
+
+FACT_KINDS: Mapping[str, str] = {
+    "provider": "text",
+    "api": "text",
+    "model": "text",
+    "answered_model": "text",
+    "temperature": "float",
+    "top_p": "float",
+    "seed": "int",
+    "max_tokens": "int",
+    "stream": "bool",
+    "system_fingerprint": "text",
+    "response_id": "text",
+    "request_id": "text",
+    "usage": "counts",
+    "finish_reason": "text",
+    "rate_limits": "labels",
+    "trace_id": "text",
+    "parent_span_id": "text",
+}
+"""Each fact's kind, which fixes its column: text, float, int, bool, counts
+(Mapping[str, int]) or labels (Mapping[str, str])."""
+
+FACT_NAMES: tuple[str, ...] = tuple(FACT_KINDS)
+"""Every fact an exchange may carry: what it asked of a model API and what it got back,
+derived from its raw bytes by the caller and kept for listing and filtering."""
+
+INT64 = range(-(2**63), 2**63)
+"""The integers a fact column holds; a fact outside it is stored as unknown (None)."""
 
 
 class Outcome(StrEnum):
@@ -89,6 +122,31 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class Message:
+    """One WebSocket message, as it crossed the proxy."""
+
+    from_client: bool
+    text: bool
+    """The opcode: text (True) or binary (False)."""
+    at: float
+    """Seconds since the exchange's request started."""
+    data: bytes
+    """The exact payload; a text message as its UTF-8 bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """One replay that served this exchange to a request whose stripped parts differed."""
+
+    at: float
+    """Epoch seconds."""
+    paths: tuple[str, ...]
+    """The stripped parts that differed, such as "body:$.user"."""
+    context: Mapping[str, str]
+    """The live request's run context (its X-Freezeframe-* headers)."""
+
+
+@dataclass(frozen=True, slots=True)
 class NewExchange:
     """One exchange to record, already redacted of secrets by the caller."""
 
@@ -118,6 +176,16 @@ class NewExchange:
     slot: Slot
     request_body_ref: BlobRef | None = None
     """Set instead of ``request_body`` (then b"") for a body written through a blob writer."""
+    stripped: Mapping[str, str] = field(default_factory=dict)
+    """The parts the key left out, each as a 16-hex digest of its value (part -> digest),
+    so that a later replay can tell whether they drifted."""
+    facts: Mapping[str, FactValue] = field(default_factory=dict)
+    """What the exchange says about the model API it used, by names from FACT_NAMES (see
+    FACT_KINDS for each one's type); submit() raises ValueError for an unknown name or a
+    value of the wrong type. An integer outside INT64 or a float that is not finite is
+    stored as unknown."""
+    messages: tuple[Message, ...] | None = None
+    """The WebSocket messages, in the order they crossed; None when not a WebSocket."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +216,16 @@ class Exchange:
     """Hex digest linking this exchange to the one written before it (see storage.chain)."""
     request_body_ref: BlobRef | None = None
     """Set instead of ``request_body`` (then b"") when the body is too large to load."""
+    stripped: Mapping[str, str] | None = None
+    """As submitted; None for an exchange written before schema version 4 (and not rekeyed
+    since), whose stripped parts were never kept."""
+    facts: Mapping[str, FactValue] = field(default_factory=dict)
+    """The facts that are known (not None), by name."""
+    messages: tuple[Message, ...] | None = None
+    """The WebSocket messages; None when not a WebSocket."""
+    drift: tuple[Drift, ...] = ()
+    """The drift noted on replays, oldest first; always () from lookup(), which the
+    replay path calls and which has no use for them."""
 
     @property
     def url(self) -> str:
@@ -170,6 +248,50 @@ class ExchangeSummary:
     duration: float | None
     response_bytes: int
     context: Mapping[str, str]
+    facts: Mapping[str, FactValue] = field(default_factory=dict)
+    """The facts that are known (not None), by name."""
+    drifted: int = 0
+    """How many replays noted drift on this exchange."""
+    websocket_messages: int | None = None
+    """How many WebSocket messages it holds; None when not a WebSocket."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeFilter:
+    """Which exchanges a listing keeps: those matching every criterion given."""
+
+    run_id: str | None = None
+    """The run-id of the exchange's context."""
+    model: str | None = None
+    """The model asked for or the model that answered."""
+    status: int | str | None = None
+    """An HTTP status (429), or an Outcome value ("truncated")."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, str) and self.status not in set(Outcome):
+            outcomes = ", ".join(outcome.value for outcome in Outcome)
+            raise ValueError(f"status {self.status!r} is no outcome; use one of {outcomes}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rekeyed:
+    """What a rekey callback returns for one exchange: its key as computed now."""
+
+    key: str
+    key_scheme: int
+    canonical: bytes
+    stripped: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChange:
+    """Where a rekey moved one exchange: old and new key and occurrence (equal if unchanged)."""
+
+    seq: int
+    old_key: str
+    new_key: str
+    old_occurrence: int
+    new_occurrence: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +303,8 @@ class CassetteSummary:
     first_at: float | None
     last_at: float | None
     stored_bytes: int
-    """Compressed size of the bodies the cassette uses, each distinct body counted once."""
+    """Compressed size of the bodies (and WebSocket transcripts) the cassette uses, each
+    distinct one counted once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,3 +338,43 @@ def format_url(scheme: str, host: str, port: int, path: str) -> str:
     if _DEFAULT_PORTS.get(scheme) != port:
         netloc = f"{netloc}:{port}"
     return f"{scheme}://{netloc}{path}"
+
+
+def check_facts(facts: Mapping[str, FactValue]) -> None:
+    """Raise ValueError for a fact with an unknown name or a value of the wrong kind."""
+    for name, value in facts.items():
+        kind = FACT_KINDS.get(name)
+        if kind is None:
+            raise ValueError(f"unknown fact {name!r}; facts are {', '.join(FACT_NAMES)}")
+        if value is not None and not _is_kind(kind, value):
+            raise ValueError(f"fact {name!r} must be {_KIND_NAMES[kind]}, not {value!r:.60}")
+
+
+_KIND_NAMES = {
+    "text": "a str",
+    "float": "a number",
+    "int": "an int",
+    "bool": "a bool",
+    "counts": "a mapping of str to int",
+    "labels": "a mapping of str to str",
+}
+
+
+def _is_kind(kind: str, value: object) -> bool:
+    match kind:
+        case "text":
+            return isinstance(value, str)
+        case "float":
+            return isinstance(value, int | float) and not isinstance(value, bool)
+        case "int":
+            return isinstance(value, int) and not isinstance(value, bool)
+        case "bool":
+            return isinstance(value, bool)
+        case "counts":
+            return isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                for k, v in value.items()
+            )
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )

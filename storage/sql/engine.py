@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import URL, Engine, Insert, Table, create_engine, event, make_url
+from sqlalchemy import URL, Connection, Engine, Insert, Table, create_engine, event, make_url
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -94,6 +94,17 @@ def insert_ignore(engine: Engine, table: Table) -> Insert:
     if engine.dialect.name == "sqlite":
         return sqlite.insert(table).on_conflict_do_nothing()
     return postgresql.insert(table).on_conflict_do_nothing()
+
+
+@contextmanager
+def exclusive(engine: Engine) -> Iterator[Connection]:
+    """A transaction that other writers wait for from its first statement on: SQLite's
+    write lock is taken at once (BEGIN IMMEDIATE), so a read in it cannot go stale
+    before its writes. On PostgreSQL the caller locks the rows it rewrites (FOR UPDATE)."""
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        yield conn
 
 
 def _sqlite(url: URL, where: str) -> Engine:

@@ -101,7 +101,8 @@ class Prepared:
             return tuple(row)
         values = list(row)
         for index in self._text_results:
-            values[index] = from_stored(values[index])
+            if values[index] is not None:  # most fact columns are NULL
+                values[index] = from_stored(values[index])
         return tuple(values)
 
 

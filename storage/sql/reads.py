@@ -5,7 +5,9 @@ SELECT compiled once (storage.sql.prepared) on a connection the thread keeps. Th
 SELECT joins the blobs of the request body, the response body and the canonical
 form and brings along their compressed data when small (JOINED_LIMIT), so a hit
 needs no second query; a body found in the blob cache is not even decompressed.
-Only a body that is larger, or was streamed in parts, is read with another query.
+Only a body that is larger, or was streamed in parts, is read with another query,
+and so is a WebSocket's transcript when it is not cached: joining its blob too would
+cost every other lookup, and WebSockets are few.
 """
 
 from collections.abc import Callable
@@ -15,12 +17,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, bindparam, case, null, select
 
 from storage import blobs
-from storage.records import BlobRef, Exchange
+from storage.records import FACT_KINDS, BlobRef, Exchange
 from storage.sql import bodies
 from storage.sql.prepared import PinnedConnections, Prepared
 from storage.sql.rows import to_exchange
 from storage.sql.schema import CHAINED, cassettes, exchanges
 from storage.sql.schema import blobs as blobs_table
+from storage.transcript import DamagedTranscript
 
 JOINED_LIMIT = 256 * 1024
 """Bodies up to this size come with the exchange's row; larger ones by a query of their own."""
@@ -35,7 +38,13 @@ _BLOBS = (
 
 def _whole_exchange() -> Any:
     tables = exchanges.join(cassettes)
-    columns: list[Any] = [exchanges.c.chain, *CHAINED, exchanges.c.canonical_digest]
+    columns: list[Any] = [
+        exchanges.c.chain,
+        *CHAINED,
+        exchanges.c.canonical_digest,
+        exchanges.c.stripped,
+        *(exchanges.c[name] for name in FACT_KINDS),
+    ]
     for which, digest, _ in _BLOBS:
         blob = blobs_table.alias(f"{which}_blob")
         tables = tables.outerjoin(blob, blob.c.digest == digest)
@@ -111,8 +120,17 @@ class ExchangeReader:
                 later.setdefault(limit is None, set()).add(name)
             else:
                 loaded[name] = body
+        if (name := row["messages_digest"]) is not None and name not in loaded:
+            cached = self._cache.get(name)
+            if cached is None:
+                later.setdefault(True, set()).add(name)
+            else:
+                loaded[name] = cached
         if later:
             with self._connect() as conn:
                 for whole, names in later.items():
                     loaded |= bodies.load(conn, names, self._cache, whole=whole)
-        return to_exchange(row, cassette, loaded)
+        try:
+            return to_exchange(row, cassette, loaded)
+        except DamagedTranscript as exc:
+            raise bodies.Damaged(str(exc)) from None

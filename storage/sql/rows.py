@@ -4,21 +4,31 @@ Header bytes are written to JSON as latin-1 text, which maps every byte to one
 code point and back, so any header survives the round trip exactly. Numbers that
 are floats in the records are stored as floats even when a caller passes an int,
 so the row read back is the row that was hashed into the chain.
+
+Facts are stored one column each, typed by their kind; token counts and header
+values as JSON text. A fact no column can hold (an integer beyond 64 bits, a float
+that is not finite) is stored as unknown.
 """
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import RowMapping
 
+from storage import blobs, transcript
 from storage.chain import Scalar
 from storage.records import (
+    FACT_KINDS,
+    INT64,
     BlobRef,
     Chunk,
     Exchange,
     ExchangeSummary,
+    FactValue,
     Header,
+    Message,
     NewExchange,
     Outcome,
     RecordedResponse,
@@ -32,9 +42,11 @@ def exchange_row(
     cassette_id: int,
     request_body_digest: str | None,
     response_body_digest: str | None,
+    messages_digest: str | None = None,
 ) -> dict[str, Scalar]:
     """The exchanges row for ``exchange``, without its chain value."""
     response = exchange.response
+    messages = exchange.messages
     return {
         "cassette_id": cassette_id,
         "seq": exchange.slot.seq,
@@ -63,8 +75,57 @@ def exchange_row(
         "first_byte_at": _float(response.first_byte_at) if response else None,
         "outcome": exchange.outcome.value,
         "error": exchange.error,
-        "context": _json(dict(exchange.context)),
+        "context": json_text(dict(exchange.context)),
+        "messages_digest": messages_digest,
+        "message_count": None if messages is None else len(messages),
+        "run_id": exchange.context.get("run-id"),
+        "stripped": stripped_json(exchange.stripped),
+        **fact_columns(exchange.facts),
     }
+
+
+def fact_columns(facts: Mapping[str, FactValue]) -> dict[str, Scalar]:
+    """The fact columns' values for checked facts (see storage.records.check_facts)."""
+    columns: dict[str, Scalar] = dict.fromkeys(FACT_KINDS)
+    for name, value in facts.items():
+        kind = FACT_KINDS[name]
+        if isinstance(value, Mapping):
+            columns[name] = json_text(dict(value))
+        elif kind == "float" and isinstance(value, int | float):
+            columns[name] = _finite(value)
+        elif kind == "int" and isinstance(value, int) and value not in INT64:
+            columns[name] = None
+        else:
+            columns[name] = value
+    return columns
+
+
+def _finite(value: float) -> float | None:
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond any float
+        return None
+    return number if math.isfinite(number) else None
+
+
+def facts_of(row: Mapping[str, Any] | RowMapping) -> dict[str, FactValue]:
+    """The known facts of a row holding the fact columns."""
+    facts: dict[str, FactValue] = {name: row[name] for name in FACT_KINDS if row[name] is not None}
+    for name in facts.keys() & _CONVERTED:
+        value = row[name]
+        # JSON text; and SQLite's driver gives a bool as 0 or 1.
+        facts[name] = bool(value) if FACT_KINDS[name] == "bool" else json.loads(value)
+    return facts
+
+
+_CONVERTED = frozenset(
+    name for name, kind in FACT_KINDS.items() if kind in {"bool", "counts", "labels"}
+)
+
+
+def stripped_json(stripped: Mapping[str, str]) -> str:
+    """Sorted, so that equal digests are stored as equal text."""
+    return json_text(dict(sorted(stripped.items()))) if stripped else "{}"
 
 
 _CHAINED_NAMES = tuple(column.name for column in CHAINED)
@@ -75,8 +136,13 @@ def chain_fields(
 ) -> dict[str, Scalar]:
     """What an exchange's chain digest covers: its stored fields, with the cassette
     named rather than numbered, since ids are private to one database, and the
-    canonical form itself (``canonical``, when the row names its blob instead)."""
+    canonical form itself (``canonical``, when the row names its blob instead).
+
+    A row without a transcript is digested without ``messages_digest``, exactly as
+    before the column existed, so chains written before schema version 4 still hold."""
     fields = {name: row[name] for name in _CHAINED_NAMES}
+    if fields["messages_digest"] is None:
+        del fields["messages_digest"]
     fields["cassette"] = cassette
     if canonical is not None:
         fields["canonical"] = canonical
@@ -98,9 +164,10 @@ def canonical_of(
 def to_exchange(
     row: Mapping[str, Any] | RowMapping, cassette: str, bodies: Mapping[str, bytes | BlobRef]
 ) -> Exchange:
-    """An Exchange from a row holding the CHAINED columns, ``chain`` and
-    ``canonical_digest``; ``bodies`` gives each body and canonical form by digest,
-    loaded or (a large body) as a reference to read it by."""
+    """An Exchange from a row holding the CHAINED columns, ``chain``, ``canonical_digest``,
+    ``stripped`` and the fact columns; ``bodies`` gives each body, canonical form and
+    transcript by digest, loaded or (a large body) as a reference to read it by. Its
+    drift is left empty. Raises DamagedTranscript."""
     response = None
     if row["status"] is not None:
         body, body_ref = _body(row["response_body_digest"], bodies)
@@ -139,6 +206,9 @@ def to_exchange(
         context=json.loads(row["context"]),
         chain=row["chain"],
         request_body_ref=request_body_ref,
+        stripped=_stripped(row["stripped"]),
+        facts=facts_of(row),
+        messages=_messages(row["messages_digest"], bodies),
     )
 
 
@@ -156,7 +226,39 @@ def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:
         duration=row["duration"],
         response_bytes=row["response_bytes"],
         context=json.loads(row["context"]),
+        facts=facts_of(row),
+        drifted=row["drifted"],
+        websocket_messages=row["message_count"],
     )
+
+
+def _stripped(text: str | None) -> dict[str, str] | None:
+    if text is None:
+        return None
+    # Most requests have nothing stripped; spare the replay path a JSON parse.
+    return {} if text == "{}" else dict(json.loads(text))
+
+
+def blob_row(name: str, data: bytes) -> dict[str, Scalar]:
+    """The blobs row that stores ``data`` whole, under its digest ``name``."""
+    stored = blobs.compress(data)
+    return {
+        "digest": name,
+        "size": len(data),
+        "stored_size": len(stored),
+        "data": stored,
+        "parts": 0,
+    }
+
+
+def _messages(
+    digest: str | None, bodies: Mapping[str, bytes | BlobRef]
+) -> tuple[Message, ...] | None:
+    if digest is None:
+        return None
+    stored = bodies[digest]
+    assert isinstance(stored, bytes), "transcripts are always loaded whole"
+    return transcript.decode(stored, digest)
 
 
 def _body(
@@ -171,7 +273,7 @@ def _size(response: RecordedResponse) -> int:
 
 
 def _headers_json(headers: Sequence[Header]) -> str:
-    return _json([[name.decode("latin-1"), value.decode("latin-1")] for name, value in headers])
+    return json_text([[name.decode("latin-1"), value.decode("latin-1")] for name, value in headers])
 
 
 def _headers(text: str) -> tuple[Header, ...]:
@@ -181,14 +283,14 @@ def _headers(text: str) -> tuple[Header, ...]:
 
 
 def _chunks_json(chunks: Sequence[Chunk]) -> str:
-    return _json([[int(chunk.offset), float(chunk.at)] for chunk in chunks])
+    return json_text([[int(chunk.offset), float(chunk.at)] for chunk in chunks])
 
 
 def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _json(value: object) -> str:
+def json_text(value: object) -> str:
     """Compact and ASCII-only, so text that no database column accepts (lone
     surrogates, NUL) arrives escaped."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"))

@@ -11,18 +11,24 @@ streamed in parts; 3 adds ``exchanges.canonical_digest``: a request's canonical 
 is stored as a blob like a body (compressed, and once however many exchanges share
 it), and ``exchanges.canonical`` is left empty. Rows written before version 3 keep
 their form in ``canonical`` with ``canonical_digest`` NULL, and are read as they are.
+4 adds to ``exchanges`` a column per fact (storage.records.FACT_KINDS), ``run_id``,
+``stripped``, ``messages_digest`` (a WebSocket's transcript, as a blob) and
+``message_count``, all NULL in rows written before; and the ``drifts`` table.
 """
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Connection,
     Dialect,
     Double,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -31,6 +37,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    bindparam,
     insert,
     inspect,
     select,
@@ -40,8 +47,9 @@ from sqlalchemy import (
 from sqlalchemy.schema import CreateColumn
 
 from storage.errors import SchemaTooNew
+from storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _ESCAPED = "\uffff"
 
@@ -89,6 +97,20 @@ def _storable(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _fact_column(name: str, kind: str) -> Column[Any]:
+    """A fact's column: typed by its kind, mappings as JSON text, NULL when unknown."""
+    match kind:
+        case "float":
+            return Column(name, Double)
+        case "int":
+            return Column(name, BigInteger)
+        case "bool":
+            return Column(name, Boolean)
+        case "text":
+            return Column(name, ExactText)
+    return Column(name, Text)
 
 
 metadata = MetaData(
@@ -177,16 +199,43 @@ exchanges = Table(
     Column("chain", String(64), nullable=False),
     # NULL: the form is in ``canonical`` (written before version 3, or empty).
     Column("canonical_digest", ForeignKey("blobs.digest")),
+    # Version 4. NULL: not a WebSocket. Chained only when set (see storage.sql.rows).
+    Column("messages_digest", ForeignKey("blobs.digest")),
+    # Version 4, derived and so not chained. NULL in rows written before.
+    Column("message_count", Integer),
+    Column("run_id", ExactText),
+    Column("stripped", Text),
+    *(_fact_column(name, kind) for name, kind in FACT_KINDS.items()),
     UniqueConstraint("cassette_id", "seq"),
     # Serves lookup(), the hot path: one index probe per replayed request.
     UniqueConstraint("cassette_id", "key", "occurrence"),
 )
 
+drifts = Table(
+    "drifts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cassette_id", ForeignKey("cassettes.id"), nullable=False),
+    # The exchange's seq; not a foreign key, so that rekey may rewrite exchanges freely.
+    Column("seq", Integer, nullable=False),
+    Column("at", Double, nullable=False),
+    Column("paths", Text, nullable=False),
+    Column("context", Text, nullable=False),
+    Index(None, "cassette_id", "seq"),
+)
+"""Drift noted on replays: observations about an exchange, not part of it, so not chained."""
+
+DERIVED = ("message_count", "run_id", "stripped", *FACT_KINDS)
+"""Columns derived from what the chain covers, or observed about it: not chained."""
+
 CHAINED = tuple(
-    c for c in exchanges.c if c.name not in {"id", "cassette_id", "chain", "canonical_digest"}
+    c
+    for c in exchanges.c
+    if c.name not in {"id", "cassette_id", "chain", "canonical_digest", *DERIVED}
 )
 """The columns an exchange's chain digest covers: all that describe the exchange. The
-chain covers the canonical form itself, as ``canonical``, wherever it is stored."""
+chain covers the canonical form itself, as ``canonical``, wherever it is stored, and
+``messages_digest`` only when it is set, so chains written before version 4 still hold."""
 
 
 _VERSION = select(meta.c.value).where(meta.c.name == "schema_version")
@@ -240,8 +289,46 @@ def _add_canonical_digest(conn: Connection) -> None:
         )
 
 
+def _add_facts_and_drift(conn: Connection) -> None:
+    """3 -> 4: facts, run ids, stripped digests, transcripts and drift. Existing rows get
+    their run id from their context, so that filtering by run finds them; the other new
+    columns stay NULL, since what they hold was not kept (or, for facts, is worked out
+    from the raw bytes by code the store does not have)."""
+    present = {c["name"] for c in inspect(conn).get_columns(exchanges.name)}
+    for name in ("messages_digest", *DERIVED):
+        if name in present:
+            continue
+        if name == "messages_digest":
+            # Spelled out: SQLite adds a foreign key to a table only inline, with the column.
+            definition = (
+                f"{name} VARCHAR(64) CONSTRAINT fk_{exchanges.name}_{name} "
+                f"REFERENCES {blobs.name} (digest)"
+            )
+        else:
+            definition = str(CreateColumn(exchanges.c[name]).compile(dialect=conn.dialect))
+        conn.execute(text(f"ALTER TABLE {exchanges.name} ADD COLUMN {definition}"))
+    drifts.create(conn, checkfirst=True)
+    # Context is ASCII JSON, so a run id's key is always spelled this way in it.
+    with_run = select(exchanges.c.id, exchanges.c.context).where(
+        exchanges.c.run_id.is_(None), exchanges.c.context.contains('"run-id"')
+    )
+    runs = [
+        {"row_id": row_id, "run": run}
+        for row_id, context in conn.execute(with_run)
+        if isinstance(run := json.loads(context).get("run-id"), str)
+    ]
+    if runs:
+        conn.execute(
+            update(exchanges)
+            .where(exchanges.c.id == bindparam("row_id"))
+            .values(run_id=bindparam("run")),
+            runs,
+        )
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_blob_parts,
     2: _add_canonical_digest,
+    3: _add_facts_and_drift,
 }
 """Version N -> the step that makes a version-N store a version-N+1 store."""

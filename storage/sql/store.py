@@ -9,12 +9,15 @@ connection its thread keeps. Streamed bodies are spooled on the caller's thread
 with one SELECT per part.
 
 Every read goes to the database, so what other processes write to the same store
-is seen as soon as it is committed.
+is seen as soon as it is committed. The listings are in storage.sql.listings, and
+rewriting keys in storage.sql.rekey.
 """
 
+import dataclasses
 import threading
+import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Self
 
@@ -28,7 +31,6 @@ from sqlalchemy import (
     func,
     or_,
     select,
-    union,
 )
 
 from storage import blobs
@@ -40,50 +42,29 @@ from storage.records import (
     Candidate,
     CassetteSummary,
     Exchange,
+    ExchangeFilter,
     ExchangeSummary,
+    KeyChange,
     NewExchange,
+    Rekeyed,
     Slot,
     VerifyReport,
+    check_facts,
     format_url,
 )
 from storage.spool import SpoolWriter
-from storage.sql import bodies
-from storage.sql.engine import connect, mask, unavailable
+from storage.sql import bodies, listings, rekey
+from storage.sql.engine import connect, exclusive, mask, unavailable
 from storage.sql.reads import ExchangeReader
-from storage.sql.rows import canonical_of, to_summary
+from storage.sql.rows import canonical_of
 from storage.sql.schema import ExactText, cassettes, exchanges
-from storage.sql.schema import blobs as blobs_table
 from storage.sql.verify import verify_cassette
-from storage.sql.writer import Writer
+from storage.sql.writer import DriftNote, Writer
 
 PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
-
-_SUMMARY_COLUMNS = (
-    "seq",
-    "occurrence",
-    "key",
-    "method",
-    "scheme",
-    "host",
-    "port",
-    "path",
-    "status",
-    "outcome",
-    "started_at",
-    "duration",
-    "response_bytes",
-    "context",
-)
-
-_SUMMARIES = (
-    select(*(exchanges.c[name] for name in _SUMMARY_COLUMNS))
-    .join_from(exchanges, cassettes)
-    .where(_IN_CASSETTE)
-    .order_by(exchanges.c.seq)
-)
 
 _COUNTS = (
     select(
@@ -98,6 +79,8 @@ _COUNTS = (
 )
 
 _CASSETTE_ID = select(cassettes.c.id).where(_IN_CASSETTE)
+
+_SEQS = select(exchanges.c.seq).join_from(exchanges, cassettes).where(_IN_CASSETTE)
 
 _CANDIDATE_COLUMNS = ("id", "seq", "occurrence", "key", "method", "scheme", "host", "port", "path")
 _FORM_COLUMNS = (exchanges.c.id, exchanges.c.canonical, exchanges.c.canonical_digest)
@@ -130,6 +113,7 @@ class SqlStore(Store):
 
     def submit(self, exchange: NewExchange) -> None:
         self._check_open()
+        check_facts(exchange.facts)
         # Counted before it is queued, so the writer always finds it when done.
         self._counters.submitted(exchange)
         try:
@@ -140,6 +124,12 @@ class SqlStore(Store):
 
     def flush(self, timeout: float | None = None) -> None:
         self._writer.flush(timeout)
+
+    def note_drift(
+        self, cassette: str, seq: int, paths: Sequence[str], context: Mapping[str, str]
+    ) -> None:
+        self._check_open()
+        self._writer.put(DriftNote(cassette, seq, time.time(), tuple(paths), dict(context)))
 
     def count(self, cassette: str, key: str) -> int:
         self._check_open()
@@ -227,54 +217,25 @@ class SqlStore(Store):
             for row in rows
         ]
 
-    def cassettes(self) -> list[CassetteSummary]:
-        totals = (
-            select(
-                cassettes.c.id,
-                cassettes.c.name,
-                func.count(exchanges.c.id).label("exchanges"),
-                func.min(exchanges.c.started_at).label("first_at"),
-                func.max(exchanges.c.started_at).label("last_at"),
-            )
-            .select_from(cassettes.outerjoin(exchanges))
-            .group_by(cassettes.c.id, cassettes.c.name)
-        )
-        # UNION, not UNION ALL: a body used twice in a cassette is stored once.
-        uses = union(
-            select(exchanges.c.cassette_id, exchanges.c.request_body_digest.label("digest")),
-            select(exchanges.c.cassette_id, exchanges.c.response_body_digest),
-        ).subquery()
-        sizes = (
-            select(uses.c.cassette_id, func.sum(blobs_table.c.stored_size))
-            .join_from(uses, blobs_table, uses.c.digest == blobs_table.c.digest)
-            .group_by(uses.c.cassette_id)
-        )
+    def cassettes(self, where: ExchangeFilter | None = None) -> list[CassetteSummary]:
         with self._connect() as conn:
-            rows = conn.execute(totals).mappings().all()
-            stored = {cassette_id: int(size) for cassette_id, size in conn.execute(sizes)}
-        summaries = [
-            CassetteSummary(
-                name=row["name"],
-                exchanges=row["exchanges"],
-                first_at=row["first_at"],
-                last_at=row["last_at"],
-                stored_bytes=stored.get(row["id"], 0),
-            )
-            for row in rows
-        ]
-        return sorted(summaries, key=lambda summary: summary.name)
+            return listings.cassette_summaries(conn, where)
 
-    def exchanges(self, cassette: str) -> list[ExchangeSummary]:
+    def exchanges(
+        self, cassette: str, where: ExchangeFilter | None = None
+    ) -> list[ExchangeSummary]:
         with self._connect() as conn:
-            rows = conn.execute(_SUMMARIES, {"cassette": cassette}).mappings().all()
-            if not rows and conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
+            found = listings.exchange_summaries(conn, cassette, where)
+            if not found and conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
                 raise CassetteNotFound(cassette, self._where)
-        return [to_summary(row, cassette) for row in rows]
+        return found
 
     def exchange(self, cassette: str, seq: int) -> Exchange:
         found = self._read(self._reader.by_seq, cassette, seq)
         if found is not None:
-            return found
+            with self._connect() as conn:
+                drift = listings.drift_of(conn, cassette, seq)
+            return dataclasses.replace(found, drift=drift)
         if not self.has_cassette(cassette):
             raise CassetteNotFound(cassette, self._where)
         raise ExchangeNotFound(cassette, seq)
@@ -282,6 +243,33 @@ class SqlStore(Store):
     def verify(self, cassette: str) -> VerifyReport:
         with self._connect() as conn:
             return verify_cassette(conn, cassette, self._where)
+
+    def rekey(self, cassette: str, keyer: Callable[[Exchange], Rekeyed]) -> list[KeyChange]:
+        self.flush(PENDING_WAIT_S)
+        report = self.verify(cassette)
+        if not report.ok:
+            at = "" if report.first_break is None else f" at exchange {report.first_break}"
+            raise StoreError(
+                f"cassette {cassette!r}: hash chain broken{at} ({report.detail}); rekey "
+                "would re-chain over the break, so it refuses and changes nothing"
+            )
+        with self._connect() as conn:
+            seqs = sorted(conn.scalars(_SEQS, {"cassette": cassette}))
+        planned: dict[int, rekey.Planned] = {}
+        for seq in seqs:
+            exchange = self._read(self._reader.by_seq, cassette, seq)
+            if exchange is None:
+                raise StoreError(f"cassette {cassette!r} changed while it was being rekeyed")
+            planned[seq] = rekey.Planned(
+                seq, exchange.key, exchange.occurrence, exchange.canonical, keyer(exchange)
+            )
+        changes = rekey.plan(planned.values())
+        with unavailable(f"cannot rekey in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                rekey.apply(conn, self._engine, cassette, planned, {c.seq: c for c in changes})
+        self._writer.forget(cassette)
+        self._counters.forget(cassette)
+        return changes
 
     def close(self) -> None:
         with self._lock:

@@ -4,8 +4,9 @@ Rows are read in insertion (id) order together with the cassette's head, in one
 statement so that they come from one snapshot even while the writer is adding
 rows. Bodies are re-read from the database and re-hashed, never taken from a
 cache, since the point is to notice a body changed after it was cached; a streamed
-body is re-hashed one part at a time. A canonical form kept as a blob is read back
-and decompressed too, since the chain covers the form itself.
+body is re-hashed one part at a time. A WebSocket's transcript is checked like a
+body. A canonical form kept as a blob is read back and decompressed too, since the
+chain covers the form itself.
 """
 
 from sqlalchemy import Connection, select
@@ -17,7 +18,11 @@ from storage.sql.bodies import Damaged, form, problem
 from storage.sql.rows import chain_fields
 from storage.sql.schema import CHAINED, cassettes, exchanges
 
-_BODIES = (("request", "request_body_digest"), ("response", "response_body_digest"))
+_BODIES = (
+    ("request", "request_body_digest"),
+    ("response", "response_body_digest"),
+    ("transcript", "messages_digest"),
+)
 
 
 def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport:

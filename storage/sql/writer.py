@@ -14,6 +14,10 @@ exchanges that reference them, and are written in a transaction of their own, on
 part per statement, so neither side ever holds more than a part. An exchange whose
 body could not be written fails on its foreign key rather than dangling.
 
+Drift notes (Store.note_drift) come the same way, so that noting one never waits
+either; each is written after the exchanges queued before it, in a transaction of
+its own, since it is an observation about an exchange and not part of the chain.
+
 A batch costs little beyond the database's own work, since the proxy's event loop
 waits for the GIL while this thread runs: the thread keeps one connection, runs
 statements compiled once (storage.sql.prepared) with executemany, and stores a body
@@ -34,15 +38,15 @@ from sqlalchemy import Dialect, Engine, bindparam, insert, select, update
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.pool import PoolProxiedConnection
 
-from storage import blobs
+from storage import blobs, transcript
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import StoreClosed, StoreError
 from storage.records import BlobRef, NewExchange
 from storage.spool import SpooledBlob
 from storage.sql.engine import insert_ignore, reason
 from storage.sql.prepared import Prepared
-from storage.sql.rows import chain_fields, exchange_row
-from storage.sql.schema import blob_parts, cassettes, exchanges
+from storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
+from storage.sql.schema import blob_parts, cassettes, drifts, exchanges
 from storage.sql.schema import blobs as blobs_table
 
 log = logging.getLogger("freezeframe.storage")
@@ -82,6 +86,15 @@ class _Statements:
             select(cassettes.c.id, cassettes.c.head).where(cassettes.c.name == bindparam("name")),
             dialect,
         )
+        self.noted = Prepared(
+            select(exchanges.c.cassette_id)
+            .join_from(exchanges, cassettes)
+            .where(cassettes.c.name == bindparam("cassette"), exchanges.c.seq == bindparam("seq")),
+            dialect,
+        )
+        self.add_drift = Prepared(
+            insert(drifts), dialect, ("cassette_id", "seq", "at", "paths", "context")
+        )
 
 
 class KnownDigests:
@@ -115,9 +128,20 @@ class KnownDigests:
         self._digests.clear()
 
 
-_Item = NewExchange | SpooledBlob | threading.Event | None
-"""An exchange or a streamed body to write, a flush marker to set once everything
-before it is written, or None: stop after writing everything before it."""
+@dataclass(frozen=True)
+class DriftNote:
+    """A drift to note on exchange ``seq`` of ``cassette`` (see Store.note_drift)."""
+
+    cassette: str
+    seq: int
+    at: float
+    paths: tuple[str, ...]
+    context: dict[str, str]
+
+
+_Item = NewExchange | SpooledBlob | DriftNote | threading.Event | None
+"""An exchange, a streamed body or a drift note to write, a flush marker to set once
+everything before it is written, or None: stop after writing everything before it."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +164,8 @@ class Writer:
         self._where = where
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._tips: dict[str, _Tip] = {}
+        self._stale: set[str] = set()
+        """Cassettes whose tip was rewritten elsewhere (rekey): read it again."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
         self._connection: PoolProxiedConnection | None = None
@@ -153,8 +179,9 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, item: NewExchange | SpooledBlob) -> None:
-        """Queue an exchange, or a streamed body (which the writer then discards)."""
+    def put(self, item: NewExchange | SpooledBlob | DriftNote) -> None:
+        """Queue an exchange, a drift note, or a streamed body (which the writer then
+        discards)."""
         with self._lock:
             if self._stopping:
                 raise StoreClosed(self._where)
@@ -171,6 +198,12 @@ class Writer:
         finished = self._join(timeout) if marker is None else marker.wait(timeout)
         if not finished:
             raise StoreError(f"store {self._where} did not finish writing within {timeout}s")
+
+    def forget(self, cassette: str) -> None:
+        """Read the cassette's chain head from the database again before the next write:
+        it was rewritten by another connection."""
+        with self._lock:
+            self._stale.add(cassette)
 
     def stop(self) -> None:
         """Write everything put so far, then end the thread. Safe to call twice."""
@@ -196,6 +229,7 @@ class Writer:
         while True:
             items, stop = self._take()
             batch: list[NewExchange] = []
+            notes: list[DriftNote] = []
             markers: list[threading.Event] = []
             for item in items:
                 if isinstance(item, NewExchange):
@@ -206,19 +240,23 @@ class Writer:
                         self._write(batch)
                         batch = []
                     self._store_blob(item)
+                elif isinstance(item, DriftNote):
+                    notes.append(item)
                 else:
                     markers.append(item)
             if batch:
                 self._write(batch)
+            if notes:
+                self._note(notes)
             for marker in markers:
                 marker.set()
             if stop:
                 return
 
-    def _take(self) -> tuple[list[NewExchange | SpooledBlob | threading.Event], bool]:
+    def _take(self) -> tuple[list[NewExchange | SpooledBlob | DriftNote | threading.Event], bool]:
         """Block for one item, then take what else is already queued, up to a batch
         of exchanges; True if a stop was taken."""
-        items: list[NewExchange | SpooledBlob | threading.Event] = []
+        items: list[NewExchange | SpooledBlob | DriftNote | threading.Event] = []
         exchanges = 0
         item = self._queue.get()
         while True:
@@ -335,6 +373,10 @@ class Writer:
         transaction has committed, so a rolled-back batch leaves no trace; so do the
         known digests.
         """
+        with self._lock:
+            stale, self._stale = self._stale, set()
+        for name in stale:
+            self._tips.pop(name, None)
         tips: dict[str, _Tip] = {}
         bodies: dict[str, bytes] = {}
         rows = []
@@ -344,11 +386,13 @@ class Writer:
                 name = exchange.cassette
                 tip = tips.get(name) or self._tips.get(name) or self._tip(cursor, name)
                 response = exchange.response
+                messages = exchange.messages
                 row = exchange_row(
                     exchange,
                     tip.cassette_id,
                     _named(exchange.request_body, exchange.request_body_ref, bodies),
                     _named(response.body, response.body_ref, bodies) if response else None,
+                    None if messages is None else _named(transcript.encode(messages), None, bodies),
                 )
                 # The chain covers the form itself; the row names its blob instead.
                 head = link(tip.head, exchange_digest(chain_fields(row, name)))
@@ -358,7 +402,7 @@ class Writer:
                 rows.append(row)
                 tips[name] = _Tip(tip.cassette_id, head)
             missing = [
-                _blob_row(name, data) for name, data in bodies.items() if name not in self._known
+                blob_row(name, data) for name, data in bodies.items() if name not in self._known
             ]
             if missing:
                 statements.add_blobs.executemany(cursor, missing)
@@ -370,6 +414,50 @@ class Writer:
         self._tips.update(tips)
         self._known.add(bodies)
 
+    def _note(self, notes: list[DriftNote], again: bool = False) -> None:
+        """Write drift notes, each on the exchange it names; one whose exchange is not in
+        the store is logged and dropped, and so are all when the database fails (after
+        one more try, on a fresh connection, if the kept one was lost)."""
+        missing = []
+        try:
+            with self._transaction() as cursor:
+                for note in notes:
+                    found = self._statements.noted.first(
+                        cursor, {"cassette": note.cassette, "seq": note.seq}
+                    )
+                    if found is None:
+                        missing.append(note)
+                        continue
+                    self._statements.add_drift.execute(
+                        cursor,
+                        {
+                            "cassette_id": found[0],
+                            "seq": note.seq,
+                            "at": note.at,
+                            "paths": json_text(list(note.paths)),
+                            "context": json_text(note.context),
+                        },
+                    )
+        except Exception as exc:
+            lost, self._lost = self._lost, False
+            if lost and not again:
+                self._note(notes, again=True)
+                return
+            log.error(
+                "could not note drift on %d exchanges in %s, dropping the notes: %s",
+                len(notes),
+                self._where,
+                reason(exc, self._engine.url),
+            )
+            return
+        for note in missing:
+            log.error(
+                "cannot note drift on exchange %d of cassette %r in %s: it is not there",
+                note.seq,
+                note.cassette,
+                self._where,
+            )
+
     def _tip(self, cursor: DBAPICursor, name: str) -> _Tip:
         """Find or create a cassette; read once per cassette, then kept in memory."""
         self._statements.add_cassette.execute(
@@ -378,17 +466,6 @@ class Writer:
         row = self._statements.tip.first(cursor, {"name": name})
         assert row is not None
         return _Tip(row[0], row[1])
-
-
-def _blob_row(name: str, data: bytes) -> dict[str, object]:
-    stored = blobs.compress(data)
-    return {
-        "digest": name,
-        "size": len(data),
-        "stored_size": len(stored),
-        "data": stored,
-        "parts": 0,
-    }
 
 
 def _named(body: bytes, ref: BlobRef | None, bodies: dict[str, bytes]) -> str | None:

@@ -7,6 +7,8 @@ local HTTPS upstream that speaks the providers' wire formats, and a real
 
 from __future__ import annotations
 
+import gzip
+import json
 import sqlite3
 import subprocess
 import sys
@@ -205,6 +207,43 @@ def test_secrets_reach_no_stored_byte_log_or_output(
     assert echoed and all(b'"api_key":"[r:' in blob for blob in echoed), "echo not scrubbed"
     for secret in secrets:
         assert not any(secret.encode() in blob for blob in everything), secret
+
+
+def test_a_secret_inside_a_compressed_body_is_not_stored(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+    data_dir: Any,
+) -> None:
+    body = json.dumps({"tool": "deploy", "token": OPENAI_KEY}).encode()
+    recorder = start_proxy(mode="record", cassette="compressed")
+    client_env(recorder)
+    sent = httpx.post(
+        f"{upstream.base_url}/tool/counter",
+        content=gzip.compress(body),
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        timeout=10,
+    )
+    assert sent.status_code == 200
+    recorder.stop()
+
+    with closing(sqlite3.connect(data_dir / "freezeframe.db")) as db:
+        stored = [zstandard.decompress(data) for (data,) in db.execute("SELECT data FROM blobs")]
+    unzipped = [gzip.decompress(blob) for blob in stored if blob.startswith(b"\x1f\x8b")]
+    assert unzipped, "the request body is stored gzip-encoded, as it was sent"
+    assert not any(OPENAI_KEY.encode() in blob for blob in stored + unzipped)
+    assert any(b'"token": "[r' in blob for blob in unzipped), "a marker stands in its place"
+    assert "stored re-encoded, not byte-exact" in recorder.log
+
+    replayer = start_proxy(mode="replay", cassette="compressed")
+    client_env(replayer)
+    again = httpx.post(
+        f"{upstream.base_url}/tool/counter",
+        content=gzip.compress(body, compresslevel=1),
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        timeout=10,
+    )
+    assert again.json() == sent.json(), "the same request, compressed differently, still hits"
 
 
 def test_curl_records_and_replays_through_https_proxy(

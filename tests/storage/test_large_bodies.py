@@ -1,6 +1,7 @@
 """Bodies of any size: streamed in through a blob writer, out through read_blob,
 with memory bounded by a part, on a real SQLite file and a real PostgreSQL database."""
 
+import dataclasses
 import gc
 import logging
 import os
@@ -34,9 +35,12 @@ from support.database import run_sql, writes_blocked
 from storage import (
     BlobRef,
     Chunk,
+    ExchangeFilter,
+    Message,
     NewExchange,
     Outcome,
     RecordedResponse,
+    Rekeyed,
     Slot,
     Store,
     StoreClosed,
@@ -45,7 +49,7 @@ from storage import (
 )
 from storage.blobs import INLINE_LIMIT, PART_SIZE, compress, digest
 from storage.chain import GENESIS, exchange_digest, link
-from storage.sql.rows import chain_fields, exchange_row
+from storage.sql.rows import exchange_row
 from storage.sql.schema import MIGRATIONS
 
 WAIT = 30.0
@@ -492,6 +496,20 @@ Table(
 )
 
 
+V1_COLUMNS = frozenset(V1.tables["exchanges"].c.keys())
+V1_CHAINED = V1_COLUMNS - {"id", "cassette_id", "chain"}
+"""What the chain covered up to version 3, frozen here so that these stores are chained
+as those versions chained them, whatever the code does now."""
+
+
+def v1_link(previous: str, row: dict[str, Any], form: bytes | None = None) -> str:
+    """The chain value versions 1 to 3 gave ``row`` (an exchange_row) of cassette "c"."""
+    fields = {name: row[name] for name in V1_CHAINED} | {"cassette": "c"}
+    if form is not None:
+        fields["canonical"] = form
+    return link(previous, exchange_digest(fields))
+
+
 def v1_store(url: str, sent: list[NewExchange]) -> None:
     """A version-1 store holding ``sent``, written as version 1 wrote it."""
     if url.startswith("sqlite:///"):
@@ -529,8 +547,9 @@ def v1_store(url: str, sent: list[NewExchange]) -> None:
                             )
                         )
                 row = exchange_row(exchange, 1, names[0], names[1])
-                head = link(head, exchange_digest(chain_fields(row, "c")))
-                conn.execute(tables["exchanges"].insert().values(row | {"chain": head}))
+                head = v1_link(head, row)
+                v1_row = {name: value for name, value in row.items() if name in V1_COLUMNS}
+                conn.execute(tables["exchanges"].insert().values(v1_row | {"chain": head}))
             conn.execute(tables["cassettes"].update().values(head=head))
     finally:
         engine.dispose()
@@ -547,7 +566,7 @@ def test_a_version_1_store_is_migrated_when_opened(store_url: str) -> None:
     )
 
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [("3",)]
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
         assert run_sql(store_url, "SELECT parts FROM blobs ORDER BY size") == [(0,), (0,), (0,)]
         assert store.verify("c").ok
         old = store.lookup("c", "k0", 0)
@@ -566,8 +585,8 @@ def test_a_version_1_store_is_migrated_when_opened(store_url: str) -> None:
         report = store.verify("c")
         assert (report.ok, report.checked) == (True, 3)
 
-    with open_store(store_url) as reopened:  # already version 3: nothing to do
-        assert run_sql(store_url, "SELECT value FROM meta") == [("3",)]
+    with open_store(store_url) as reopened:  # already version 4: nothing to do
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
         assert reopened.verify("c").ok
 
 
@@ -577,7 +596,7 @@ def test_a_migration_cut_short_runs_again(store_url: str) -> None:
     run_sql(store_url, "DROP TABLE blob_parts")
     run_sql(store_url, "UPDATE meta SET value = '1'")
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [("3",)]
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
         ref = stream_in(store, 2 * MiB + 1, seed=13)
         assert read_back(store, ref) == ref
 
@@ -603,7 +622,7 @@ def test_a_version_2_store_keeps_its_canonical_forms_and_chain(store_url: str) -
     v2_store(store_url, old)
 
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [("3",)]
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
         for exchange in old:
             found = store.lookup("c", exchange.key, 0)
             assert found is not None and found.canonical == exchange.canonical
@@ -640,9 +659,133 @@ def test_a_migration_to_version_3_cut_short_runs_again(store_url: str) -> None:
         submit(store, "k0", body=b"answer")
     run_sql(store_url, "UPDATE meta SET value = '2'")
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [("3",)]
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
         found = store.lookup("c", "k0", 0)
         assert found is not None and found.canonical == b"GET /download k0"
+        assert store.verify("c").ok
+
+
+# -- version 3 stores ----------------------------------------------------------------
+
+
+def v3_store(url: str, old: list[NewExchange], new: list[NewExchange]) -> None:
+    """A version-3 store: ``old`` written by version 1 (forms kept in exchanges.canonical),
+    then migrated as versions 2 and 3 ran it, then ``new`` written as version 3 wrote
+    them (forms as blobs)."""
+    v2_store(url, old)
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            MIGRATIONS[2](conn)  # 2 -> 3, as version 3 ran it
+            conn.execute(sqlalchemy.text("UPDATE meta SET value = '3'"))
+            tables = sqlalchemy.MetaData()
+            tables.reflect(conn, only=["blobs", "exchanges", "cassettes"])
+            blob_table, exchange_table = tables.tables["blobs"], tables.tables["exchanges"]
+            head = conn.scalar(sqlalchemy.text("SELECT head FROM cassettes"))
+            for exchange in new:
+                assert exchange.response is not None
+                names = []
+                for data in (exchange.request_body, exchange.response.body, exchange.canonical):
+                    name = digest(data)
+                    names.append(name if data else None)
+                    found = blob_table.select().where(blob_table.c.digest == name)
+                    if data and conn.execute(found).first() is None:
+                        stored = compress(data)
+                        conn.execute(
+                            blob_table.insert().values(
+                                digest=name, size=len(data), stored_size=len(stored), data=stored
+                            )
+                        )
+                row = exchange_row(exchange, 1, names[0], names[1])
+                head = v1_link(head, row, exchange.canonical)
+                v3_row = {name: value for name, value in row.items() if name in V1_COLUMNS}
+                conn.execute(
+                    exchange_table.insert().values(
+                        v3_row | {"canonical": b"", "canonical_digest": names[2], "chain": head}
+                    )
+                )
+            conn.execute(sqlalchemy.text("UPDATE cassettes SET head = :head"), {"head": head})
+    finally:
+        engine.dispose()
+
+
+def test_a_version_3_store_is_migrated_and_its_chain_still_holds(store_url: str) -> None:
+    old = [download(Slot(0, 0), "k0", body=b"answer 0", request_body=b'{"q": 0}')]
+    new = [
+        dataclasses.replace(
+            download(Slot(1, 0), "k1", body=b"answer 1"), context={"run-id": "r\udc80 1"}
+        ),
+        download(Slot(2, 1), "k0", body=b"answer 0 again", request_body=b'{"q": 0}'),
+    ]
+    v3_store(store_url, old, new)
+    chains = run_sql(store_url, "SELECT seq, chain FROM exchanges ORDER BY seq")
+
+    with open_store(store_url) as store:
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
+        report = store.verify("c")
+        assert (report.ok, report.checked) == (True, 3)
+        for sent in old + new:
+            found = store.exchange("c", sent.slot.seq)
+            assert found.response is not None and found.response.body == sent.response.body  # type: ignore[union-attr]
+            assert found.canonical == sent.canonical
+            assert (found.stripped, found.facts, found.messages, found.drift) == (
+                None,
+                {},
+                None,
+                (),
+            )
+        assert [(s.facts, s.drifted, s.websocket_messages) for s in store.exchanges("c")] == [
+            ({}, 0, None)
+        ] * 3
+        # The run id is taken from the context of what was recorded before.
+        by_run = store.exchanges("c", ExchangeFilter(run_id="r\udc80 1"))
+        assert [s.seq for s in by_run] == [1]
+
+        later = dataclasses.replace(
+            download(store.reserve("c", "k2"), "k2", body=b"answer 2"),
+            stripped={"body:$.user": "0123456789abcdef"},
+            facts={"model": "gpt-x", "usage": {"total_tokens": 3}},
+            messages=(Message(True, True, 0.5, b"hi"),),
+        )
+        store.submit(later)
+        store.note_drift("c", 0, ["body:$.user"], {"run-id": "r-2"})
+        store.flush(WAIT)
+        report = store.verify("c")
+        assert (report.ok, report.checked) == (True, 4)
+        found = store.exchange("c", 3)
+        assert (found.stripped, found.facts, found.messages) == (
+            later.stripped,
+            later.facts,
+            later.messages,
+        )
+        assert [d.paths for d in store.exchange("c", 0).drift] == [("body:$.user",)]
+
+        # Rekeying with the same keys gives the old rows their stripped digests, and
+        # leaves their chain values as they were.
+        changes = store.rekey(
+            "c", lambda e: Rekeyed(e.key, e.key_scheme, e.canonical, {"query:ts": "f" * 16})
+        )
+        assert all(c.new_key == c.old_key for c in changes)
+        assert store.exchange("c", 0).stripped == {"query:ts": "f" * 16}
+        assert store.verify("c").ok
+    assert run_sql(store_url, "SELECT seq, chain FROM exchanges ORDER BY seq")[:3] == chains
+
+    with open_store(store_url) as reopened:
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
+        assert reopened.verify("c").ok
+
+
+def test_a_migration_to_version_4_cut_short_runs_again(store_url: str) -> None:
+    """The columns were added but neither the drifts table nor the version: opening
+    finishes the job."""
+    with open_store(store_url) as store:
+        submit(store, "k0", body=b"answer")
+    run_sql(store_url, "DROP TABLE drifts", "UPDATE meta SET value = '3'")
+    with open_store(store_url) as store:
+        assert run_sql(store_url, "SELECT value FROM meta") == [("4",)]
+        store.note_drift("c", 0, ["body:$.x"], {})
+        store.flush(WAIT)
+        assert len(store.exchange("c", 0).drift) == 1
         assert store.verify("c").ok
 
 

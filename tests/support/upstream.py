@@ -94,6 +94,8 @@ Endpoints (``n`` = that endpoint's counter)
   (default 0) and ``?retryable=1`` (no ``x-should-retry: false``, so SDKs retry).
 * ``GET /reset-midstream``: chunked 200, two chunks, then a TCP RST.
 * ``GET /gzip``: gzip-encoded JSON.
+* ``GET /encoded/<coding>``: JSON sent with ``Content-Encoding: <coding>`` (gzip, br, zstd,
+  deflate or identity); the exact bytes are :func:`encoded_body`.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
 * ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
 * ``/hang?seconds=S`` (any method): no answer at all; the connection closes after S seconds.
@@ -123,6 +125,7 @@ import ssl
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from email.utils import formatdate
 from pathlib import Path
@@ -131,14 +134,18 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import blake3
+import brotli
 import h11
 import trustme
+import zstandard
 
 __all__ = [
+    "ENCODERS",
     "ConnectTunnel",
     "SeenRequest",
     "Upstream",
     "client_ssl_context",
+    "encoded_body",
     "expected_bytes",
     "random_chunks",
     "make_ca",
@@ -193,6 +200,24 @@ def expected_bytes(size: int, n: int) -> bytes:
     body = bytearray(i % 251 for i in range(size))
     body[: min(16, size)] = head[: min(16, size)]
     return bytes(body)
+
+
+#: What ``GET /encoded/<coding>`` compresses with, by Content-Encoding token. ``deflate``
+#: is the zlib format, as RFC 9110 defines it (not a raw deflate stream).
+ENCODERS: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": lambda data: gzip.compress(data, mtime=0),
+    "br": brotli.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+    "deflate": zlib.compress,
+    "identity": lambda data: data,
+}
+
+
+def encoded_body(coding: str, n: int) -> tuple[bytes, bytes]:
+    """``(sent, meant)`` for the ``n``-th ``GET /encoded/<coding>``: the bytes on the wire,
+    and the JSON they decode to."""
+    meant = _compact({"coding": coding, "n": n, "text": " ".join(["compressible"] * 50)})
+    return ENCODERS[coding](meant), meant
 
 
 def rate_limit_body(n: int) -> bytes:
@@ -773,6 +798,8 @@ class Upstream(_LoopThread):
                 return await self._reset_midstream(wire, conn)
             if path == "/gzip" and method == "GET":
                 return await self._gzip(wire, conn)
+            if path.startswith("/encoded/") and method == "GET":
+                return await self._encoded(wire, conn, path.removeprefix("/encoded/"))
             if path == "/sse/slow" and method == "GET":
                 return await self._sse_slow(wire, conn, req)
             if path == "/bytes" and method == "GET":
@@ -993,6 +1020,13 @@ class Upstream(_LoopThread):
         obj = {"gzip": True, "n": n, "text": " ".join(["compressible"] * 50)}
         body = gzip.compress(_compact(obj), mtime=0)
         extra = [("content-encoding", "gzip"), ("vary", "Accept-Encoding")]
+        return await self._send_full(wire, conn, 200, "application/json", body, extra)
+
+    async def _encoded(self, wire: _Wire, conn: h11.Connection, coding: str) -> bool:
+        if coding not in ENCODERS:
+            raise _BadRequest(f"unknown coding {coding!r}; one of {sorted(ENCODERS)}")
+        body, _ = encoded_body(coding, self._next(f"encoded/{coding}"))
+        extra = [("content-encoding", coding), ("vary", "Accept-Encoding")]
         return await self._send_full(wire, conn, 200, "application/json", body, extra)
 
     async def _sse_slow(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:

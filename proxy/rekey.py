@@ -1,0 +1,157 @@
+"""Recomputing a cassette's keys under the rules and key scheme in force now.
+
+A key is a guess about which parts of a request are load-bearing, and the guess changes: a
+rule is added, a profile learns a field, the key scheme moves on. Because every request is
+stored as it was sent (secrets already replaced by their markers), its key can be computed
+again exactly as the proxy would compute it today. What matters to a user is what that does
+to replay: recordings that used to be told apart and now share a key (a *collision*: replay
+serves them in recorded order to whichever request comes first) and recordings that shared a
+key and now differ (a *split*: a request that hit before may now miss).
+
+A request body too large for the store to load (see storage.blobs.INLINE_LIMIT) keeps its
+key: the proxy keys such bodies by their bytes as they stream (addons.uploads), which the
+store cannot replay here. Those exchanges are listed as kept.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from mitmproxy.net import encoding
+
+from canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from canonicalize.drift import digests
+from storage import Exchange, KeyChange, Rekeyed, Store, StoreError
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGroup:
+    """Recordings that one key now joins (a collision) or that one key used to join (a split)."""
+
+    key: str
+    seqs: tuple[int, ...]
+    other_keys: tuple[str, ...]
+    """The keys they had before (a collision) or have now (a split)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RekeyReport:
+    cassette: str
+    written: bool
+    """False for a dry run: nothing in the store changed."""
+    checked: int
+    changed: tuple[KeyChange, ...]
+    """Exchanges whose key or occurrence changed."""
+    collisions: tuple[KeyGroup, ...]
+    splits: tuple[KeyGroup, ...]
+    kept: tuple[int, ...] = field(default=())
+    """Seqs whose request body is too large to re-key here; their key is unchanged."""
+
+
+def rekey(store: Store, cassette: str, config: KeyConfig, *, dry_run: bool = False) -> RekeyReport:
+    """Recompute every key of ``cassette``; unless ``dry_run``, write them and re-chain.
+
+    Raises CassetteNotFound, or StoreError when the cassette's chain is already broken:
+    re-chaining it would bury the evidence.
+    """
+    kept: list[int] = []
+    keyer = _keyer(config, kept)
+    if dry_run:
+        check = store.verify(cassette)
+        if not check.ok:
+            raise StoreError(
+                f"cassette {cassette!r}: hash chain broken at #{check.first_break} "
+                f"({check.detail}); rekey would re-chain over the break, so it refuses"
+            )
+        changes = _planned(store, cassette, keyer)
+    else:
+        changes = store.rekey(cassette, keyer)
+    return _report(cassette, not dry_run, changes, kept)
+
+
+def stored_view(exchange: Exchange) -> RequestView:
+    """The request as the proxy saw it when keying it: target and headers as stored
+    (secrets already markers), body content-decoded as ``get_content(strict=False)`` does."""
+    path, _, query = exchange.path.partition("?")
+    headers = tuple(
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for name, value in exchange.request_headers
+    )
+    fields = {name.lower(): value for name, value in headers}
+    body = exchange.request_body
+    if coding := fields.get("content-encoding"):
+        try:
+            body = encoding.decode(body, coding) or b""
+        except ValueError:
+            pass  # the proxy keys an undecodable body by its bytes, and so does this
+    return RequestView(
+        method=exchange.method,
+        scheme=exchange.scheme,
+        host=exchange.host,
+        port=exchange.port,
+        path=path,
+        query=tuple(parse_qsl(query, keep_blank_values=True)),
+        headers=headers,
+        body=body,
+        content_type=fields.get("content-type", ""),
+    )
+
+
+def _keyer(config: KeyConfig, kept: list[int]) -> Callable[[Exchange], Rekeyed]:
+    def key(exchange: Exchange) -> Rekeyed:
+        if exchange.request_body_ref is not None:
+            kept.append(exchange.seq)
+            stripped = exchange.stripped if exchange.stripped is not None else {}
+            return Rekeyed(exchange.key, exchange.key_scheme, exchange.canonical, stripped)
+        canonical = canonicalize(stored_view(exchange), config)
+        return Rekeyed(canonical.key, SCHEME_VERSION, canonical.form, digests(canonical.stripped))
+
+    return key
+
+
+def _planned(store: Store, cassette: str, keyer: Callable[[Exchange], Rekeyed]) -> list[KeyChange]:
+    """The changes a rekey would make, computed the way Store.rekey computes them."""
+    seen: defaultdict[str, int] = defaultdict(int)
+    changes = []
+    for summary in store.exchanges(cassette):
+        exchange = store.exchange(cassette, summary.seq)
+        new = keyer(exchange).key
+        changes.append(KeyChange(exchange.seq, exchange.key, new, exchange.occurrence, seen[new]))
+        seen[new] += 1
+    return changes
+
+
+def _report(
+    cassette: str, written: bool, changes: Iterable[KeyChange], kept: list[int]
+) -> RekeyReport:
+    changes = list(changes)
+    by_new: defaultdict[str, list[KeyChange]] = defaultdict(list)
+    by_old: defaultdict[str, list[KeyChange]] = defaultdict(list)
+    for change in changes:
+        by_new[change.new_key].append(change)
+        by_old[change.old_key].append(change)
+    return RekeyReport(
+        cassette=cassette,
+        written=written,
+        checked=len(changes),
+        changed=tuple(
+            c for c in changes if c.old_key != c.new_key or c.old_occurrence != c.new_occurrence
+        ),
+        collisions=_groups(by_new, lambda c: c.old_key),
+        splits=_groups(by_old, lambda c: c.new_key),
+        kept=tuple(kept),
+    )
+
+
+def _groups(
+    grouped: dict[str, list[KeyChange]], other: Callable[[KeyChange], str]
+) -> tuple[KeyGroup, ...]:
+    """The groups whose members disagree on the other key, in order of first seq."""
+    return tuple(
+        KeyGroup(key, tuple(c.seq for c in members), tuple(dict.fromkeys(map(other, members))))
+        for key, members in grouped.items()
+        if len({other(c) for c in members}) > 1
+    )

@@ -1,0 +1,147 @@
+"""The listings: cassettes and exchanges as summaries, optionally filtered, and drift.
+
+A filter (storage.records.ExchangeFilter) becomes conditions on the ``exchanges``
+row alone: the run id, the models and the status each have a column, so filtering
+needs no blob and no JSON. Listings run on the admin app's and the CLI's threads,
+never on the replay path.
+"""
+
+import json
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select, union
+
+from storage.records import (
+    FACT_KINDS,
+    CassetteSummary,
+    Drift,
+    ExchangeFilter,
+    ExchangeSummary,
+)
+from storage.sql.rows import to_summary
+from storage.sql.schema import blobs, cassettes, drifts, exchanges
+
+_IN_CASSETTE = cassettes.c.name == bindparam("cassette")
+
+_SUMMARY_COLUMNS = (
+    "seq",
+    "occurrence",
+    "key",
+    "method",
+    "scheme",
+    "host",
+    "port",
+    "path",
+    "status",
+    "outcome",
+    "started_at",
+    "duration",
+    "response_bytes",
+    "context",
+    "message_count",
+    *FACT_KINDS,
+)
+
+_DRIFTED = (
+    select(func.count(drifts.c.id))
+    .where(drifts.c.cassette_id == exchanges.c.cassette_id, drifts.c.seq == exchanges.c.seq)
+    .scalar_subquery()
+    .label("drifted")
+)
+
+_SUMMARIES = (
+    select(*(exchanges.c[name] for name in _SUMMARY_COLUMNS), _DRIFTED)
+    .join_from(exchanges, cassettes)
+    .where(_IN_CASSETTE)
+    .order_by(exchanges.c.seq)
+)
+
+_DRIFTS = (
+    select(drifts.c.at, drifts.c.paths, drifts.c.context)
+    .join_from(drifts, cassettes)
+    .where(_IN_CASSETTE, drifts.c.seq == bindparam("seq"))
+    .order_by(drifts.c.at, drifts.c.id)
+)
+
+
+def matching(where: ExchangeFilter | None) -> list[ColumnElement[bool]]:
+    """The conditions an exchanges row meets when it matches ``where``."""
+    if where is None:
+        return []
+    conditions: list[ColumnElement[bool]] = []
+    if where.run_id is not None:
+        conditions.append(exchanges.c.run_id == where.run_id)
+    if where.model is not None:
+        conditions.append(
+            or_(exchanges.c.model == where.model, exchanges.c.answered_model == where.model)
+        )
+    if isinstance(where.status, str):
+        conditions.append(exchanges.c.outcome == where.status)
+    elif where.status is not None:
+        conditions.append(exchanges.c.status == where.status)
+    return conditions
+
+
+def exchange_summaries(
+    conn: Connection, cassette: str, where: ExchangeFilter | None
+) -> list[ExchangeSummary]:
+    """The cassette's exchanges that match ``where``, in seq order."""
+    query = _SUMMARIES.where(*matching(where))
+    rows = conn.execute(query, {"cassette": cassette}).mappings()
+    return [to_summary(row, cassette) for row in rows]
+
+
+def cassette_summaries(conn: Connection, where: ExchangeFilter | None) -> list[CassetteSummary]:
+    """Every cassette, by name; with a filter, only those with a matching exchange, and
+    every figure (count, times, stored bytes) of the matching exchanges alone."""
+    conditions = matching(where)
+    tables: Any = cassettes.join(exchanges) if conditions else cassettes.outerjoin(exchanges)
+    totals = (
+        select(
+            cassettes.c.id,
+            cassettes.c.name,
+            func.count(exchanges.c.id).label("exchanges"),
+            func.min(exchanges.c.started_at).label("first_at"),
+            func.max(exchanges.c.started_at).label("last_at"),
+        )
+        .select_from(tables)
+        .where(*conditions)
+        .group_by(cassettes.c.id, cassettes.c.name)
+    )
+    # UNION, not UNION ALL: a body used twice in a cassette is stored once.
+    uses = union(
+        *(
+            select(exchanges.c.cassette_id, column.label("digest")).where(*conditions)
+            for column in (
+                exchanges.c.request_body_digest,
+                exchanges.c.response_body_digest,
+                exchanges.c.messages_digest,
+            )
+        )
+    ).subquery()
+    sizes = (
+        select(uses.c.cassette_id, func.sum(blobs.c.stored_size))
+        .join_from(uses, blobs, uses.c.digest == blobs.c.digest)
+        .group_by(uses.c.cassette_id)
+    )
+    rows = conn.execute(totals).mappings().all()
+    stored = {cassette_id: int(size) for cassette_id, size in conn.execute(sizes)}
+    summaries = [
+        CassetteSummary(
+            name=row["name"],
+            exchanges=row["exchanges"],
+            first_at=row["first_at"],
+            last_at=row["last_at"],
+            stored_bytes=stored.get(row["id"], 0),
+        )
+        for row in rows
+    ]
+    return sorted(summaries, key=lambda summary: summary.name)
+
+
+def drift_of(conn: Connection, cassette: str, seq: int) -> tuple[Drift, ...]:
+    """The drift noted on one exchange, oldest first."""
+    return tuple(
+        Drift(at=at, paths=tuple(json.loads(paths)), context=json.loads(context))
+        for at, paths, context in conn.execute(_DRIFTS, {"cassette": cassette, "seq": seq})
+    )
