@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import sys
@@ -310,18 +311,23 @@ def _configure_logging(debug: bool) -> None:
 
 
 def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``--run-id``, ``--model`` and ``--status``, which narrow ``ls`` and ``show``."""
-    f = click.option(
+    """``--run-id``, ``--model`` and ``--status``, handed to the command as ``where``."""
+
+    @functools.wraps(f)
+    def command(run_id: str | None, model: str | None, status: str | None, **kw: Any) -> Any:
+        return f(where=_filter(run_id, model, status), **kw)
+
+    command = click.option(
         "--status",
         metavar="STATUS",
         help="Only exchanges with this HTTP status (429) or outcome (truncated, failed, ...).",
-    )(f)
-    f = click.option(
+    )(command)
+    command = click.option(
         "--model", metavar="MODEL", help="Only exchanges that asked for or were answered by MODEL."
-    )(f)
+    )(command)
     return click.option(
         "--run-id", metavar="ID", help="Only exchanges sent with X-Freezeframe-Run-Id: ID."
-    )(f)
+    )(command)
 
 
 def _filter(run_id: str | None, model: str | None, status: str | None) -> ExchangeFilter | None:
@@ -351,9 +357,7 @@ def _filter(run_id: str | None, model: str | None, status: str | None) -> Exchan
 def ls(
     data_dir: str,
     store: str | None,
-    run_id: str | None,
-    model: str | None,
-    status: str | None,
+    where: ExchangeFilter | None,
     as_json: bool,
 ) -> None:
     """List cassettes: name, exchanges, first and last time, size stored.
@@ -366,7 +370,6 @@ def ls(
         freezeframe ls --json
         freezeframe ls --run-id ci-4411 --status 429
     """
-    where = _filter(run_id, model, status)
     opened = _open(data_dir, store)
     try:
         rows = opened.cassettes(where)
@@ -408,9 +411,7 @@ def show(
     seq: int | None,
     data_dir: str,
     store: str | None,
-    run_id: str | None,
-    model: str | None,
-    status: str | None,
+    where: ExchangeFilter | None,
     as_json: bool,
 ) -> None:
     """The exchanges of a cassette in recorded order, or one exchange whole.
@@ -425,7 +426,6 @@ def show(
         freezeframe show bug-8821 3 --json
     """
     validate_cassette_name(cassette)
-    where = _filter(run_id, model, status)
     if where is not None and seq is not None:
         raise ValueError("--run-id, --model and --status filter the list; drop them with SEQ")
     opened = _open(data_dir, store)

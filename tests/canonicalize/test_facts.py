@@ -9,7 +9,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qsl
 
 import anthropic
 import httpx2
@@ -38,6 +37,7 @@ from openai.types.responses import (
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel
+from support.sdk_capture import SdkCapture, view_of
 
 from canonicalize import (
     FACT_NAMES,
@@ -60,21 +60,6 @@ def traceparent(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> str:
     return carrier["traceparent"]
 
 
-def view_of(request: httpx2.Request) -> RequestView:
-    path, _, query = request.url.raw_path.decode("ascii").partition("?")
-    return RequestView(
-        method=request.method,
-        scheme=request.url.scheme,
-        host=request.url.host,
-        port=request.url.port or {"http": 80, "https": 443}[request.url.scheme],
-        path=path,
-        query=tuple(parse_qsl(query, keep_blank_values=True)),
-        headers=tuple(request.headers.items()),
-        body=request.content,
-        content_type=request.headers.get("content-type", ""),
-    )
-
-
 def sent(
     path: str,
     body: bytes = b"",
@@ -85,7 +70,7 @@ def sent(
     return RequestView("POST", "http", "127.0.0.1", 8000, path, (), headers, body, content_type)
 
 
-class Wire:
+class Wire(SdkCapture):
     """SDK clients answered with one prepared answer; the facts read from that exchange."""
 
     def __init__(
@@ -100,23 +85,9 @@ class Wire:
         self.answer = ResponseView(
             status, (("content-type", content_type), *pairs), body, content_type
         )
-        self.requests: list[httpx2.Request] = []
-        transport = httpx2.MockTransport(self._answer)
-        self.openai = openai.OpenAI(
-            api_key="sk-test",
-            base_url="http://127.0.0.1:9/v1",
-            http_client=openai.DefaultHttpxClient(transport=transport),
-            max_retries=0,
-        )
-        self.anthropic = anthropic.Anthropic(
-            api_key="sk-ant-test",
-            base_url="http://127.0.0.1:9",
-            http_client=anthropic.DefaultHttpxClient(transport=transport),
-            max_retries=0,
-        )
+        super().__init__()
 
-    def _answer(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
+    def respond(self, request: httpx2.Request) -> httpx2.Response:
         assert self.answer.body is not None
         return httpx2.Response(
             self.answer.status, headers=list(self.answer.headers), content=self.answer.body

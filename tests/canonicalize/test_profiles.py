@@ -7,11 +7,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
-from urllib.parse import parse_qsl
 
 import anthropic
-import httpx2
-import openai
 import pytest
 from anthropic.types import message_count_tokens_params, message_create_params
 from anthropic.types.beta import message_count_tokens_params as beta_message_count_tokens_params
@@ -21,6 +18,7 @@ from hypothesis import strategies as st
 from openai.types import completion_create_params, embedding_create_params
 from openai.types.chat import completion_create_params as chat_completion_create_params
 from openai.types.responses import response_create_params
+from support.sdk_capture import SdkCapture, view_of
 
 from canonicalize import DEFAULT_VOLATILE_FIELDS, Canonical, RequestView, canonicalize
 from canonicalize.jsonbody import decode_json, encode_json
@@ -116,50 +114,8 @@ def test_stream_and_stream_options_stay_in_every_openai_key() -> None:
 # Requests exactly as the SDKs send them, captured by a mock transport.
 
 
-def view_of(request: httpx2.Request) -> RequestView:
-    path, _, query = request.url.raw_path.decode("ascii").partition("?")
-    return RequestView(
-        method=request.method,
-        scheme=request.url.scheme,
-        host=request.url.host,
-        port=request.url.port or {"http": 80, "https": 443}[request.url.scheme],
-        path=path,
-        query=tuple(parse_qsl(query, keep_blank_values=True)),
-        headers=tuple(request.headers.items()),
-        body=request.content,
-        content_type=request.headers.get("content-type", ""),
-    )
-
-
-class Capture:
+class Capture(SdkCapture):
     """Clients whose every request is recorded instead of sent."""
-
-    def __init__(self) -> None:
-        self.requests: list[httpx2.Request] = []
-        transport = httpx2.MockTransport(self._answer)
-        self.openai = openai.OpenAI(
-            api_key="sk-test",
-            base_url="http://127.0.0.1:9/v1",
-            http_client=openai.DefaultHttpxClient(transport=transport),
-            max_retries=0,
-        )
-        self.azure = openai.AzureOpenAI(
-            api_key="azure-test",
-            azure_endpoint="https://example.openai.azure.com",
-            api_version="2024-10-21",
-            http_client=openai.DefaultHttpxClient(transport=transport),
-            max_retries=0,
-        )
-        self.anthropic = anthropic.Anthropic(
-            api_key="sk-ant-test",
-            base_url="http://127.0.0.1:9",
-            http_client=anthropic.DefaultHttpxClient(transport=transport),
-            max_retries=0,
-        )
-
-    def _answer(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        return httpx2.Response(200, json={})
 
     def key(self, send: Callable[["Capture"], object]) -> str:
         send(self)

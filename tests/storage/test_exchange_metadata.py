@@ -2,24 +2,21 @@
 messages and drift notes, and the listings filtered by them; on SQLite and PostgreSQL
 (the ``store`` and ``store_url`` fixtures are in conftest.py)."""
 
-import dataclasses
 import logging
 import time
 from typing import Any
 
-import psycopg
 import pytest
-from support.database import run_sql, writes_blocked
+from support.database import run_sql, terminate_freezeframe_backends, writes_blocked
+from support.exchanges import plausible_exchange, plausible_response
 
 from storage import (
     FACT_NAMES,
     CassetteNotFound,
-    Chunk,
     ExchangeFilter,
     Message,
     NewExchange,
     Outcome,
-    RecordedResponse,
     Store,
     StoreClosed,
     StoreError,
@@ -59,37 +56,11 @@ MESSAGES = (
 def record(store: Store, *, cassette: str = "c", key: str = "k", **changes: Any) -> NewExchange:
     """Reserve a slot and submit a plausible exchange in it; keywords replace any field,
     ``status`` the response's."""
-    status = changes.pop("status", 200)
-    exchange = NewExchange(
-        cassette=cassette,
-        key=key,
-        key_scheme=1,
-        canonical=b"POST /v1/chat " + key.encode(),
-        method="POST",
-        scheme="https",
-        host="api.example.com",
-        port=443,
-        path="/v1/chat",
-        http_version="HTTP/1.1",
-        request_headers=((b"host", b"api.example.com"),),
-        request_body=b'{"q": 1}',
-        started_at=1_700_000_000.0,
-        duration=0.5,
-        response=RecordedResponse(
-            status=status,
-            reason="OK",
-            http_version="HTTP/1.1",
-            headers=(),
-            body=b"answer",
-            chunks=(Chunk(0, 0.25),),
-            first_byte_at=0.25,
-        ),
-        outcome=Outcome.COMPLETE,
-        error=None,
-        context={"run-id": "run-1"},
-        slot=store.reserve(cassette, key),
+    answer = plausible_response(status=changes.pop("status", 200), headers=(), body=b"answer")
+    slot = store.reserve(cassette, key)
+    exchange = plausible_exchange(
+        slot, cassette=cassette, key=key, **({"response": answer} | changes)
     )
-    exchange = dataclasses.replace(exchange, **changes)
     store.submit(exchange)
     return exchange
 
@@ -323,12 +294,7 @@ def test_drift_is_noted_after_the_server_dropped_the_writers_connection(
     with open_store(postgres_url) as store:
         record(store)
         store.flush(WAIT)
-        conninfo = postgres_url.replace("postgresql+psycopg", "postgresql")
-        with psycopg.connect(conninfo, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = 'freezeframe' AND datname = current_database()"
-            )
+        terminate_freezeframe_backends(postgres_url)
         store.note_drift("c", 0, ["body:$.x"], {})
         store.flush(WAIT)
         assert len(store.exchange("c", 0).drift) == 1

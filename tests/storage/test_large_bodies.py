@@ -31,6 +31,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from support.database import run_sql, writes_blocked
+from support.exchanges import plausible_exchange, plausible_response
 
 from storage import (
     BlobRef,
@@ -38,8 +39,6 @@ from storage import (
     ExchangeFilter,
     Message,
     NewExchange,
-    Outcome,
-    RecordedResponse,
     Rekeyed,
     Slot,
     Store,
@@ -107,37 +106,27 @@ def download(
     request_body_ref: BlobRef | None = None,
     cassette: str = "c",
 ) -> NewExchange:
-    """An exchange whose bodies are given as bytes or by reference."""
-    return NewExchange(
+    """A download whose bodies are given as bytes or by reference."""
+    return plausible_exchange(
+        slot,
         cassette=cassette,
         key=key,
-        key_scheme=1,
         canonical=b"GET /download " + key.encode(),
         method="GET",
-        scheme="https",
         host="files.example.com",
-        port=443,
         path="/download",
-        http_version="HTTP/1.1",
         request_headers=((b"host", b"files.example.com"),),
         request_body=request_body,
-        started_at=1_700_000_000.0,
+        request_body_ref=request_body_ref,
         duration=3.5,
-        response=RecordedResponse(
-            status=200,
-            reason="OK",
-            http_version="HTTP/1.1",
+        response=plausible_response(
             headers=((b"content-type", b"application/octet-stream"),),
             body=body,
+            body_ref=body_ref,
             chunks=(Chunk(0, 0.1),),
             first_byte_at=0.1,
-            body_ref=body_ref,
         ),
-        outcome=Outcome.COMPLETE,
-        error=None,
         context={},
-        slot=slot,
-        request_body_ref=request_body_ref,
     )
 
 

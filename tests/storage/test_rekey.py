@@ -2,22 +2,19 @@
 cassette re-chained; refused when the chain is already broken. On SQLite and PostgreSQL
 (the ``store`` and ``store_url`` fixtures are in conftest.py)."""
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from support.database import run_sql
+from support.exchanges import plausible_exchange, plausible_response
 
 from storage import (
     CassetteNotFound,
-    Chunk,
     Exchange,
     KeyChange,
     Message,
     NewExchange,
-    Outcome,
-    RecordedResponse,
     Rekeyed,
     Store,
     StoreError,
@@ -30,38 +27,13 @@ WAIT = 10.0  # seconds; every wait in this file is bounded by it
 
 def record(store: Store, key: str, body: bytes, **changes: Any) -> NewExchange:
     """Reserve a slot and submit an exchange answered with ``body``."""
-    exchange = NewExchange(
-        cassette="c",
-        key=key,
-        key_scheme=1,
-        canonical=b"POST /v1/chat " + key.encode(),
-        method="POST",
-        scheme="https",
-        host="api.example.com",
-        port=443,
-        path="/v1/chat",
-        http_version="HTTP/1.1",
-        request_headers=((b"host", b"api.example.com"),),
-        request_body=b'{"ask": "' + body + b'"}',
-        started_at=1_700_000_000.0,
-        duration=0.5,
-        response=RecordedResponse(
-            status=200,
-            reason="OK",
-            http_version="HTTP/1.1",
-            headers=(),
-            body=body,
-            chunks=(Chunk(0, 0.25),),
-            first_byte_at=0.25,
-        ),
-        outcome=Outcome.COMPLETE,
-        error=None,
-        context={"run-id": "run-1"},
-        slot=store.reserve("c", key),
-        stripped={"body:$.user": "0123456789abcdef"},
-        facts={"model": "gpt-4o"},
-    )
-    exchange = dataclasses.replace(exchange, **changes)
+    defaults = {
+        "request_body": b'{"ask": "' + body + b'"}',
+        "response": plausible_response(headers=(), body=body),
+        "stripped": {"body:$.user": "0123456789abcdef"},
+        "facts": {"model": "gpt-4o"},
+    }
+    exchange = plausible_exchange(store.reserve("c", key), key=key, **(defaults | changes))
     store.submit(exchange)
     return exchange
 

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.database import run_sql, writes_blocked
+from support.database import run_sql, terminate_freezeframe_backends, writes_blocked
+from support.exchanges import plausible_exchange, plausible_response
 
 from storage import (
     CassetteNotFound,
@@ -43,44 +43,24 @@ WAIT = 10.0  # seconds; every wait in this file is bounded by it
 def make(
     slot: Slot,
     *,
-    cassette: str = "c",
-    key: str = "k",
     body: bytes = b"hello",
-    response: bool = True,
+    response: bool | RecordedResponse = True,
     **changes: Any,
 ) -> NewExchange:
-    """An exchange with plausible values; keyword arguments replace any field."""
-    recorded = RecordedResponse(
-        status=200,
-        reason="OK",
-        http_version="HTTP/1.1",
-        headers=((b"content-type", b"application/json"),),
-        body=body,
-        chunks=(Chunk(0, 0.25),),
-        first_byte_at=0.25,
-    )
-    exchange = NewExchange(
-        cassette=cassette,
-        key=key,
-        key_scheme=1,
-        canonical=b"POST /v1/chat " + key.encode(),
-        method="POST",
-        scheme="https",
-        host="api.example.com",
-        port=443,
-        path="/v1/chat",
-        http_version="HTTP/1.1",
-        request_headers=((b"host", b"api.example.com"),),
-        request_body=b'{"q": 1}',
-        started_at=1_700_000_000.0 + slot.seq,
-        duration=0.5,
-        response=recorded if response else None,
-        outcome=Outcome.COMPLETE if response else Outcome.FAILED,
-        error=None if response else "connection refused",
-        context={"run-id": "run-1"},
-        slot=slot,
-    )
-    return dataclasses.replace(exchange, **changes)
+    """An exchange with plausible values; keyword arguments replace any field.
+
+    ``response`` is the response itself, or whether to give the exchange a plausible one.
+    """
+    answered = response is not False
+    if response is True:
+        response = plausible_response(body=body)
+    defaults = {
+        "started_at": 1_700_000_000.0 + slot.seq,
+        "response": response or None,
+        "outcome": Outcome.COMPLETE if answered else Outcome.FAILED,
+        "error": None if answered else "connection refused",
+    }
+    return plausible_exchange(slot, **(defaults | changes))
 
 
 def record(store: Store, **fields: Any) -> NewExchange:
@@ -723,16 +703,6 @@ def test_closing_gives_back_the_connections_of_live_threads(store_url: str) -> N
     assert checked_out(store) == 0
     finish.set()
     thread.join(WAIT)
-
-
-def terminate_freezeframe_backends(url: str) -> int:
-    conninfo = url.replace("postgresql+psycopg", "postgresql")
-    with psycopg.connect(conninfo, autocommit=True) as admin:
-        rows: list[Any] = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = 'freezeframe' AND datname = current_database()"
-        ).fetchall()
-    return len(rows)
 
 
 @pytest.mark.postgres

@@ -44,3 +44,15 @@ def writes_blocked(url: str) -> Iterator[None]:
             pg.execute("LOCK TABLE cassettes, blobs, blob_parts, exchanges IN EXCLUSIVE MODE")
             yield
             pg.rollback()
+
+
+def terminate_freezeframe_backends(url: str) -> int:
+    """Have the PostgreSQL server at ``url`` drop every connection a store holds to its
+    database; how many it dropped."""
+    conninfo = url.replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        rows: list[Any] = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'freezeframe' AND datname = current_database()"
+        ).fetchall()
+    return len(rows)

@@ -8,9 +8,10 @@ received completely, the HTTP version the request arrived on, and counts accepte
 connections (on accept, before TLS), so a test can assert that replay opened none.
 
 It is ``h2`` (4.x, sans-I/O) on an asyncio loop in a daemon thread (the
-:class:`support.upstream._LoopThread` of the HTTP/1.1 upstream), ``h11`` for HTTP/1.1, and
-a ``trustme`` CA for TLS. Every endpoint is written once against a small reply interface
-with an HTTP/2 and an HTTP/1.1 implementation, so both versions answer the same bytes.
+:class:`support.upstream._TlsServer` the WebSocket upstream runs on too), ``h11`` for
+HTTP/1.1, and a ``trustme`` CA for TLS. Every endpoint is written once against a small
+reply interface with an HTTP/2 and an HTTP/1.1 implementation, so both versions answer the
+same bytes.
 
 Quick use::
 
@@ -37,7 +38,6 @@ import contextlib
 import dataclasses
 import json
 import socket
-import ssl
 import struct
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -51,7 +51,6 @@ import h11
 import trustme
 
 from support.upstream import (
-    HANDSHAKE_TIMEOUT,
     IDLE_TIMEOUT,
     MAX_EVENTS_PER_REQUEST,
     MAX_GAP,
@@ -61,7 +60,7 @@ from support.upstream import (
     SeenRequest,
     _compact,
     _int_param,
-    _LoopThread,
+    _TlsServer,
 )
 
 __all__ = ["H2Upstream", "VersionedRequest"]
@@ -183,13 +182,14 @@ class _H1Reply:
         self.was_reset = True
 
 
-class H2Upstream(_LoopThread):
+class H2Upstream(_TlsServer):
     """The HTTP/2 test upstream. See the module docstring for the endpoints.
 
     ``reset_delay``: seconds between flushing the two pieces of ``/reset`` and the reset.
     """
 
     _name = "h2-upstream"
+    _ends = (OSError, TimeoutError, h2.exceptions.ProtocolError, h11.ProtocolError)
 
     def __init__(
         self,
@@ -199,82 +199,22 @@ class H2Upstream(_LoopThread):
         reset_delay: float = 0.05,
         idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
-        super().__init__()
-        self.host = host
+        super().__init__(ca, ["h2", "http/1.1"], host)
         self.reset_delay = min(max(0.0, reset_delay), MAX_GAP)
         self.idle_timeout = min(max(0.1, idle_timeout), 600.0)
-        self.port = 0
-        self.connections = 0
         self.requests: list[VersionedRequest] = []
         self.counts: dict[str, int] = {}
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._handlers: set[asyncio.Task[Any]] = set()
-        self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert("localhost", "127.0.0.1").configure_cert(self._ssl)
-        self._ssl.set_alpn_protocols(["h2", "http/1.1"])
 
     # -- public API --
-    @property
-    def base_url(self) -> str:
-        return f"https://localhost:{self.port}"
-
     def url(self, path: str) -> str:
         return self.base_url + path
 
-    def start(self) -> H2Upstream:
-        self.port = self._start_loop(self._open)
-        return self
-
-    def stop(self) -> None:
-        """Close the listening socket and every open connection. Idempotent, <= 5 s."""
-        self._stop_loop()
-
-    def __enter__(self) -> H2Upstream:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # -- server plumbing --
-    async def _open(self) -> int:
-        self._server = await asyncio.start_server(self._accept, self.host, 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        for task in list(self._handlers):
-            task.cancel()
-        if self._handlers:
-            await asyncio.wait(list(self._handlers), timeout=1.5)
-        if self._server is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
-        self._writers.clear()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1  # on accept, before TLS
-        self._writers.add(writer)
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            await writer.start_tls(self._ssl, ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
-            alpn = writer.get_extra_info("ssl_object").selected_alpn_protocol()
-            if alpn == "h2":
-                await self._serve_h2(reader, writer)
-            else:
-                await self._serve_h1(reader, writer)
-        except (OSError, TimeoutError, h2.exceptions.ProtocolError, h11.ProtocolError):
-            writer.transport.abort()  # ssl.SSLError is an OSError
-        finally:
-            self._writers.discard(writer)
-            self._handlers.discard(task)
-            if not writer.transport.is_closing():
-                writer.close()
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if writer.get_extra_info("ssl_object").selected_alpn_protocol() == "h2":
+            await self._serve_h2(reader, writer)
+        else:
+            await self._serve_h1(reader, writer)
 
     async def _serve_h2(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = _H2Connection(writer)

@@ -129,8 +129,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from email.utils import formatdate
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qsl, urlsplit
 
 import blake3
@@ -150,6 +149,7 @@ __all__ = [
     "random_chunks",
     "make_ca",
     "rate_limit_body",
+    "server_ssl_context",
     "write_ca_pem",
 ]
 
@@ -188,6 +188,15 @@ def client_ssl_context(ca: trustme.CA) -> ssl.SSLContext:
     """A client context that trusts only ``ca`` (pass as ``verify=`` to httpx/httpx2)."""
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)
+    return ctx
+
+
+def server_ssl_context(ca: trustme.CA, alpn: Sequence[str]) -> ssl.SSLContext:
+    """A server context with a certificate from ``ca`` for localhost and 127.0.0.1,
+    offering the ``alpn`` protocols in that order."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
+    ctx.set_alpn_protocols(list(alpn))
     return ctx
 
 
@@ -267,7 +276,9 @@ class SeenRequest:
 
 
 class _LoopThread:
-    """An asyncio event loop running in a daemon thread, with bounded start/stop."""
+    """An asyncio event loop running in a daemon thread, with bounded start/stop, for a
+    server that listens on ``port`` (opened by ``_open``) from ``start()`` to ``stop()``,
+    or for the body of a ``with`` block."""
 
     _name = "loop-thread"
 
@@ -276,6 +287,25 @@ class _LoopThread:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.errors: list[dict[str, Any]] = []  # unexpected loop errors (for debugging)
+        self.port = 0
+
+    def start(self) -> Self:
+        self.port = self._start_loop(self._open)
+        return self
+
+    def stop(self) -> None:
+        """Close the listening socket and every open connection. Idempotent, <= 5 s."""
+        self._stop_loop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _open(self) -> int:  # overridden
+        """Start listening, on the loop; the port listened on."""
+        raise NotImplementedError
 
     def _start_loop(self, opener: Callable[[], Any]) -> Any:
         with self._lock:
@@ -337,6 +367,86 @@ class _LoopThread:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=1.0)
+
+
+class _StreamServer(_LoopThread):
+    """A server of ``asyncio.start_server`` streams on ``host``, each connection handled by
+    ``_handle`` in a task of its own. Stop aborts every connection in ``_writers`` (the
+    accepted ones are put there), cancels the handlers and waits, bounded, for them."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__()
+        self.host = host
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    async def _open(self) -> int:
+        self._server = await asyncio.start_server(self._accept, self.host, 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._writers.add(writer)
+        self._handlers.add(task)
+        try:
+            await self._handle(reader, writer)
+        finally:
+            self._writers.discard(writer)
+            self._handlers.discard(task)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError  # overridden
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        for task in list(self._handlers):
+            task.cancel()
+        if self._handlers:
+            await asyncio.wait(list(self._handlers), timeout=1.5)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        self._writers.clear()
+
+
+class _TlsServer(_StreamServer):
+    """A :class:`_StreamServer` for ``https://localhost:<port>``: it counts every connection
+    on accept (``connections``: before TLS, so one whose handshake fails counts too), starts
+    TLS with a certificate from ``ca`` offering ``alpn``, and serves it with ``_serve``. An
+    exception in ``_ends`` aborts the connection quietly; else it is closed at the end."""
+
+    _ends: tuple[type[BaseException], ...] = (OSError, TimeoutError)  # SSLError is an OSError
+
+    def __init__(self, ca: trustme.CA, alpn: Sequence[str], host: str = "127.0.0.1") -> None:
+        super().__init__(host)
+        self.connections = 0
+        self._ssl = server_ssl_context(ca, alpn)
+
+    @property
+    def base_url(self) -> str:
+        return f"https://localhost:{self.port}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1  # on accept, before TLS
+        try:
+            await asyncio.wait_for(
+                writer.start_tls(self._ssl, ssl_handshake_timeout=HANDSHAKE_TIMEOUT),
+                HANDSHAKE_TIMEOUT + 1.0,
+            )
+            await self._serve(reader, writer)
+        except self._ends:
+            writer.transport.abort()
+        finally:
+            if not writer.transport.is_closing():
+                writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError  # overridden
 
 
 class _Wire(asyncio.Protocol):
@@ -519,19 +629,13 @@ class Upstream(_LoopThread):
         self.stream_gaps = tuple(float(g) for g in stream_gaps)
         self.reset_delay = min(max(0.0, reset_delay), MAX_GAP)
         self.idle_timeout = min(max(0.1, idle_timeout), 600.0)
-        self.port = 0
         self.connections = 0
         self.requests: list[SeenRequest] = []
         self.deleted: list[str] = []
         self.counts: dict[str, int] = {}
         self._server: asyncio.Server | None = None
         self._wires: set[_Wire] = set()
-        self._server_ctx: ssl.SSLContext | None = None
-        if tls:
-            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
-            ctx.set_alpn_protocols(["http/1.1"])
-            self._server_ctx = ctx
+        self._server_ctx = server_ssl_context(ca, ["http/1.1"]) if tls else None
 
     # -- public API --
     @property
@@ -540,14 +644,6 @@ class Upstream(_LoopThread):
 
     def url(self, path: str) -> str:
         return self.base_url + path
-
-    def start(self) -> Upstream:
-        self.port = self._start_loop(self._open)
-        return self
-
-    def stop(self) -> None:
-        """Close the listening socket and every open connection. Idempotent, <= 5 s."""
-        self._stop_loop()
 
     def reset_counters(self, *, endpoints: bool = False) -> None:
         """Forget connections, requests and deletions. Endpoint counters (the ``n`` in the
@@ -558,17 +654,6 @@ class Upstream(_LoopThread):
         self.deleted.clear()
         if endpoints:
             self.counts.clear()
-
-    def __enter__(self) -> Upstream:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- server plumbing --
     async def _open(self) -> int:
@@ -1093,7 +1178,7 @@ def random_chunks(size: int, seed: int, step: int = 256 * 1024) -> Iterable[byte
         yield rng.randbytes(min(step, size - offset))
 
 
-class ConnectTunnel(_LoopThread):
+class ConnectTunnel(_StreamServer):
     """A tiny plain-HTTP ``CONNECT`` proxy that only tunnels to this machine.
 
     It records every CONNECT target (``connects``: list of ``"host:port"``) and refuses (403)
@@ -1105,47 +1190,14 @@ class ConnectTunnel(_LoopThread):
     ALLOWED_HOSTS = frozenset({"localhost", "127.0.0.1"})
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        super().__init__()
-        self.host = host
-        self.port = 0
+        super().__init__(host)
         self.connects: list[str] = []
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> ConnectTunnel:
-        self.port = self._start_loop(self._open)
-        return self
-
-    def stop(self) -> None:
-        self._stop_loop()
-
-    def __enter__(self) -> ConnectTunnel:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    async def _open(self) -> int:
-        self._server = await asyncio.start_server(self._handle, self.host, 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        await asyncio.sleep(0.05)
-        if self._server is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
-        self._writers.clear()
-
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
         up_writer: asyncio.StreamWriter | None = None
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)

@@ -15,7 +15,7 @@ then replay it and assert that the server saw no new connection. The server
   a replayed event can be told from a live one;
 * counts accepted TCP connections (on accept, before TLS) and keeps every client message.
 
-It runs on its own event loop in a daemon thread (``support.upstream._LoopThread``), with
+It runs on its own event loop in a daemon thread (``support.upstream._TlsServer``), with
 TLS from the same ``trustme`` CA as :class:`support.upstream.Upstream`, and speaks the
 protocol with ``wsproto`` (permessage-deflate when the client offers it). Quick use::
 
@@ -30,9 +30,7 @@ import asyncio
 import base64
 import contextlib
 import json
-import ssl
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 import trustme
@@ -50,11 +48,10 @@ from wsproto.events import (
 )
 from wsproto.extensions import PerMessageDeflate
 
-from support.upstream import _LoopThread
+from support.upstream import _TlsServer
 
 __all__ = ["WsUpstream"]
 
-HANDSHAKE_TIMEOUT = 5.0
 IDLE_TIMEOUT = 30.0
 MAX_GAP = 10.0
 MAX_DELTAS = 1000
@@ -62,86 +59,37 @@ MAX_EVENTS = 100_000
 _READ = 65536
 
 
-class WsUpstream(_LoopThread):
+class WsUpstream(_TlsServer):
     """The fake Realtime server. See the module docstring for the protocol.
 
     ``gaps``: seconds between consecutive events of a response (gap ``i`` follows event
     ``i`` of ``response.created``, the deltas, ``response.done``; the last value repeats).
     ``deltas``: how many delta events a response has (text and audio alternate).
+    ``base_url`` is for an OpenAI client: its websocket URL is ``<base_url>/v1/realtime``.
     """
 
     _name = "ws-upstream"
+    _ends = (OSError, TimeoutError, asyncio.IncompleteReadError)
 
     def __init__(
         self, ca: trustme.CA, *, gaps: Sequence[float] = (0.005,), deltas: int = 4
     ) -> None:
-        super().__init__()
+        super().__init__(ca, ["http/1.1"])
         if not gaps or any(not 0 <= g <= MAX_GAP for g in gaps):
             raise ValueError(f"gaps must be a non-empty list within [0, {MAX_GAP}] s")
         self.gaps = tuple(float(g) for g in gaps)
         self.deltas = max(1, min(deltas, MAX_DELTAS))
-        self.port = 0
-        self.connections = 0
         self.received: list[str | bytes] = []  # every client message, in arrival order
         self.n = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert("localhost", "127.0.0.1").configure_cert(self._ctx)
-        self._ctx.set_alpn_protocols(["http/1.1"])
 
     def url(self, path: str = "/v1/realtime") -> str:
         return f"wss://localhost:{self.port}{path}"
 
-    @property
-    def base_url(self) -> str:
-        """For an OpenAI client: its websocket URL is ``<base_url>/v1/realtime``."""
-        return f"https://localhost:{self.port}"
-
-    def start(self) -> WsUpstream:
-        self.port = self._start_loop(self._open)
-        return self
-
-    def stop(self) -> None:
-        """Close the listening socket and every open connection. Idempotent, <= 5 s."""
-        self._stop_loop()
-
-    def __enter__(self) -> WsUpstream:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def _open(self) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1  # on accept, before TLS
-        self._writers.add(writer)
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await asyncio.wait_for(
-                writer.start_tls(self._ctx, ssl_handshake_timeout=HANDSHAKE_TIMEOUT),
-                HANDSHAKE_TIMEOUT + 1.0,
-            )
             await _Session(self, reader, writer).run()
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
-            pass
         finally:
-            self._writers.discard(writer)
-            writer.transport.abort()
+            writer.transport.abort()  # however the session ended, no lingering close
 
     def next_n(self) -> int:
         self.n += 1
