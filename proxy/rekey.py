@@ -24,7 +24,7 @@ from mitmproxy.net import encoding
 
 from canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
 from canonicalize.drift import digests
-from storage import Exchange, KeyChange, Rekeyed, Store, StoreError
+from storage import Exchange, KeyChange, Rekeyed, Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,17 +58,7 @@ def rekey(store: Store, cassette: str, config: KeyConfig, *, dry_run: bool = Fal
     re-chaining it would bury the evidence.
     """
     kept: list[int] = []
-    keyer = _keyer(config, kept)
-    if dry_run:
-        check = store.verify(cassette)
-        if not check.ok:
-            raise StoreError(
-                f"cassette {cassette!r}: hash chain broken at #{check.first_break} "
-                f"({check.detail}); rekey would re-chain over the break, so it refuses"
-            )
-        changes = _planned(store, cassette, keyer)
-    else:
-        changes = store.rekey(cassette, keyer)
+    changes = store.rekey(cassette, _keyer(config, kept), dry_run=dry_run)
     return _report(cassette, not dry_run, changes, kept)
 
 
@@ -110,18 +100,6 @@ def _keyer(config: KeyConfig, kept: list[int]) -> Callable[[Exchange], Rekeyed]:
         return Rekeyed(canonical.key, SCHEME_VERSION, canonical.form, digests(canonical.stripped))
 
     return key
-
-
-def _planned(store: Store, cassette: str, keyer: Callable[[Exchange], Rekeyed]) -> list[KeyChange]:
-    """The changes a rekey would make, computed the way Store.rekey computes them."""
-    seen: defaultdict[str, int] = defaultdict(int)
-    changes = []
-    for summary in store.exchanges(cassette):
-        exchange = store.exchange(cassette, summary.seq)
-        new = keyer(exchange).key
-        changes.append(KeyChange(exchange.seq, exchange.key, new, exchange.occurrence, seen[new]))
-        seen[new] += 1
-    return changes
 
 
 def _report(

@@ -200,7 +200,9 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def rekey(self, cassette: str, keyer: Callable[[Exchange], Rekeyed]) -> list[KeyChange]:
+    def rekey(
+        self, cassette: str, keyer: Callable[[Exchange], Rekeyed], *, dry_run: bool = False
+    ) -> list[KeyChange]:
         """Give every exchange of the cassette the key ``keyer`` computes for it now.
 
         The chain is verified first: a cassette whose chain is broken is refused with a
@@ -210,7 +212,8 @@ class Store(ABC):
         key in seq order, so recordings that now share a key are replayed in the order
         they were recorded. Keys, key schemes, canonical forms and stripped digests are
         rewritten and the cassette re-chained in one transaction; ids, seqs, bodies,
-        facts and drift notes are kept. An exception from ``keyer`` changes nothing.
+        facts and drift notes are kept. An exception from ``keyer`` changes nothing, and
+        neither does ``dry_run``, which only computes what would change.
 
         Returns every exchange's change in seq order, new equal to old where nothing
         moved. Stop whatever writes to the cassette first (proxies, other stores): one

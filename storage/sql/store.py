@@ -244,7 +244,9 @@ class SqlStore(Store):
         with self._connect() as conn:
             return verify_cassette(conn, cassette, self._where)
 
-    def rekey(self, cassette: str, keyer: Callable[[Exchange], Rekeyed]) -> list[KeyChange]:
+    def rekey(
+        self, cassette: str, keyer: Callable[[Exchange], Rekeyed], *, dry_run: bool = False
+    ) -> list[KeyChange]:
         self.flush(PENDING_WAIT_S)
         report = self.verify(cassette)
         if not report.ok:
@@ -264,6 +266,8 @@ class SqlStore(Store):
                 seq, exchange.key, exchange.occurrence, exchange.canonical, keyer(exchange)
             )
         changes = rekey.plan(planned.values())
+        if dry_run:
+            return changes
         with unavailable(f"cannot rekey in store {self._where}", self._engine):
             with exclusive(self._engine) as conn:
                 rekey.apply(conn, self._engine, cassette, planned, {c.seq: c for c in changes})

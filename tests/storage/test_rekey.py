@@ -176,6 +176,17 @@ def test_a_tampered_cassette_is_refused_and_left_alone(store: Store, store_url: 
     assert served(store, "one") == [b"one"]
 
 
+def test_a_dry_run_reports_the_changes_and_writes_nothing(store: Store, store_url: str) -> None:
+    record(store, "a", b"one")
+    record(store, "b", b"two")
+    store.flush(WAIT)
+    before = chains(store_url)
+    changes = store.rekey("c", keyed_by({b"one": "same", b"two": "same"}), dry_run=True)
+    assert changes == [KeyChange(0, "a", "same", 0, 0), KeyChange(1, "b", "same", 0, 1)]
+    assert chains(store_url) == before
+    assert (served(store, "a"), served(store, "same")) == ([b"one"], [])
+
+
 def test_a_failing_keyer_changes_nothing(store: Store, store_url: str) -> None:
     record(store, "a", b"one")
     record(store, "b", b"two")
