@@ -41,7 +41,6 @@ from storage import (
     ExchangeFilter,
     ExchangeSummary,
     Message,
-    Outcome,
     Store,
     StoreError,
     open_store,
@@ -315,7 +314,11 @@ def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def command(run_id: str | None, model: str | None, status: str | None, **kw: Any) -> Any:
-        return f(where=_filter(run_id, model, status), **kw)
+        try:
+            where = ExchangeFilter.parse(run_id, model, status)
+        except ValueError as exc:
+            raise ValueError(f"--{exc}") from None
+        return f(where=where, **kw)
 
     command = click.option(
         "--status",
@@ -328,25 +331,6 @@ def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--run-id", metavar="ID", help="Only exchanges sent with X-Freezeframe-Run-Id: ID."
     )(command)
-
-
-def _filter(run_id: str | None, model: str | None, status: str | None) -> ExchangeFilter | None:
-    if run_id is None and model is None and status is None:
-        return None
-    wanted: int | str | None = status
-    if status is not None:
-        status = status.strip().lower()
-        outcomes = [o.value for o in Outcome]
-        if status.isdigit() and 100 <= int(status) <= 999:
-            wanted = int(status)
-        elif status in outcomes:
-            wanted = status
-        else:
-            raise ValueError(
-                f"--status {status!r}: use an HTTP status such as 429 "
-                f"or an outcome: {', '.join(outcomes)}"
-            )
-    return ExchangeFilter(run_id=run_id, model=model, status=wanted)
 
 
 @main.command(name="ls")

@@ -272,6 +272,28 @@ class ExchangeFilter:
             outcomes = ", ".join(outcome.value for outcome in Outcome)
             raise ValueError(f"status {self.status!r} is no outcome; use one of {outcomes}")
 
+    @classmethod
+    def parse(
+        cls, run_id: str | None = None, model: str | None = None, status: str | None = None
+    ) -> "ExchangeFilter | None":
+        """A filter from text as a user types it (``status`` "429" or "truncated"); None
+        when nothing is asked. Raises ValueError naming a status that is neither."""
+        if run_id is None and model is None and status is None:
+            return None
+        wanted: int | str | None = None
+        if status is not None:
+            text = status.strip().lower()
+            if text.isdigit() and 100 <= int(text) <= 999:
+                wanted = int(text)
+            elif text in set(Outcome):
+                wanted = text
+            else:
+                outcomes = ", ".join(outcome.value for outcome in Outcome)
+                raise ValueError(
+                    f"status {status!r}: use an HTTP status such as 429 or an outcome: {outcomes}"
+                )
+        return cls(run_id=run_id, model=model, status=wanted)
+
 
 @dataclass(frozen=True, slots=True)
 class Rekeyed:

@@ -18,12 +18,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from addons.state import Mode, RuntimeState, format_pace, parse_pace
-from storage import CassetteNotFound, Store
+from storage import CassetteNotFound, ExchangeFilter, Store
 from storage.names import InvalidCassetteName, validate_cassette_name
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+def _where(request: Request) -> ExchangeFilter | None:
+    """``?run_id=&model=&status=``, the filters of ``ls`` and ``show``."""
+    query = request.query_params
+    return ExchangeFilter.parse(query.get("run_id"), query.get("model"), query.get("status"))
 
 
 def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: str) -> Starlette:
@@ -66,13 +72,21 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
         return JSONResponse(mode_document())
 
     async def cassettes(request: Request) -> JSONResponse:
-        rows = await run_in_threadpool(store.cassettes)
+        try:
+            where = _where(request)
+        except ValueError as exc:
+            return _error(400, f"GET /api/cassettes: {exc}")
+        rows = await run_in_threadpool(store.cassettes, where)
         return JSONResponse([asdict(row) for row in rows])
 
     async def cassette(request: Request) -> JSONResponse:
         name = request.path_params["name"]
         try:
-            rows = await run_in_threadpool(store.exchanges, name)
+            where = _where(request)
+        except ValueError as exc:
+            return _error(400, f"GET /api/cassettes/{name}: {exc}")
+        try:
+            rows = await run_in_threadpool(store.exchanges, name, where)
         except CassetteNotFound as exc:
             return _error(404, str(exc))
         return JSONResponse([asdict(row) for row in rows])

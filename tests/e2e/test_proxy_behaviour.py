@@ -164,6 +164,16 @@ def test_admin_api_reports_health_serves_the_ca_and_switches_mode(
     assert httpx.get(url).json() == recorded
     assert upstream.connections == connections
 
+    listed = proxy.admin("GET", "/api/cassettes/first").json()
+    assert [(row["seq"], row["status"], row["outcome"]) for row in listed] == [(0, 200, "complete")]
+    assert proxy.admin("GET", "/api/cassettes/first?status=complete").json() == listed
+    assert proxy.admin("GET", "/api/cassettes/first?status=429").json() == []
+    assert [c["name"] for c in proxy.admin("GET", "/api/cassettes?status=200").json()] == ["first"]
+    assert proxy.admin("GET", "/api/cassettes?run_id=nobody").json() == []
+    bad = proxy.admin("GET", "/api/cassettes/first?status=teapot")
+    assert bad.status_code == 400 and "'teapot'" in bad.json()["error"]
+    assert proxy.admin("GET", "/api/cassettes/nowhere").status_code == 404
+
     assert proxy.admin("PUT", "/api/mode", json={"mode": "rewind"}).status_code == 400
     assert proxy.admin("PUT", "/api/mode", json={"cassette": "a/b"}).status_code == 400
     assert proxy.admin("GET", "/api/mode").json()["mode"] == "replay"
