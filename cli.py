@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 import click
 import httpx
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from addons.rewrites import JSONRPC_ID_REWRITE, Rewrite, instant_rewrites, jsonrpc_id
@@ -570,7 +571,8 @@ def _print_exchange(document: dict[str, Any]) -> None:
         )
     for drift in document["drift"]:
         console.print(
-            f"  [yellow]drifted[/] on replay at {_time(drift['at'])}: {', '.join(drift['paths'])}",
+            f"  [yellow]drifted[/] on replay at {_time(drift['at'])}: "
+            + escape(", ".join(drift["paths"])),
             highlight=False,
         )
     for title, message in (("request", request), ("response", response)):

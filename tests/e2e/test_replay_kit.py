@@ -75,6 +75,9 @@ def test_a_hit_whose_stripped_fields_changed_is_served_and_reported_as_drift(
     exchange = freezeframe(data_dir, "show", "default", "0")
     [note] = exchange["drift"]
     assert note["paths"] == ["body:$.user"] and note["context"]["run-id"] == "r2"
+    shown = CliRunner().invoke(cli.main, ["show", "default", "0", "--data-dir", str(data_dir)])
+    assert "drifted on replay" in shown.stdout and "body:$.user" in shown.stdout
+    assert "model: gpt-4o-mini" in shown.stdout
 
 
 def test_annotations_are_off_unless_asked_and_never_recorded(
