@@ -19,19 +19,16 @@ because reading those by meaning would mean holding them.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from blake3 import blake3
 from mitmproxy import http
 
 from addons._flows import FlowInfo, canonical_of, info_of, request_view
-from canonicalize import Canonical, KeyConfig, Stripped, canonicalize
-from canonicalize.jsonbody import JsonValue, encode_json, short_digest
-from canonicalize.key import form_key
-from canonicalize.multipart import NotMultipart, parameters, read_multipart
+from canonicalize import BodyDigest, Canonical, FormPart, KeyConfig, canonicalize
+from canonicalize.multipart import NotMultipart, parameters, read_multipart, read_part_head
 from storage import BlobRef, BlobWriter
 from storage.errors import StoreError
 from storage.redaction import Redactor
@@ -265,98 +262,36 @@ def upload_canonical(
 _FORM_TYPE = "application/x-www-form-urlencoded"
 _MULTIPART_TYPE = "multipart/form-data"
 _HEAD_HELD = 64 * 1024
-# --- SHIM: move into canonicalize (see opaque_canonical) ---------------------------------
-_OPAQUE_TYPE = "application/octet-stream"
-_PLACEHOLDER = b"\x00freezeframe-placeholder"
 
 
 def opaque_canonical(
     flow: http.HTTPFlow, info: FlowInfo, config: KeyConfig, digest: str, size: int
 ) -> Canonical:
     """What ``canonicalize`` gives for a body it reads as opaque bytes, from the body's
-    blake3 ``digest`` and ``size`` alone, without the bytes.
-
-    SHIM until canonicalize can key from a digest: it canonicalizes the request with a
-    placeholder body under an opaque content type (so the body is read as ``bytes``, and
-    the profile, rules and headers are chosen exactly as for the real body read so), then
-    puts the real ``{"blake3", "length"}`` in place of the placeholder's and re-hashes the
-    form. The result equals ``canonicalize`` on the same bytes whenever it would read them
-    as bytes (any content type but JSON, a form or multipart).
-    """
-    base = canonicalize(request_view(flow, info, _PLACEHOLDER, _OPAQUE_TYPE), config)
-    document = json.loads(base.form)
-    placeholder = {"blake3": blake3(_PLACEHOLDER).hexdigest(), "length": len(_PLACEHOLDER)}
-    if base.body_kind != "bytes" or document.get("body") != placeholder:
-        raise AssertionError("canonicalize no longer keys an opaque body by digest and length")
-    document["body"] = {"blake3": digest, "length": size}
-    form = encode_json(document).encode()
-    return Canonical(
-        key=form_key(form),
-        form=form,
-        stripped=base.stripped,
-        body_kind="bytes",
-        warnings=(),
-        profile=base.profile,
-    )
+    blake3 ``digest`` and ``size`` alone, without the bytes."""
+    view = request_view(flow, info, b"", flow.request.headers.get("content-type", ""))
+    return canonicalize(view, config, body_digest=BodyDigest(digest, size))
 
 
 def multipart_canonical(
     flow: http.HTTPFlow, info: FlowInfo, config: KeyConfig, reader: MultipartReader
 ) -> Canonical:
     """What ``canonicalize`` gives for a multipart body that ``reader`` has read as it
-    streamed, without the file contents.
+    streamed, from its text fields and the digests of its files.
 
-    SHIM until canonicalize can key from part digests: it canonicalizes a stand-in body
-    (the same boundary, every part's own header lines, text fields with their content, and
-    in place of each file a small placeholder that is not UTF-8), then puts each real
-    ``{"blake3", "length"}`` in place of its placeholder's, in the form and in the
-    digests of parts left out of it. Equal to ``canonicalize`` on the whole body but for
-    a text field (a part without a file name) that is valid UTF-8 and longer than
-    LARGE_BODY, which is described by digest and length here instead of by its value.
+    Equal to ``canonicalize`` on the whole body but for a text field (a part without a
+    file name) that is valid UTF-8 and longer than LARGE_BODY, which is described by
+    digest and length here instead of by its value.
     """
-    stand_ins: dict[str, dict[str, JsonValue]] = {}
-    parts = []
-    for index, part in enumerate(reader.parts):
-        content = part.text
-        if content is None:
-            content = b"\xff\x00freezeframe-placeholder-%d\x00\xff" % index
-            described: dict[str, JsonValue] = {"blake3": part.digest, "length": part.length}
-            stand_ins[blake3(content).hexdigest()] = described
-        parts.append((part.line, part.head, content))
-    body = reader.stand_in(parts)
-    base = canonicalize(request_view(flow, info, body, reader.content_type), config)
-    if not stand_ins:
-        return base
-
-    def real(value: JsonValue) -> JsonValue:
-        if isinstance(value, dict) and isinstance(value.get("blake3"), str):
-            return {**value, **stand_ins.get(str(value["blake3"]), {})}
-        return value
-
-    document = json.loads(base.form)
-    if base.body_kind != "multipart" or not isinstance(document.get("body"), list):
-        raise AssertionError("canonicalize no longer keys a multipart body by its parts")
-    document["body"] = [[name, real(value)] for name, value in document["body"]]
-    form = encode_json(document).encode()
-    digests = {
-        short_digest(value): short_digest(real(value))
-        for _, value in read_multipart(body, reader.content_type)
-    }
-    stripped = tuple(
-        Stripped(entry.part, entry.rule, digests.get(entry.digest, entry.digest))
-        for entry in base.stripped
-    )
-    return Canonical(
-        key=form_key(form),
-        form=form,
-        stripped=stripped,
-        body_kind=base.body_kind,
-        warnings=base.warnings,
-        profile=base.profile,
-    )
-
-
-# --- end of SHIM ---------------------------------------------------------------------------
+    parts = [
+        replace(
+            part.form,
+            content=part.text if part.text is not None else BodyDigest(part.digest, part.length),
+        )
+        for part in reader.parts
+    ]
+    view = request_view(flow, info, b"", reader.content_type)
+    return canonicalize(view, config, multipart_parts=parts)
 
 
 def _refusal(body: bytes, content_type: str) -> str | None:
@@ -369,8 +304,7 @@ def _refusal(body: bytes, content_type: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class _Part:
-    line: bytes  # what follows the boundary on its line (blanks, if anything)
-    head: bytes  # the part's header lines
+    form: FormPart  # the part as its head describes it (its content is set when keyed)
     text: bytes | None  # the content of a text field while it is small; else None
     digest: str
     length: int
@@ -391,7 +325,7 @@ class MultipartReader:
         self._carry = b"\r\n"  # read_multipart reads the body after a CRLF too
         self._started = False  # a boundary has been seen (before it: the preamble)
         self._head: bytearray | None = None  # the current part's head, while it arrives
-        self._line = self._part_head = b""
+        self._form = FormPart("", b"")
         self._text: bytearray | None = None
         self._held = 0
         self._hasher = blake3()
@@ -450,7 +384,7 @@ class MultipartReader:
                     return
             text = bytes(self._text) if self._text is not None else None
             digest, length = self._hasher.hexdigest(), self._length
-            self.parts.append(_Part(self._line, self._part_head, text, digest, length))
+            self.parts.append(_Part(self._form, text, digest, length))
         self._started = True
         self._head = bytearray()
 
@@ -487,15 +421,12 @@ class MultipartReader:
             return
         line, part_head = bytes(head[:newline]), bytes(head[newline + 2 : end])
         try:
-            ((_, described),) = read_multipart(
-                self.stand_in([(line, part_head, b"\xff")]), self.content_type
-            )
+            read_multipart(self.stand_in([(line, part_head, b"\xff")]), self.content_type)
+            self._form = read_part_head(part_head, b"")
         except ValueError as reason:  # NotMultipart
             self.error = str(reason)
             return
-        self._line, self._part_head = line, part_head
-        is_file = isinstance(described, dict) and "filename" in described
-        self._text = None if is_file else bytearray()
+        self._text = None if self._form.filename is not None else bytearray()
         self._hasher, self._length = blake3(), 0
         self._head = None
         self._take(bytes(head[end + 4 :]))

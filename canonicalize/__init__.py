@@ -8,7 +8,15 @@ in every process and every version with the same SCHEME_VERSION.
 from .diff import differences, nearest
 from .facts import FACT_NAMES, FACTS_BODY_LIMIT, FactValue, ResponseView, facts_of
 from .key import SCHEME_VERSION, canonicalize
-from .model import Canonical, Difference, KeyConfig, RequestView, Stripped
+from .model import (
+    BodyDigest,
+    Canonical,
+    Difference,
+    FormPart,
+    KeyConfig,
+    RequestView,
+    Stripped,
+)
 from .rules import Rule, RulesError, RuleSet, Substitution, load_rules, parse_rules
 from .volatile import DEFAULT_VOLATILE_FIELDS
 
@@ -17,9 +25,11 @@ __all__ = [
     "FACTS_BODY_LIMIT",
     "FACT_NAMES",
     "SCHEME_VERSION",
+    "BodyDigest",
     "Canonical",
     "Difference",
     "FactValue",
+    "FormPart",
     "KeyConfig",
     "RequestView",
     "ResponseView",

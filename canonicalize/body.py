@@ -5,13 +5,13 @@ client (member order, a fresh multipart boundary) still replays; every other bod
 its exact bytes, because nothing is known about which of its differences matter.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-
-from blake3 import blake3
 
 from .form import read_form
 from .jsonbody import JsonValue, NotJson, read_json
-from .multipart import NotMultipart, read_multipart
+from .model import BodyDigest, FormPart
+from .multipart import NotMultipart, describe_parts, read_multipart
 
 _FORM = "application/x-www-form-urlencoded"
 _MULTIPART = "multipart/form-data"
@@ -58,6 +58,20 @@ def read_body(body: bytes, content_type: str) -> ReadBody:
         return _bytes_body(body, (_claimed("JSON", content_type, reason),))
 
 
+def read_digest(digest: BodyDigest) -> ReadBody:
+    """Read a body known only by digest as `read_body` reads the same bytes as opaque.
+
+    Always as bytes, even of length 0: a body known by digest was never seen to be empty
+    (a streamed body cut short before its first byte is not a request without one).
+    """
+    return _described(digest, ())
+
+
+def read_parts(parts: Iterable[FormPart]) -> ReadBody:
+    """Read a multipart form given part by part as `read_body` reads the same form whole."""
+    return ReadBody("multipart", fields=describe_parts(parts))
+
+
 def _claimed(claim: str, content_type: str, reason: ValueError) -> str:
     """Warn that the body is not what its content type says, and how it was keyed instead."""
     return f"body claims {claim} ({content_type}) but {reason}; keyed by its bytes"
@@ -71,6 +85,10 @@ def _is_json_media_type(media_type: str) -> bool:
 
 
 def _bytes_body(body: bytes, warnings: tuple[str, ...]) -> ReadBody:
+    return _described(BodyDigest.of(body), warnings)
+
+
+def _described(digest: BodyDigest, warnings: tuple[str, ...]) -> ReadBody:
     """Key an opaque body by digest and length, so forms stay small whatever the body's size."""
-    described: JsonValue = {"blake3": blake3(body).hexdigest(), "length": len(body)}
+    described: JsonValue = {"blake3": digest.blake3, "length": digest.length}
     return ReadBody("bytes", described, warnings=warnings)

@@ -1,11 +1,13 @@
 """The replay key: the one place a request's canonical form is built and hashed."""
 
+from collections.abc import Sequence
+
 from blake3 import blake3
 
-from .body import read_body
+from .body import ReadBody, read_body, read_digest, read_parts
 from .jsonbody import JsonValue, encode_json, encode_json_utf8, short_digest
 from .keyedbody import keyed_body
-from .model import Canonical, KeyConfig, RequestView, Stripped
+from .model import BodyDigest, Canonical, FormPart, KeyConfig, RequestView, Stripped
 from .profiles import Profile, select_profile
 from .ruleset import Rule
 from .volatile import CONFIG_RULE
@@ -27,7 +29,13 @@ def form_key(form: bytes) -> str:
     return hasher.hexdigest()
 
 
-def canonicalize(view: RequestView, config: KeyConfig = _DEFAULT_CONFIG) -> Canonical:
+def canonicalize(
+    view: RequestView,
+    config: KeyConfig = _DEFAULT_CONFIG,
+    *,
+    body_digest: BodyDigest | None = None,
+    multipart_parts: Sequence[FormPart] | None = None,
+) -> Canonical:
     """Reduce a request to the parts an upstream's answer depends on, and key it.
 
     Method, scheme and host are case-normalized because HTTP treats them case-insensitively;
@@ -35,9 +43,40 @@ def canonicalize(view: RequestView, config: KeyConfig = _DEFAULT_CONFIG) -> Cano
     look parameters up by name. Headers stay out unless the profile, the configuration or a
     rule names them, since clients vary them freely (user agents, auth tokens, SDK telemetry)
     without changing the question asked.
+
+    A body too large to hold can be keyed without its bytes, given instead of `view.body`
+    (which must then be empty; `view.content_type` is not consulted for it):
+
+    - `body_digest`: the body as opaque bytes, known by digest and length. The key is the
+      one `view.body` would get whenever it would be read as opaque bytes (a non-empty body
+      of any content type but JSON, a URL-encoded form or multipart, or one that is not what
+      its type claims, bar that claim's warning). A digest of length 0 is still keyed as
+      bytes, not as an empty body.
+    - `multipart_parts`: a multipart form, part by part in the order sent, each part's
+      content as bytes or as a `BodyDigest`. The key is the one the whole body would get,
+      whatever its boundary, provided a digest is given only for a file or for content
+      that is not UTF-8 (a text field given by digest is keyed by digest, not by value).
     """
+    body = _read(view, body_digest, multipart_parts)
+    return _canonical(view, config, body)
+
+
+def _read(
+    view: RequestView, digest: BodyDigest | None, parts: Sequence[FormPart] | None
+) -> ReadBody:
+    """The body as read: from its bytes, or from the digest or parts given in their place."""
+    if digest is None and parts is None:
+        return read_body(view.body, view.content_type)
+    if digest is not None and parts is not None:
+        raise ValueError("give a body digest or multipart parts, not both")
+    if view.body:
+        raise ValueError("a body given by digest or by parts needs an empty view.body")
+    return read_digest(digest) if digest is not None else read_parts(parts or ())
+
+
+def _canonical(view: RequestView, config: KeyConfig, body: ReadBody) -> Canonical:
+    """Build and hash the canonical form of a request whose body has been read."""
     host = view.host.lower()
-    body = read_body(view.body, view.content_type)
     profile = select_profile(view.path, body)
     rules = config.rules.matching(host, view.path, profile.name)
     body_value, body_stripped = keyed_body(body, profile, config.volatile_fields, rules)

@@ -4,6 +4,9 @@ All are frozen so a key, once computed, cannot drift from the request and option
 """
 
 from dataclasses import dataclass
+from typing import Self
+
+from blake3 import blake3
 
 from .ruleset import RuleSet
 from .volatile import DEFAULT_VOLATILE_FIELDS
@@ -27,6 +30,40 @@ class RequestView:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     content_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BodyDigest:
+    """Content known only by its blake3 digest (lowercase hex) and its length in bytes.
+
+    This is how a key describes any content it does not read (an opaque body, a file in a
+    multipart form), so content too large to hold can be keyed from a digest computed as it
+    streamed: `BodyDigest.of(data)` is what keying `data` itself would record.
+    """
+
+    blake3: str
+    length: int
+
+    @classmethod
+    def of(cls, data: bytes) -> Self:
+        return cls(blake3(data).hexdigest(), len(data))
+
+
+@dataclass(frozen=True, slots=True)
+class FormPart:
+    """One part of a `multipart/form-data` body, as a server reads it, for keying a form
+    whose file contents are known only by digest (see `canonicalize`'s `multipart_parts`).
+
+    `content` is the part's bytes, or a `BodyDigest` of them. Given as bytes, the part is
+    described exactly as in a body read whole: a text field (no `filename`) that is UTF-8 by
+    its value, anything else by digest and length. Given as a digest, it is always described
+    by digest and length, as a file or non-UTF-8 field would be.
+    """
+
+    name: str
+    content: bytes | BodyDigest
+    filename: str | None = None
+    content_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,11 @@ stay small whatever was uploaded.
 """
 
 import re
+from collections.abc import Iterable
 from urllib.parse import unquote
 
-from blake3 import blake3
-
 from .jsonbody import JsonValue
+from .model import BodyDigest, FormPart
 
 _PARAMETER = re.compile(r';\s*([^\s=;]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)')
 _QUOTED_PAIR = re.compile(r"\\(.)")
@@ -35,12 +35,21 @@ def read_multipart(body: bytes, content_type: str) -> tuple[tuple[str, JsonValue
     sections = (b"\r\n" + body).split(b"\r\n--" + boundary.encode("utf-8", "surrogatepass"))
     if len(sections) < 2:
         raise NotMultipart("never uses its boundary")
-    parts: list[tuple[str, JsonValue]] = []
+    parts: list[FormPart] = []
     for section in sections[1:]:
         if section.startswith(b"--"):
-            return tuple(sorted(parts, key=lambda part: part[0]))
+            return describe_parts(parts)
         parts.append(_part(section))
     raise NotMultipart("has no closing boundary")
+
+
+def describe_parts(parts: Iterable[FormPart]) -> tuple[tuple[str, JsonValue], ...]:
+    """The form's fields as keyed: each part described, ordered by field name (stably).
+
+    Shared by bodies read whole and forms given part by part, so both are keyed alike.
+    """
+    described = [(part.name, _describe(part)) for part in parts]
+    return tuple(sorted(described, key=lambda field: field[0]))
 
 
 def parameters(header: str) -> dict[str, str]:
@@ -54,7 +63,7 @@ def parameters(header: str) -> dict[str, str]:
     return found
 
 
-def _part(section: bytes) -> tuple[str, JsonValue]:
+def _part(section: bytes) -> FormPart:
     """Read one part: the rest of the delimiter line, its headers, a blank line, its content."""
     padding, newline, rest = section.partition(b"\r\n")
     if not newline or padding.strip(b" \t"):
@@ -64,6 +73,15 @@ def _part(section: bytes) -> tuple[str, JsonValue]:
     head, blank, content = rest.partition(b"\r\n\r\n")
     if not blank:
         raise NotMultipart("has a part whose headers never end")
+    return read_part_head(head, content)
+
+
+def read_part_head(head: bytes, content: bytes | BodyDigest) -> FormPart:
+    """The part with these header lines (CRLF-separated, no blank line) and this content.
+
+    Raises NotMultipart when the headers do not make a form-data part with a name; a form
+    read as it streams can so judge each part's headers as a whole body's would be judged.
+    """
     headers = _headers(head)
     disposition = headers.get("content-disposition", "")
     if disposition.split(";", 1)[0].strip().lower() != "form-data":
@@ -71,7 +89,7 @@ def _part(section: bytes) -> tuple[str, JsonValue]:
     named = parameters(disposition)
     if "name" not in named:
         raise NotMultipart("has a part without a name")
-    return named["name"], _describe(content, _filename(named), headers.get("content-type"))
+    return FormPart(named["name"], content, _filename(named), headers.get("content-type"))
 
 
 def _headers(head: bytes) -> dict[str, str]:
@@ -97,19 +115,23 @@ def _filename(named: dict[str, str]) -> str | None:
     return named.get("filename")
 
 
-def _describe(content: bytes, filename: str | None, content_type: str | None) -> JsonValue:
-    """A text field by its value; a file, or content that is not text, by digest and length."""
+def _describe(part: FormPart) -> JsonValue:
+    """A text field by its value; a file, or content that is not text (or given only by
+    digest), by digest and length."""
     described: dict[str, JsonValue] = {}
-    if content_type is not None:
-        described["content_type"] = content_type
-    if filename is None:
-        try:
-            described["value"] = content.decode("utf-8")
-            return described
-        except UnicodeDecodeError:
-            pass
+    content = part.content
+    if part.content_type is not None:
+        described["content_type"] = part.content_type
+    if part.filename is None:
+        if isinstance(content, bytes):
+            try:
+                described["value"] = content.decode("utf-8")
+                return described
+            except UnicodeDecodeError:
+                pass
     else:
-        described["filename"] = filename
-    described["blake3"] = blake3(content).hexdigest()
-    described["length"] = len(content)
+        described["filename"] = part.filename
+    digest = BodyDigest.of(content) if isinstance(content, bytes) else content
+    described["blake3"] = digest.blake3
+    described["length"] = digest.length
     return described
