@@ -35,34 +35,40 @@ ANTHROPIC_KEY = "sk-ant-e2e-0123456789abcdefghijkl"
 def agent(base: str, *, prompt: str = "What is 2+2?", user: str = "alice") -> list[Any]:
     """A small agent: every kind of call an agent makes, in a fixed order."""
     seen: list[Any] = []
-    oai = openai.OpenAI(base_url=f"{base}/v1", api_key=OPENAI_KEY, max_retries=0)
-    completion = oai.chat.completions.create(
-        model="gpt-4o-mini",
-        messages=[{"role": "user", "content": prompt}],
-        user=user,
-        metadata={"trace": user},
-    )
-    seen.append(completion.model_dump())
-    stream = oai.chat.completions.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], stream=True
-    )
-    seen.append([chunk.model_dump() for chunk in stream])
-    claude = anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0)
-    message = claude.messages.create(
-        model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": prompt}]
-    )
-    seen.append(message.model_dump())
-    with claude.messages.stream(
-        model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": prompt}]
-    ) as events:
-        seen.append([event.model_dump() for event in events])
-    with httpx.Client(timeout=10) as client:
-        seen.append(client.get(f"{base}/tool/counter", params={"q": "x"}).json())
-        seen.append(client.get(f"{base}/tool/counter", params={"q": "x"}).json())
-        seen.append(client.get(f"{base}/gzip").json())
-    seen.append(requests.post(f"{base}/tool/counter", json={"op": "sum"}, timeout=10).json())
-    seen.append(requests.delete(f"{base}/tool/records/42", timeout=10).json())
-    return seen
+    with openai.OpenAI(base_url=f"{base}/v1", api_key=OPENAI_KEY, max_retries=0) as oai:
+        completion = oai.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": prompt}],
+            user=user,
+            metadata={"trace": user},
+        )
+        seen.append(completion.model_dump())
+        stream = oai.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], stream=True
+        )
+        seen.append([chunk.model_dump() for chunk in stream])
+        with anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0) as claude:
+            message = claude.messages.create(
+                model="claude-sonnet-5-5",
+                max_tokens=64,
+                messages=[{"role": "user", "content": prompt}],
+            )
+            seen.append(message.model_dump())
+            with claude.messages.stream(
+                model="claude-sonnet-5-5",
+                max_tokens=64,
+                messages=[{"role": "user", "content": prompt}],
+            ) as events:
+                seen.append([event.model_dump() for event in events])
+            with httpx.Client(timeout=10) as client:
+                seen.append(client.get(f"{base}/tool/counter", params={"q": "x"}).json())
+                seen.append(client.get(f"{base}/tool/counter", params={"q": "x"}).json())
+                seen.append(client.get(f"{base}/gzip").json())
+            seen.append(
+                requests.post(f"{base}/tool/counter", json={"op": "sum"}, timeout=10).json()
+            )
+            seen.append(requests.delete(f"{base}/tool/records/42", timeout=10).json())
+            return seen
 
 
 def test_agent_replays_byte_identical_with_no_upstream_connection(
@@ -131,17 +137,17 @@ def test_volatile_fields_and_run_context_do_not_miss_but_a_new_prompt_does(
     upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
 ) -> None:
     def ask(prompt: str, user: str, run_id: str) -> Any:
-        client = openai.OpenAI(
+        with openai.OpenAI(
             base_url=f"{upstream.base_url}/v1",
             api_key=OPENAI_KEY,
             default_headers={"X-Freezeframe-Run-Id": run_id},
-        )
-        return client.chat.completions.create(
-            model="gpt-4o-mini",
-            messages=[{"role": "user", "content": prompt}],
-            user=user,
-            metadata={"session": run_id},
-        )
+        ) as client:
+            return client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": prompt}],
+                user=user,
+                metadata={"session": run_id},
+            )
 
     recorder = start_proxy(mode="record")
     client_env(recorder)

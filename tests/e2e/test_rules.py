@@ -30,18 +30,18 @@ replacement = "<now>"
 
 
 def ask(base: str, now: datetime.datetime) -> str:
-    client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-test", max_retries=0)
-    answer = client.chat.completions.create(
-        model="gpt-4o-mini",
-        messages=[
-            {
-                "role": "system",
-                "content": f"You are a helpful agent. The time is {now.isoformat()}.",
-            },
-            {"role": "user", "content": "What should I do next?"},
-        ],
-    )
-    return answer.choices[0].message.content or ""
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="sk-test", max_retries=0) as client:
+        answer = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[
+                {
+                    "role": "system",
+                    "content": f"You are a helpful agent. The time is {now.isoformat()}.",
+                },
+                {"role": "user", "content": "What should I do next?"},
+            ],
+        )
+        return answer.choices[0].message.content or ""
 
 
 def test_a_prompt_with_the_current_time_replays_with_a_rule_and_misses_without(

@@ -82,15 +82,17 @@ def test_a_recorded_retry_after_costs_real_time_except_at_instant_pace(
     upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
 ) -> None:
     def ask() -> float:
-        client = anthropic.Anthropic(base_url=upstream.base_url, api_key="sk-ant-x", max_retries=1)
-        start = time.monotonic()
-        with pytest.raises(anthropic.RateLimitError):
-            client.post(
-                "/ratelimited/full?retry_after=1&retryable=1",
-                cast_to=httpx.Response,
-                body={"model": "claude-sonnet-5-5"},
-            )
-        return time.monotonic() - start
+        with anthropic.Anthropic(
+            base_url=upstream.base_url, api_key="sk-ant-x", max_retries=1
+        ) as client:
+            start = time.monotonic()
+            with pytest.raises(anthropic.RateLimitError):
+                client.post(
+                    "/ratelimited/full?retry_after=1&retryable=1",
+                    cast_to=httpx.Response,
+                    body={"model": "claude-sonnet-5-5"},
+                )
+            return time.monotonic() - start
 
     recorder = start_proxy(mode="record")
     client_env(recorder)
@@ -194,17 +196,19 @@ def test_a_stream_that_died_with_an_error_event_dies_the_same_way_on_replay(
     upstream: Upstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
 ) -> None:
     def consume() -> tuple[list[str], str]:
-        client = anthropic.Anthropic(base_url=upstream.base_url, api_key="sk-ant-x", max_retries=0)
-        seen: list[str] = []
-        with pytest.raises(anthropic.APIStatusError) as died:
-            with client.messages.stream(
-                model="claude-sonnet-5-5",
-                max_tokens=64,
-                messages=[{"role": "user", "content": "one two three four"}],
-                extra_query={"overload_after": "2"},
-            ) as stream:
-                seen.extend(stream.text_stream)
-        return seen, type(died.value).__name__ + ": " + str(died.value)
+        with anthropic.Anthropic(
+            base_url=upstream.base_url, api_key="sk-ant-x", max_retries=0
+        ) as client:
+            seen: list[str] = []
+            with pytest.raises(anthropic.APIStatusError) as died:
+                with client.messages.stream(
+                    model="claude-sonnet-5-5",
+                    max_tokens=64,
+                    messages=[{"role": "user", "content": "one two three four"}],
+                    extra_query={"overload_after": "2"},
+                ) as stream:
+                    seen.extend(stream.text_stream)
+            return seen, type(died.value).__name__ + ": " + str(died.value)
 
     recorder = start_proxy(mode="record")
     client_env(recorder)

@@ -22,25 +22,27 @@ ClientEnv = Callable[[ProxyProcess], dict[str, str]]
 
 
 def sdk_calls(openai_base: str, anthropic_base: str) -> list[object]:
-    oai = openai.OpenAI(base_url=openai_base, api_key="sk-reverse", max_retries=0)
-    claude = anthropic.Anthropic(base_url=anthropic_base, api_key="sk-ant-reverse", max_retries=0)
-    messages = [{"role": "user", "content": "hello there"}]
-    return [
-        oai.chat.completions.create(model="gpt-4o-mini", messages=messages).model_dump(),  # type: ignore[arg-type]
-        [
-            c.model_dump()
-            for c in oai.chat.completions.create(
-                model="gpt-4o-mini",
-                messages=messages,
-                stream=True,  # type: ignore[arg-type]
-            )
-        ],
-        claude.messages.create(
-            model="claude-sonnet-5-5",
-            max_tokens=32,
-            messages=messages,  # type: ignore[arg-type]
-        ).model_dump(),
-    ]
+    with openai.OpenAI(base_url=openai_base, api_key="sk-reverse", max_retries=0) as oai:
+        with anthropic.Anthropic(
+            base_url=anthropic_base, api_key="sk-ant-reverse", max_retries=0
+        ) as claude:
+            messages = [{"role": "user", "content": "hello there"}]
+            return [
+                oai.chat.completions.create(model="gpt-4o-mini", messages=messages).model_dump(),  # type: ignore[arg-type]
+                [
+                    c.model_dump()
+                    for c in oai.chat.completions.create(
+                        model="gpt-4o-mini",
+                        messages=messages,
+                        stream=True,  # type: ignore[arg-type]
+                    )
+                ],
+                claude.messages.create(
+                    model="claude-sonnet-5-5",
+                    max_tokens=32,
+                    messages=messages,  # type: ignore[arg-type]
+                ).model_dump(),
+            ]
 
 
 def test_reverse_mode_records_and_replays_for_sdks_given_a_base_url(
