@@ -1,29 +1,37 @@
 # Two entry points: `make run` starts the proxy, `make test` runs the test suite.
-# Both create .venv with Python >= 3.12 and install freezeframe into it first.
+# Both create .venv with Python >= 3.12 first; `run` installs what running freezeframe
+# needs, `test` adds the test and development tools.
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: setup run test bench lint
 
-setup: $(STAMP)
+setup: $(RUN_STAMP)
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || "$$(scripts/find-python)" -m venv $(VENV)
+$(PY):
+	"$$(scripts/find-python)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev]'
-	touch $(STAMP)
 
-run: setup
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	touch $@ $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(VENV)/bin/freezeframe run
 
-test: setup
+test: $(TEST_STAMP)
 	$(PY) -m pytest
 
-bench: setup
+bench: $(TEST_STAMP)
 	$(PY) tests/benchmarks/bench_proxy.py
 
-lint: setup
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

@@ -9,60 +9,97 @@ on stdout for machines (``--json``). Errors are one line on stderr with a non-ze
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import json
 import logging
+import secrets
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import click
 import httpx
+from click.core import ParameterSource
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from addons.rewrites import JSONRPC_ID_REWRITE, Rewrite, instant_rewrites, jsonrpc_id
 from canonicalize import RequestView, canonicalize
+from evidence import cassette_document, exchange_document, summary_document
+from evidence.text import exchange_lines
 from proxy import settings as settings_module
 from proxy.command import run_command
+from proxy.discovery import (
+    NoProxyFound,
+    Trust,
+    admin_url,
+    client_trust,
+    proxy_url,
+    running,
+    trust_in,
+    trust_of_running,
+)
 from proxy.keys import key_config, rules_path
 from proxy.rekey import rekey as rekey_cassette
-from proxy.serve import StartupError, serve
-from proxy.trust import client_bundle, ensure_ca
+from proxy.serve import StartupError
 from proxy.wiring import SHELLS, client_environment, render
 from storage import (
-    BlobRef,
-    Exchange,
     ExchangeFilter,
     ExchangeSummary,
-    Message,
     Store,
     StoreError,
+    StoreNotFound,
     open_store,
 )
 from storage.names import InvalidCassetteName, validate_cassette_name
-from storage.redaction import Redactor, load_or_create_key
+from storage.redaction import KEY_BYTES, Redactor, load_or_create_key
 
 PIPED_WIDTH = 200
 """Columns of a table printed to a pipe or file, where no terminal says how wide to be."""
 
 
 class FreezeframeGroup(click.Group):
-    """Turns every expected failure into one line on stderr, unless ``--debug``."""
+    """Turns every expected failure into one line on stderr, unless ``--debug``.
+
+    A usage error (a bad argument, a missing file for an option) keeps click's exit code
+    2, as POSIX tools do, but in the same one-line form as every other error.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (StoreError, StartupError, InvalidCassetteName, ValueError, OSError) as exc:
+        except (
+            StoreError,
+            StartupError,
+            NoProxyFound,
+            InvalidCassetteName,
+            ValueError,
+            OSError,
+        ) as exc:
             if ctx.meta.get("freezeframe.debug"):
                 raise
             _fail(str(exc))
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            returned = super().main(*args, **kwargs)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "freezeframe"
+            _fail(f"{_sentence(exc.format_message())} (see {where} --help)", exc.exit_code)
+        except click.ClickException as exc:
+            _fail(_sentence(exc.format_message()), exc.exit_code)
+        except click.Abort:
+            _fail("aborted")
+        sys.exit(returned if isinstance(returned, int) else 0)
+
+
+def _sentence(message: str) -> str:
+    """click's messages as one line without a closing full stop, like ours."""
+    return " ".join(message.split()).rstrip(".")
 
 
 class _Separated(click.types.StringParamType):
@@ -73,9 +110,9 @@ class _Separated(click.types.StringParamType):
         self.envvar_list_splitter = sep
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"freezeframe: error: {message}", err=True)
-    sys.exit(1)
+    sys.exit(code)
 
 
 def _debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,7 +151,20 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _open(data_dir: str, store: str | None) -> Store:
-    return open_store(store or settings_module.default_store_url(Path(data_dir).expanduser()))
+    """The store a command reads, which must exist: a mistyped --data-dir says so
+    instead of creating an empty store and listing nothing."""
+    try:
+        return open_store(
+            store or settings_module.default_store_url(Path(data_dir).expanduser()), create=False
+        )
+    except StoreNotFound as exc:
+        raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
+
+
+def _explicit(name: str) -> bool:
+    """Whether the user set option ``name`` (flag or variable) rather than its default."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
 def _emit_json(document: Any) -> None:
@@ -210,6 +260,12 @@ _RUN_OPTIONS = [
         is_flag=True,
         default=False,
     ),
+    _setting(
+        "--fresh",
+        "Empty the cassette before recording into it (record and auto modes).",
+        is_flag=True,
+        default=False,
+    ),
 ]
 
 
@@ -223,6 +279,8 @@ def run(**options: Any) -> None:
     Example:
         freezeframe run --mode replay --cassette bug-8821
     """
+    from proxy.serve import serve
+
     settings = settings_module.build(**options)
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     asyncio.run(serve(settings))
@@ -235,7 +293,7 @@ def run(**options: Any) -> None:
     "proxy_url",
     default=None,
     metavar="URL",
-    help="Use this running proxy instead of starting one (its CA is read from --data-dir).",
+    help="Use this running proxy instead of starting one (its CA is asked of --admin).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
@@ -249,10 +307,29 @@ def exec_(command: tuple[str, ...], proxy_url: str | None, **options: Any) -> No
     Example:
         freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
     """
-    data_dir = Path(options["data_dir"]).expanduser()
-    settings = None if proxy_url else settings_module.build(**options)
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
-    sys.exit(asyncio.run(run_command(command, data_dir, settings, proxy_url)))
+    if proxy_url is None:
+        settings = settings_module.build(**options)
+        sys.exit(asyncio.run(run_command(command, settings=settings)))
+    trust = _trust_of_proxy(proxy_url, options["admin"], options["data_dir"])
+    sys.exit(asyncio.run(run_command(command, proxy_url=proxy_url, trust=trust)))
+
+
+def _trust_of_proxy(url: str, admin: str, data_dir: str) -> Trust:
+    """``exec --proxy URL``: the CA of the proxy at URL, asked of its admin API; an explicit
+    --data-dir wins, for a proxy whose files are mounted somewhere else."""
+    if _explicit("data_dir"):
+        return trust_in(Path(data_dir).expanduser())
+    address = settings_module.Address.parse(admin, "admin address")
+    document = running(address)
+    wanted = urlsplit(url if "://" in url else f"http://{url}")
+    found = urlsplit(proxy_url(document))
+    if (wanted.hostname, wanted.port) != (found.hostname, found.port):
+        raise NoProxyFound(
+            f"the freezeframe at {admin_url(address)} proxies on {proxy_url(document)}, "
+            f"not {url}; pass that proxy's --admin, or --data-dir"
+        )
+    return trust_of_running(document, address)
 
 
 @main.command()
@@ -265,17 +342,20 @@ def exec_(command: tuple[str, ...], proxy_url: str | None, **options: Any) -> No
 )
 @_setting(
     "--admin",
-    "Admin API of the running proxy (asked where its proxy listens).",
+    "Admin API of the running proxy (asked where it listens and where its CA is).",
     default=settings_module.DEFAULT_ADMIN,
 )
 @_setting(
     "--data-dir",
-    "Where the CA, the secret key and the default store live.",
+    "Use the CA in this directory instead of the one the running proxy names.",
     default=settings_module.DEFAULT_DATA_DIR,
 )
 @_debug_option
 def env(shell: str, admin: str, data_dir: str) -> None:
     """Print the environment lines a client needs for a running proxy.
+
+    The proxy's address and its CA come from the proxy itself (its admin API), so this
+    works from any directory.
 
     \b
     Example:
@@ -284,18 +364,12 @@ def env(shell: str, admin: str, data_dir: str) -> None:
         freezeframe env --shell dotenv > agent.env
     """
     address = settings_module.Address.parse(admin, "admin address")
-    url = f"http://{address.url_host}:{address.port}/health"
-    try:
-        health = httpx.get(url, timeout=5.0, trust_env=False).json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise StartupError(
-            f"no freezeframe answers at {url} ({exc}); start one with `freezeframe run`"
-        ) from None
-    listen = settings_module.Address.parse(str(health["proxy"]), "proxy address")
-    path = Path(data_dir).expanduser()
-    environment = client_environment(
-        f"http://{listen.url_host}:{listen.port}", ensure_ca(path), client_bundle(path)
-    )
+    document = running(address)
+    if _explicit("data_dir"):
+        trust = trust_in(Path(data_dir).expanduser())
+    else:
+        trust = trust_of_running(document, address)
+    environment = client_environment(proxy_url(document), trust.ca, trust.bundle)
     click.echo(render(environment, shell), nl=False)
 
 
@@ -361,7 +435,7 @@ def ls(
     finally:
         opened.close()
     if as_json:
-        _emit_json([asdict(row) for row in rows])
+        _emit_json([cassette_document(row) for row in rows])
         return
     table = Table("cassette", "exchanges", "first", "last", "stored")
     for row in rows:
@@ -389,6 +463,7 @@ def _size(n: int) -> str:
 @click.argument("seq", type=int, required=False)
 @_store_options
 @_filter_options
+@click.option("--full", is_flag=True, help="With SEQ: every body, chunk and message, uncut.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def show(
@@ -397,17 +472,21 @@ def show(
     data_dir: str,
     store: str | None,
     where: ExchangeFilter | None,
+    full: bool,
     as_json: bool,
 ) -> None:
     """The exchanges of a cassette in recorded order, or one exchange whole.
 
     The list shows each exchange's model and how many replays found its request
-    drifted; one exchange shows its metadata, its drift and its rewrites in full.
+    drifted. One exchange shows everything the store holds about it: request, canonical
+    form and what was stripped, response, chunk times, metadata, drift, rewrites and its
+    chain link; long bodies are cut after 40 lines unless --full.
 
     \b
     Example:
         freezeframe show bug-8821
         freezeframe show bug-8821 --model gpt-4o --status 429
+        freezeframe show bug-8821 3 --full
         freezeframe show bug-8821 3 --json
     """
     validate_cassette_name(cassette)
@@ -418,20 +497,25 @@ def show(
         if seq is None:
             rows = opened.exchanges(cassette, where)
         else:
-            exchange = opened.exchange(cassette, seq)
+            document = exchange_document(opened.exchange(cassette, seq))
     finally:
         opened.close()
     if seq is not None:
-        document = exchange_document(exchange)
         if as_json:
             _emit_json(document)
         else:
-            _print_exchange(document)
+            for line in exchange_lines(document, full=full):
+                click.echo(_heading(line))
         return
     if as_json:
-        _emit_json([asdict(row) for row in rows])
+        _emit_json([summary_document(row) for row in rows])
         return
     _print_exchanges(rows)
+
+
+def _heading(line: str) -> str:
+    """Section headings in bold on a terminal (click drops the styling in a pipe)."""
+    return click.style(line, bold=True) if line.startswith("== ") else line
 
 
 def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
@@ -469,135 +553,6 @@ def _console() -> Console:
     return console
 
 
-def _headers(fields: Sequence[tuple[bytes, bytes]]) -> list[list[str]]:
-    return [[name.decode("latin-1"), value.decode("latin-1")] for name, value in fields]
-
-
-def _body(data: bytes, ref: BlobRef | None = None) -> dict[str, Any]:
-    if ref is not None:  # too large to hold in memory for printing
-        return {"bytes": ref.size, "blake3": ref.digest, "omitted": "larger than shown inline"}
-    try:
-        return {"text": data.decode("utf-8"), "bytes": len(data)}
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii"), "bytes": len(data)}
-
-
-def exchange_document(exchange: Exchange) -> dict[str, Any]:
-    """The one JSON shape of a whole exchange, used by ``show --json`` and the admin API."""
-    response = exchange.response
-    return {
-        "cassette": exchange.cassette,
-        "seq": exchange.seq,
-        "occurrence": exchange.occurrence,
-        "key": exchange.key,
-        "key_scheme": exchange.key_scheme,
-        "outcome": exchange.outcome.value,
-        "error": exchange.error,
-        "context": dict(exchange.context),
-        "timing": {
-            "started_at": exchange.started_at,
-            "first_byte_after": response.first_byte_at if response else None,
-            "duration": exchange.duration,
-        },
-        "request": {
-            "method": exchange.method,
-            "url": exchange.url,
-            "http_version": exchange.http_version,
-            "headers": _headers(exchange.request_headers),
-            "body": _body(exchange.request_body, exchange.request_body_ref),
-            "canonical": json.loads(exchange.canonical),
-        },
-        "response": None
-        if response is None
-        else {
-            "status": response.status,
-            "reason": response.reason,
-            "http_version": response.http_version,
-            "headers": _headers(response.headers),
-            "trailers": _headers(response.trailers),
-            "body": _body(response.body, response.body_ref),
-            "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
-        },
-        "rewrites": [asdict(r) for r in _rewrites(exchange)],
-        "metadata": dict(exchange.facts),
-        "stripped": None if exchange.stripped is None else dict(exchange.stripped),
-        "drift": [
-            {"at": d.at, "paths": list(d.paths), "context": dict(d.context)} for d in exchange.drift
-        ],
-        "messages": None if exchange.messages is None else [_message(m) for m in exchange.messages],
-        "chain": exchange.chain,
-    }
-
-
-def _message(message: Message) -> dict[str, Any]:
-    """One WebSocket message: who sent it, when, and its payload as text or base64."""
-    document: dict[str, Any] = {
-        "from": "client" if message.from_client else "server",
-        "type": "text" if message.text else "binary",
-        "at": round(message.at, 6),
-    }
-    return document | _body(message.data)
-
-
-def _rewrites(exchange: Exchange) -> list[Rewrite]:
-    """What replay changes in this recording's answer, and when (see addons.rewrites)."""
-    if exchange.response is None:
-        return []
-    found = list(instant_rewrites(exchange.response.headers)[1])
-    if jsonrpc_id(exchange.request_body) is not None:
-        found.append(JSONRPC_ID_REWRITE)
-    return found
-
-
-def _print_exchange(document: dict[str, Any]) -> None:
-    console = Console()
-    request, response = document["request"], document["response"]
-    console.print(
-        f"[bold]#{document['seq']}[/] {request['method']} {request['url']}  "
-        f"({document['outcome']}, key {document['key'][:16]}…)",
-        highlight=False,
-    )
-    if document["error"]:
-        console.print(f"[red]{document['error']}[/]", highlight=False)
-    for name, value in document["context"].items():
-        console.print(f"  {name}: {value}", highlight=False)
-    for name, value in document["metadata"].items():
-        console.print(f"  {name}: {value}", highlight=False, markup=False)
-    for rewrite in document["rewrites"]:
-        console.print(
-            f"  rewritten on replay ({rewrite['when']}): {rewrite['header']}: "
-            f"{rewrite['recorded']} -> {rewrite['replayed']}",
-            highlight=False,
-        )
-    for drift in document["drift"]:
-        console.print(
-            f"  [yellow]drifted[/] on replay at {_time(drift['at'])}: "
-            + escape(", ".join(drift["paths"])),
-            highlight=False,
-        )
-    for title, message in (("request", request), ("response", response)):
-        if message is None:
-            console.print(f"\n[bold]{title}[/]: none")
-            continue
-        status = f" {message['status']} {message['reason']}" if title == "response" else ""
-        console.print(f"\n[bold]{title}[/]{status}", highlight=False)
-        for name, value in message["headers"]:
-            console.print(f"  {name}: {value}", highlight=False, markup=False)
-        body = message["body"]
-        console.print(
-            body.get("text", f"<{body['bytes']} bytes, not text>"), markup=False, highlight=False
-        )
-    if document["messages"] is not None:
-        console.print(f"\n[bold]websocket[/] {len(document['messages'])} messages")
-        for message in document["messages"]:
-            payload = message.get("text", f"<{message['bytes']} bytes, binary>")
-            console.print(
-                f"  {message['at']:9.3f}s {message['from']:>6}: {payload}",
-                markup=False,
-                highlight=False,
-            )
-
-
 @main.command()
 @click.option(
     "--bundle",
@@ -605,20 +560,31 @@ def _print_exchange(document: dict[str, Any]) -> None:
     help="Print a bundle of the system's CAs plus freezeframe's (for SSL_CERT_FILE).",
 )
 @_setting(
+    "--admin",
+    "Admin API of the running proxy, asked where its CA is.",
+    default=settings_module.DEFAULT_ADMIN,
+)
+@_setting(
     "--data-dir",
-    "Where the CA, the secret key and the default store live.",
+    "Use the CA in this directory instead of asking the running proxy.",
     default=settings_module.DEFAULT_DATA_DIR,
 )
 @_debug_option
-def ca(bundle: bool, data_dir: str) -> None:
-    """Print the path of the CA certificate clients must trust (created if missing).
+def ca(bundle: bool, admin: str, data_dir: str) -> None:
+    """Print the path of the CA certificate clients must trust.
+
+    The running proxy (at --admin) says where its CA is; with no proxy running, the CA
+    in the default data dir is used. An explicit --data-dir wins. Nothing is created:
+    a proxy makes its CA when it first starts.
 
     \b
     Example:
         export SSL_CERT_FILE=$(freezeframe ca --bundle)
     """
-    path = Path(data_dir).expanduser()
-    click.echo(str((client_bundle(path) if bundle else ensure_ca(path)).absolute()))
+    explicit = Path(data_dir).expanduser() if _explicit("data_dir") else None
+    address = settings_module.Address.parse(admin, "admin address")
+    trust = client_trust(address, explicit, Path(settings_module.DEFAULT_DATA_DIR))
+    click.echo(str(trust.bundle if bundle else trust.ca))
 
 
 @main.command()
@@ -662,11 +628,19 @@ def explain(
         freezeframe explain --method POST --url https://api.openai.com/v1/chat/completions \\
             --header 'Content-Type: application/json' --body request.json
     """
-    redactor = Redactor(
-        load_or_create_key(Path(data_dir).expanduser() / settings_module.KEY_FILENAME)
-    )
-    view = _view(method, url, headers, body_file.read() if body_file else b"", redactor)
-    canonical = canonicalize(view, key_config(rules_path(rules, Path(data_dir).expanduser())))
+    directory = Path(data_dir).expanduser()
+    key_path = directory / settings_module.KEY_FILENAME
+    key = load_or_create_key(key_path) if key_path.is_file() else None
+    body = body_file.read() if body_file else b""
+    view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
+    if key is None and view.body != body:
+        click.echo(
+            f"freezeframe: warning: no secret key at {key_path}, so the secrets in this body "
+            "are fingerprinted with a throwaway key and its key differs from the proxy's; "
+            "pass the proxy's --data-dir",
+            err=True,
+        )
+    canonical = canonicalize(view, key_config(rules_path(rules, directory)))
     document = {
         "key": canonical.key,
         "profile": canonical.profile,
@@ -678,18 +652,18 @@ def explain(
     if as_json:
         _emit_json(document)
         return
-    console = Console()
-    console.print(f"[bold]key[/] {canonical.key}  (profile {canonical.profile})", highlight=False)
-    console.print_json(canonical.form.decode())
-    if canonical.stripped:
-        table = Table("stripped", "rule", "value digest")
-        for part in canonical.stripped:
-            table.add_row(part.part, part.rule, part.digest)
-        console.print(table)
-    else:
-        console.print("nothing stripped")
+    click.echo(f"{click.style('key', bold=True)} {canonical.key}  (profile {canonical.profile})")
+    click.echo(json.dumps(document["canonical"], indent=2, ensure_ascii=False))
+    if not canonical.stripped:
+        click.echo("nothing stripped")
+    width = max((len(part.part) for part in canonical.stripped), default=0)
+    rule_width = max((len(part.rule) for part in canonical.stripped), default=0)
+    for part in canonical.stripped:
+        click.echo(
+            f"stripped  {part.part.ljust(width)}  {part.rule.ljust(rule_width)}  {part.digest}"
+        )
     for warning in canonical.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        click.echo(f"warning: {warning}")
 
 
 def _view(
@@ -708,17 +682,10 @@ def _view(
         if redactor.is_secret_header(name.strip()):
             value = redactor.header_value(value.encode("latin-1")).decode("latin-1")
         pairs.append((name.strip(), value))
-    content_type = next((v for k, v in pairs if k.lower() == "content-type"), "")
-    return RequestView(
-        method=method.upper(),
-        scheme=parts.scheme,
-        host=parts.hostname,
-        port=parts.port or (443 if parts.scheme == "https" else 80),
-        path=parts.path or "/",
-        query=tuple(parse_qsl(parts.query, keep_blank_values=True)),
-        headers=tuple(pairs),
-        body=redactor.body(body),
-        content_type=content_type,
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return RequestView.of(
+        method.upper(), parts.scheme, parts.hostname, port, target, pairs, redactor.body(body)
     )
 
 
@@ -808,6 +775,70 @@ def rekey(
     if report.kept:
         kept = ", ".join(f"#{seq}" for seq in report.kept)
         console.print(f"  kept (request body too large to re-key here): {kept}", highlight=False)
+
+
+@main.command(name="rm")
+@click.argument("cassette")
+@_store_options
+@click.option("--yes", is_flag=True, help="Do not ask; needed when not on a terminal.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool) -> None:
+    """Remove a cassette: its exchanges, drift notes, and the bodies no other cassette uses.
+
+    Asks first on a terminal; elsewhere, --yes is required. Stop any proxy recording
+    into the cassette first: it counts positions in memory. To record a cassette again
+    from scratch in one step, start the proxy with --fresh instead.
+
+    \b
+    Example:
+        freezeframe rm bug-8812 --yes
+    """
+    validate_cassette_name(cassette)
+    opened = _open(data_dir, store)
+    try:
+        if not yes:
+            count = len(opened.exchanges(cassette))
+            if not sys.stdin.isatty():
+                raise ValueError(
+                    f"rm would remove cassette {cassette!r} ({count} exchanges); "
+                    "pass --yes to do it without a terminal to ask on"
+                )
+            click.confirm(f"remove cassette {cassette!r} ({count} exchanges)?", abort=True)
+        removed = opened.remove(cassette)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(removed))
+        return
+    click.echo(
+        f"removed cassette {cassette!r}: {removed.exchanges} exchanges, {removed.bodies} "
+        f"bodies ({_size(removed.freed)}) that no other cassette used"
+    )
+
+
+@main.command(name="replay-reset")
+@_setting("--admin", "Admin API of the running proxy.", default=settings_module.DEFAULT_ADMIN)
+@_debug_option
+def replay_reset(admin: str) -> None:
+    """Tell a running proxy to start replay from the top (POST /api/replay/reset).
+
+    Replay serves the n-th request with a key the n-th recording of it; running the
+    agent again against the same proxy needs the count to start over.
+
+    \b
+    Example:
+        freezeframe replay-reset --admin 127.0.0.1:8081
+    """
+    address = settings_module.Address.parse(admin, "admin address")
+    url = f"{admin_url(address)}/api/replay/reset"
+    try:
+        answer = httpx.post(url, timeout=10.0, trust_env=False)
+        answer.raise_for_status()
+        mode = answer.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
+    click.echo(f"replay starts from the top (mode {mode['mode']}, cassette {mode['cassette']!r})")
 
 
 if __name__ == "__main__":

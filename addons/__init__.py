@@ -13,6 +13,7 @@ from addons.record import Record
 from addons.reenact import Reenactor
 from addons.replay import Replay
 from addons.state import Mode, RuntimeState
+from addons.upstream_errors import UpstreamErrors
 from canonicalize import KeyConfig
 from storage import Store
 from storage.redaction import Redactor
@@ -21,13 +22,15 @@ __all__ = ["Mode", "RuntimeState", "default_addons"]
 
 
 def default_addons(
-    store: Store, state: RuntimeState, redactor: Redactor, key_config: KeyConfig
+    store: Store, state: RuntimeState, redactor: Redactor, key_config: KeyConfig, admin: str
 ) -> list[object]:
+    """``admin`` is the admin API's ``host:port``, which freezeframe's answers name."""
     reenactor = Reenactor(store, redactor)
     return [
         PreferHttp2(),
+        UpstreamErrors(),
         RequestContext(state, redactor),
         reenactor,
-        Replay(store, state, key_config, redactor, reenactor),
+        Replay(store, state, key_config, redactor, reenactor, admin),
         Record(store, state, key_config, redactor),
     ]

@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl
 
 from mitmproxy import http
 
@@ -57,29 +56,20 @@ def canonical_of(
     if info.canonical is None:
         decoded = flow.request.get_content(strict=False) or b""
         body = redactor.body(decoded, info.secrets)
-        content_type = flow.request.headers.get("content-type", "")
-        info.view = request_view(flow, info, body, content_type)
+        info.view = request_view(flow, info, body)
         info.canonical = canonicalize(info.view, config)
     return info.canonical
 
 
-def request_view(
-    flow: http.HTTPFlow, info: FlowInfo, body: bytes, content_type: str
-) -> RequestView:
-    path, _, query = info.target.partition("?")
+def request_view(flow: http.HTTPFlow, info: FlowInfo, body: bytes) -> RequestView:
+    """The flow as ``canonicalize`` sees it: target and headers as forwarded, secrets
+    already markers, and ``body`` (content-decoded by the caller)."""
     headers = tuple(
         (name.decode("latin-1"), value.decode("latin-1")) for name, value in info.request_headers
     )
-    return RequestView(
-        method=flow.request.method,
-        scheme=flow.request.scheme,
-        host=flow.request.host,
-        port=flow.request.port,
-        path=path,
-        query=tuple(parse_qsl(query, keep_blank_values=True)),
-        headers=headers,
-        body=body,
-        content_type=content_type,
+    request = flow.request
+    return RequestView.of(
+        request.method, request.scheme, request.host, request.port, info.target, headers, body
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from mitmproxy import ctx, tls
 
+from addons.mitmproxy_internals import prefer_alpn
+
 
 class PreferHttp2:
     def tls_start_client(self, tls_start: tls.TlsData) -> None:
@@ -23,6 +25,4 @@ class PreferHttp2:
             or b"h2" not in context.client.alpn_offers
         ):
             return
-        app_data = tls_start.ssl_conn.get_app_data()
-        if isinstance(app_data, dict) and app_data.get("client_alpn") is None:
-            app_data["client_alpn"] = b"h2"
+        prefer_alpn(tls_start.ssl_conn, b"h2")

@@ -15,10 +15,13 @@ import time
 from typing import Any
 
 from mitmproxy import http, version
-from mitmproxy.proxy.layers.http._base import format_error  # the page mitmproxy itself sends
+
+from addons.mitmproxy_internals import format_error  # the page mitmproxy itself sends
 
 MISS_STATUS = 404
 ERROR_HEADER = "x-freezeframe-error"
+#: How mitmproxy words an upstream certificate it could not verify.
+TLS_VERIFY_FAILED = "Certificate verify failed:"
 
 
 def error(status: int, kind: str, message: str, **details: Any) -> http.Response:
@@ -36,8 +39,24 @@ def error(status: int, kind: str, message: str, **details: Any) -> http.Response
     return response
 
 
-def upstream_failure(status: int, message: str) -> http.Response:
-    """What mitmproxy answers when the upstream cannot be reached, byte for byte."""
+def upstream_failure(status: int, message: str, address: str) -> http.Response:
+    """What the client is answered when the upstream at ``address`` cannot be reached.
+
+    An upstream certificate that does not verify gets freezeframe's JSON error, naming the
+    upstream and the setting that fixes it (the SDKs show a JSON message; an HTML page
+    reaches the agent as a bare 502). Every other failure gets mitmproxy's own page, byte
+    for byte. Recording and replay both answer through here, so a replayed failure is the
+    answer the client saw when it was recorded.
+    """
+    if message.startswith(TLS_VERIFY_FAILED):
+        reason = message.removeprefix(TLS_VERIFY_FAILED).strip()
+        return error(
+            status,
+            "freezeframe_upstream_tls",
+            f"freezeframe: the certificate of the upstream {address} failed verification "
+            f"({reason}); if it is signed by a private CA, pass --upstream-ca FILE "
+            "(FREEZEFRAME_UPSTREAM_CA) with that CA",
+        )
     response = http.Response.make(
         status,
         format_error(status, message),

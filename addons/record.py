@@ -267,7 +267,7 @@ class Record:
         one the facts come from its headers alone."""
         if info.view is not None:
             return info.view
-        return request_view(flow, info, b"", flow.request.headers.get("content-type", ""))
+        return request_view(flow, info, b"")
 
     def _scrubbed(self, response: RecordedResponse, secrets: Sequence[bytes]) -> RecordedResponse:
         """The response, re-encoded if its compressed body hid a secret (addons.encoded).
@@ -344,12 +344,15 @@ class Record:
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
         self._store.submit(exchange)
-        if outcome is not Outcome.COMPLETE:
-            log.info(
-                "recorded %s %s in %r as %s: %s",
-                flow.request.method,
-                display_url(flow, info),
-                info.cassette,
-                outcome.value,
-                exchange.error,
-            )
+        self._state.tally.recorded(outcome.value)
+        log.info(
+            "recorded %s#%d %s %s %s %s %.0f ms%s",
+            info.cassette,
+            recording.slot.seq,
+            flow.request.method,
+            display_url(flow, info),
+            response.status if response is not None else "-",
+            outcome.value,
+            (exchange.duration or 0.0) * 1000,
+            f": {exchange.error}" if exchange.error else "",
+        )

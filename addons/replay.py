@@ -20,12 +20,18 @@ from mitmproxy import http
 from addons import annotate, answers
 from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
 from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
-from addons.rewrites import JSONRPC_ID, instant_rewrites, jsonrpc_id, rewrite_jsonrpc_id
 from addons.state import INSTANT_PACE, Mode, RuntimeState
 from addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from addons.websocket import is_websocket
 from canonicalize import Canonical, KeyConfig, nearest
 from canonicalize.drift import drifted
+from evidence.rewrites import (
+    JSONRPC_ID,
+    instant_rewrites,
+    jsonrpc_id,
+    jsonrpc_rewritable,
+    rewrite_jsonrpc_id,
+)
 from storage import Chunk, Exchange, Outcome, RecordedResponse, Store, StoreError
 from storage.redaction import Redactor
 
@@ -45,8 +51,10 @@ class Replay:
         key_config: KeyConfig,
         redactor: Redactor,
         reenactor: Reenactor,
+        admin: str,
     ) -> None:
         self._store = store
+        self._admin = admin  # host:port of the admin API, named in miss messages
         self._state = state
         self._key_config = key_config
         self._redactor = redactor
@@ -159,14 +167,24 @@ class Replay:
                 return self._miss(flow, info, canonical, occurrence)
             return None
         info.served = exchange
-        log.debug("hit %s #%d for %s", info.cassette, exchange.seq, display_url(flow, info))
         drift = self._drift(flow, info, canonical, exchange)
+        self._state.tally.replayed(bool(drift))
         recorded = exchange.response
+        log.info(
+            "replayed %s#%d for %s %s: %s %s",
+            info.cassette,
+            exchange.seq,
+            flow.request.method,
+            display_url(flow, info),
+            recorded.status if recorded is not None else "-",
+            exchange.outcome.value,
+        )
         if recorded is None:
             if exchange.error == CLIENT_GAVE_UP:
                 # No answer ever came and the client stopped waiting: be as silent again.
                 return Staged(exchange, None, (), self._state.pace)
-            failure = answers.upstream_failure(FAILURE_STATUS, exchange.error or "")
+            address = f"{exchange.host}:{exchange.port}"
+            failure = answers.upstream_failure(FAILURE_STATUS, exchange.error or "", address)
             if self._state.annotate:
                 failure.headers.fields += annotate.hit(info.cassette, exchange.seq, drift)
             return failure
@@ -229,15 +247,13 @@ class Replay:
 
         Returns the response to serve and the names of what was rewritten in it.
         """
-        live = jsonrpc_id(flow.request.get_content(strict=False) or b"")
-        original = jsonrpc_id(exchange.request_body)
-        if live is None or original is None or live == original or recorded.body_ref:
+        original = jsonrpc_rewritable(exchange.request_body, recorded)
+        if original is None:
             return recorded, []
-        if any(name.lower() == b"content-encoding" for name, _ in recorded.headers):
+        live = jsonrpc_id(flow.request.get_content(strict=False) or b"")
+        if live is None or live == original:
             return recorded, []
         body, edits = rewrite_jsonrpc_id(recorded.body, original, live)
-        if not edits:
-            return recorded, []
         chunks = tuple(
             Chunk(c.offset + sum(d for at, d in edits if at < c.offset), c.at)
             for c in recorded.chunks
@@ -262,6 +278,7 @@ class Replay:
         cassette = info.cassette
         request = f"{flow.request.method} {display_url(flow, info)}"
         details: dict[str, Any] = {"cassette": cassette, "key": canonical.key}
+        self._state.tally.missed()
         if not self._store.has_cassette(cassette):
             message = f"freezeframe: replay miss: cassette {cassette!r} does not exist"
             log.warning("%s: %s", request, message)
@@ -278,7 +295,10 @@ class Replay:
             message = (
                 f"freezeframe: replay miss in cassette {cassette!r}: {request} was recorded "
                 f"{recorded} time(s) and all were already served (this is occurrence "
-                f"{occurrence + 1}); replay never forwards, so re-record or switch to auto"
+                f"{occurrence + 1}). If the agent is running again from the start, start "
+                f"replay from the top: `freezeframe replay-reset --admin {self._admin}` "
+                f"(POST http://{self._admin}/api/replay/reset); to record what is new, "
+                "use --mode auto"
             )
         else:
             near = self._nearest(flow, info, canonical)

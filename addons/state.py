@@ -57,10 +57,60 @@ def format_pace(pace: float) -> str:
     return f"{pace:g}"
 
 
+class Tally:
+    """What this process has done: recorded (by outcome), replayed, missed, drifted.
+
+    The proxy logs it when it stops and ``/health`` reports it, so a run that recorded
+    nothing, or missed, says so without anyone reading the log line by line.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recorded: Counter[str] = Counter()
+        self._replayed = 0
+        self._missed = 0
+        self._drifted = 0
+
+    def recorded(self, outcome: str) -> None:
+        with self._lock:
+            self._recorded[outcome] += 1
+
+    def replayed(self, drifted: bool) -> None:
+        with self._lock:
+            self._replayed += 1
+            self._drifted += drifted
+
+    def missed(self) -> None:
+        with self._lock:
+            self._missed += 1
+
+    def document(self) -> dict[str, object]:
+        with self._lock:
+            return {
+                "recorded": sum(self._recorded.values()),
+                "recorded_by_outcome": dict(sorted(self._recorded.items())),
+                "replayed": self._replayed,
+                "missed": self._missed,
+                "drifted": self._drifted,
+            }
+
+    def summary(self) -> str:
+        """One line: ``recorded 12 (10 complete, 2 truncated), replayed 0, missed 1, ...``."""
+        with self._lock:
+            outcomes = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self._recorded.items()))
+            recorded = sum(self._recorded.values())
+            return (
+                f"recorded {recorded}{f' ({outcomes})' if outcomes else ''}, "
+                f"replayed {self._replayed}, missed {self._missed}, "
+                f"drifted {self._drifted}"
+            )
+
+
 class RuntimeState:
     """Mode, default cassette, replay pace, and the replay position of every (cassette, key).
 
     ``annotate`` is fixed for the process: whether answers carry addons.annotate's headers.
+    ``tally`` counts what the process did.
     """
 
     def __init__(
@@ -71,6 +121,7 @@ class RuntimeState:
         self._cassette = cassette
         self._pace = pace
         self.annotate = annotate
+        self.tally = Tally()
         self._served: Counter[tuple[str, str]] = Counter()
 
     @property

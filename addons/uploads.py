@@ -269,7 +269,7 @@ def opaque_canonical(
 ) -> Canonical:
     """What ``canonicalize`` gives for a body it reads as opaque bytes, from the body's
     blake3 ``digest`` and ``size`` alone, without the bytes."""
-    view = request_view(flow, info, b"", flow.request.headers.get("content-type", ""))
+    view = request_view(flow, info, b"")
     return canonicalize(view, config, body_digest=BodyDigest(digest, size))
 
 
@@ -290,7 +290,7 @@ def multipart_canonical(
         )
         for part in reader.parts
     ]
-    view = request_view(flow, info, b"", reader.content_type)
+    view = request_view(flow, info, b"")
     return canonicalize(view, config, multipart_parts=parts)
 
 

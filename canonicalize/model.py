@@ -3,8 +3,10 @@
 All are frozen so a key, once computed, cannot drift from the request and options it came from.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
+from urllib.parse import parse_qsl
 
 from blake3 import blake3
 
@@ -30,6 +32,38 @@ class RequestView:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     content_type: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        method: str,
+        scheme: str,
+        host: str,
+        port: int,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+    ) -> Self:
+        """The one way a request view is built, by the proxy, ``rekey`` and ``explain``
+        alike, so that all three compute the same key for the same request.
+
+        ``target`` is the path and query string as sent; ``body`` is content-decoded. The
+        content type is every ``Content-Type`` value joined by ", ", as mitmproxy reads a
+        repeated header.
+        """
+        path, _, query = target.partition("?")
+        content_type = ", ".join(value for name, value in headers if name.lower() == "content-type")
+        return cls(
+            method=method,
+            scheme=scheme,
+            host=host,
+            port=port,
+            path=path,
+            query=tuple(parse_qsl(query, keep_blank_values=True)),
+            headers=tuple(headers),
+            body=body,
+            content_type=content_type,
+        )
 
 
 @dataclass(frozen=True, slots=True)

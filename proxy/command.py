@@ -13,23 +13,27 @@ import contextlib
 import os
 import signal
 from collections.abc import Sequence
-from pathlib import Path
 
+from proxy.discovery import Trust, trust_in
 from proxy.serve import StartupError, serve
 from proxy.settings import Settings
-from proxy.trust import client_bundle, ensure_ca
 from proxy.wiring import CLEARED, client_environment
 
 CHILD_STOP_TIMEOUT = 10.0
 
 
 async def run_command(
-    command: Sequence[str], data_dir: Path, settings: Settings | None, proxy_url: str | None
+    command: Sequence[str],
+    *,
+    settings: Settings | None = None,
+    proxy_url: str | None = None,
+    trust: Trust | None = None,
 ) -> int:
-    """Run ``command`` through a new proxy (``settings``) or a running one (``proxy_url``)."""
+    """Run ``command`` through a new proxy (``settings``), or through the running proxy at
+    ``proxy_url`` whose CA is ``trust``."""
     if settings is None:
-        assert proxy_url is not None
-        return await _child(command, _environment(proxy_url, data_dir), asyncio.Event())
+        assert proxy_url is not None and trust is not None
+        return await _child(command, _environment(proxy_url, trust), asyncio.Event())
     ready, stop = asyncio.Event(), asyncio.Event()
     server = asyncio.create_task(serve(settings, ready=ready, stop=stop))
     started = asyncio.create_task(ready.wait())
@@ -40,17 +44,17 @@ async def run_command(
         raise StartupError("the proxy stopped before it was ready")
     url = f"http://{settings.listen.url_host}:{settings.listen.port}"
     try:
-        return await _child(command, _environment(url, data_dir), stop)
+        return await _child(command, _environment(url, trust_in(settings.data_dir)), stop)
     finally:
         stop.set()
         await server
 
 
-def _environment(proxy_url: str, data_dir: Path) -> dict[str, str]:
+def _environment(proxy_url: str, trust: Trust) -> dict[str, str]:
     env = dict(os.environ)
     for name in CLEARED:
         env.pop(name, None)
-    env.update(client_environment(proxy_url, ensure_ca(data_dir), client_bundle(data_dir)))
+    env.update(client_environment(proxy_url, trust.ca, trust.bundle))
     return env
 
 

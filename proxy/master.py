@@ -54,7 +54,7 @@ def build_master(
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
         upstream_auth.UpstreamAuth(),
-        *default_addons(store, state, redactor, key_config(settings.rules)),
+        *default_addons(store, state, redactor, key_config(settings.rules), str(settings.admin)),
     )
     opts.update(**mitmproxy_options(settings, upstream_trust))
     return proxy_master

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl
 
 from mitmproxy.net import encoding
 
@@ -65,28 +64,25 @@ def rekey(store: Store, cassette: str, config: KeyConfig, *, dry_run: bool = Fal
 def stored_view(exchange: Exchange) -> RequestView:
     """The request as the proxy saw it when keying it: target and headers as stored
     (secrets already markers), body content-decoded as ``get_content(strict=False)`` does."""
-    path, _, query = exchange.path.partition("?")
     headers = tuple(
         (name.decode("latin-1"), value.decode("latin-1"))
         for name, value in exchange.request_headers
     )
-    fields = {name.lower(): value for name, value in headers}
     body = exchange.request_body
-    if coding := fields.get("content-encoding"):
+    coding = ", ".join(value for name, value in headers if name.lower() == "content-encoding")
+    if coding:
         try:
             body = encoding.decode(body, coding) or b""
         except ValueError:
             pass  # the proxy keys an undecodable body by its bytes, and so does this
-    return RequestView(
-        method=exchange.method,
-        scheme=exchange.scheme,
-        host=exchange.host,
-        port=exchange.port,
-        path=path,
-        query=tuple(parse_qsl(query, keep_blank_values=True)),
-        headers=headers,
-        body=body,
-        content_type=fields.get("content-type", ""),
+    return RequestView.of(
+        exchange.method,
+        exchange.scheme,
+        exchange.host,
+        exchange.port,
+        exchange.path,
+        headers,
+        body,
     )
 
 

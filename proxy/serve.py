@@ -18,12 +18,13 @@ from pathlib import Path
 from mitmproxy import master as mitm_master
 from mitmproxy.addons.proxyserver import Proxyserver
 
-from addons.state import RuntimeState
+from addons.state import Mode, RuntimeState
 from proxy.admin import AdminServer, create_app
 from proxy.master import build_master
+from proxy.notices import empty_cassette
 from proxy.settings import Address, Settings
-from proxy.trust import ensure_ca, upstream_bundle
-from storage import Store, open_store
+from proxy.trust import client_bundle, upstream_bundle
+from storage import CassetteNotFound, Store, open_store
 from storage.redaction import Redactor, load_or_create_key
 
 log = logging.getLogger("freezeframe")
@@ -43,6 +44,29 @@ def prepare_data_dir(data_dir: Path) -> None:
         raise StartupError(f"data dir {str(data_dir)!r} is not writable: {exc.strerror}") from None
 
 
+def _check_ports(settings: Settings) -> None:
+    """Name every listening address that is taken, with the flag that moves it, in one line.
+
+    mitmproxy stops at the first address it cannot bind and words it over several lines;
+    a user with two busy ports would fix one, start again, and meet the other.
+    """
+    wanted = [(settings.listen, "--listen")]
+    wanted += [
+        (Address(settings.listen.host, target.port), f"--reverse {target.name}")
+        for target in settings.reverse
+    ]
+    wanted.append((settings.admin, "--admin"))
+    busy = []
+    for address, flag in wanted:
+        try:
+            _bind(address, flag).close()
+        except StartupError:
+            if address.port:
+                busy.append(f"{address} ({flag})")
+    if busy:
+        raise StartupError(f"address in use: {'; '.join(busy)}; choose other ports")
+
+
 async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> None:
     server = proxy_master.addons.get("proxyserver")
     assert isinstance(server, Proxyserver)
@@ -58,9 +82,12 @@ async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> 
     source.propagate = False  # its multi-line advice is replaced by our one line
     try:
         if not await server.setup_servers():
-            first = errors[-1].splitlines()[0] if errors else "unknown error"
+            first = next((e.splitlines()[0] for e in errors if e.strip()), "unknown error")
             reason = first.rpartition(": ")[2] or first
             where = re.search(r"listen on (\S+) with", first)
+            # Closed here, while its log is still ours: stopping a server that never
+            # started logs an empty error line.
+            await server.servers.update([])
             raise StartupError(
                 f"cannot listen on {where.group(1) if where else settings.listen}: {reason}"
             )
@@ -97,7 +124,8 @@ async def serve(
 ) -> None:
     """Run until SIGTERM/SIGINT, or until ``stop`` is set by a caller embedding the proxy."""
     prepare_data_dir(settings.data_dir)
-    ensure_ca(settings.data_dir)
+    _check_ports(settings)
+    client_bundle(settings.data_dir)  # creates the CA on first use; clients read both
     try:
         redactor = Redactor(
             load_or_create_key(settings.key_path),
@@ -109,9 +137,25 @@ async def serve(
     trust = upstream_bundle(settings.data_dir, settings.upstream_ca)
     store = open_store(settings.store_url)
     try:
+        if settings.fresh:
+            _empty(store, settings.cassette)
         await _run(settings, store, redactor, str(trust), ready, stop or asyncio.Event())
     finally:
         store.close()
+
+
+def _empty(store: Store, cassette: str) -> None:
+    """``--fresh``: the cassette is recorded again from its first exchange."""
+    try:
+        removed = store.remove(cassette)
+    except CassetteNotFound:
+        return
+    log.info(
+        "--fresh: removed the %d exchanges of cassette %r (%d bodies no other cassette used)",
+        removed.exchanges,
+        cassette,
+        removed.bodies,
+    )
 
 
 async def _run(
@@ -127,9 +171,7 @@ async def _run(
         loop.add_signal_handler(sig, stop.set)
     state = RuntimeState(settings.mode, settings.cassette, settings.replay_pace, settings.annotate)
     proxy_master = build_master(settings, store, state, redactor, upstream_trust)
-    admin = AdminServer(
-        create_app(store, state, settings.ca_path, str(settings.listen)), settings.admin
-    )
+    admin = AdminServer(create_app(store, state, settings), settings.admin)
     admin_task: asyncio.Task[None] | None = None
     try:
         admin_socket = _bind(settings.admin, "admin API")
@@ -137,13 +179,16 @@ async def _run(
         admin_task = asyncio.create_task(admin.serve(sockets=[admin_socket]))
         await proxy_master.running()
         log.info(
-            "freezeframe %s: proxy on %s, admin on http://%s, cassette %r, store %s",
+            "freezeframe %s: proxy on %s, admin on http://%s, cassette %r, store %s, data dir %s",
             state.mode.value,
             settings.listen,
             settings.admin,
             state.cassette,
-            settings.store_url.split("://", 1)[0],
+            store.location,
+            settings.data_dir.absolute(),
         )
+        if state.mode is Mode.REPLAY and (notice := empty_cassette(store, state.cassette)):
+            log.warning("%s", notice)
         for target in settings.reverse:
             log.info(
                 "reverse %s: http://%s:%d -> %s",
@@ -166,3 +211,4 @@ async def _run(
             admin.should_exit = True
             await asyncio.gather(admin_task, return_exceptions=True)
         await proxy_master.done()
+    log.info("stopped: %s", state.tally.summary())

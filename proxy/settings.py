@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from cryptography import x509
 
 from addons.state import RECORDED_PACE, Mode, parse_pace
 from proxy.keys import key_config, rules_path
@@ -150,6 +153,8 @@ class Settings:
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     annotate: bool = False
+    fresh: bool = False
+    """Empty the default cassette before recording into it."""
 
     @property
     def store_url(self) -> str:
@@ -162,6 +167,23 @@ class Settings:
     @property
     def key_path(self) -> Path:
         return self.data_dir / KEY_FILENAME
+
+
+def check_certificates(path: Path, what: str) -> None:
+    """Refuse a file that is not one or more PEM certificates, naming it and what is wrong:
+    mitmproxy would otherwise start and fail every upstream handshake later."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        with warnings.catch_warnings():  # cryptography's notes on odd but usable certificates
+            warnings.simplefilter("ignore")
+            x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise ValueError(
+            f"{what} {str(path)!r}: not PEM certificates (expected -----BEGIN CERTIFICATE-----)"
+        ) from None
 
 
 def default_store_url(data_dir: Path) -> str:
@@ -184,17 +206,24 @@ def build(
     redact_headers: tuple[str, ...] = (),
     redact_patterns: tuple[str, ...] = (),
     annotate: bool = False,
+    fresh: bool = False,
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
-    if ca is not None and not ca.is_file():
-        raise ValueError(f"upstream CA {upstream_ca!r}: no such file")
+    if ca is not None:
+        check_certificates(ca, "upstream CA")
     data = Path(data_dir).expanduser()
+    parsed_mode = Mode.parse(mode)
+    if fresh and parsed_mode not in (Mode.RECORD, Mode.AUTO):
+        raise ValueError(
+            f"--fresh empties the cassette to record it again; it means nothing in "
+            f"{parsed_mode.value} mode (use record or auto)"
+        )
     rules_file = rules_path(rules, data)
     if rules_file is not None:
         key_config(rules_file)  # refuse a bad rules file at start, naming the line
     return Settings(
-        mode=Mode.parse(mode),
+        mode=parsed_mode,
         cassette=validate_cassette_name(cassette),
         data_dir=data,
         store=store or "",
@@ -208,4 +237,5 @@ def build(
         redact_headers=tuple(h for h in redact_headers if h),
         redact_patterns=tuple(p for p in redact_patterns if p),
         annotate=annotate,
+        fresh=fresh,
     )

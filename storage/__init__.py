@@ -11,6 +11,7 @@ from storage.errors import (
     SchemaTooNew,
     StoreClosed,
     StoreError,
+    StoreNotFound,
     StoreUnavailable,
 )
 from storage.open import open_store
@@ -32,6 +33,7 @@ from storage.records import (
     Outcome,
     RecordedResponse,
     Rekeyed,
+    Removed,
     Slot,
     VerifyReport,
 )
@@ -57,11 +59,13 @@ __all__ = [
     "Outcome",
     "RecordedResponse",
     "Rekeyed",
+    "Removed",
     "SchemaTooNew",
     "Slot",
     "Store",
     "StoreClosed",
     "StoreError",
+    "StoreNotFound",
     "StoreUnavailable",
     "VerifyReport",
     "open_store",

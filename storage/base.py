@@ -35,6 +35,7 @@ from storage.records import (
     KeyChange,
     NewExchange,
     Rekeyed,
+    Removed,
     Slot,
     VerifyReport,
 )
@@ -81,6 +82,11 @@ class Store(ABC):
     The listing verbs (cassettes, exchanges, exchange, candidates, verify) show what
     has been written; call flush() first to include the rest. So do drift notes.
     """
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the store is, as its URL with any password masked: safe to log or show."""
 
     @abstractmethod
     def reserve(self, cassette: str, key: str) -> Slot:
@@ -167,6 +173,10 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def cassette_names(self) -> list[str]:
+        """The name of every cassette written to the store, sorted; cheaper than cassettes()."""
+
+    @abstractmethod
     def cassettes(self, where: ExchangeFilter | None = None) -> list[CassetteSummary]:
         """Every cassette in the store, by name.
 
@@ -219,6 +229,17 @@ class Store(ABC):
         moved. Stop whatever writes to the cassette first (proxies, other stores): one
         that writes meanwhile makes rekey refuse, and writes after it from a store that
         had written to the cassette before would break the chain. Raises
+        CassetteNotFound.
+        """
+
+    @abstractmethod
+    def remove(self, cassette: str) -> Removed:
+        """Delete the cassette: its exchanges, its drift notes, and the bodies, forms and
+        transcripts no other cassette uses, in one transaction.
+
+        Writes what was submitted first. A later recording into the same name starts a new
+        cassette at seq 0. Stop any other process that records into the cassette first:
+        it counts positions in memory and would carry on where it was. Raises
         CassetteNotFound.
         """
 

@@ -2,6 +2,7 @@
 
     StoreError                  anything the store refuses or cannot do
      ├── StoreUnavailable       the store cannot be opened, connected to, or read
+     │    └── StoreNotFound     there is no store there, and none was to be made
      ├── SchemaTooNew           the store was written by a newer freezeframe
      ├── CassetteNotFound       no cassette of that name
      ├── ExchangeNotFound       no exchange at that position of a cassette
@@ -21,6 +22,14 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError):
     """The store cannot be opened, connected to, or read right now."""
+
+
+class StoreNotFound(StoreUnavailable):
+    """Nothing at the URL holds a store, and the caller asked not to create one.
+
+    Read-only commands open stores this way, so that a typo in ``--data-dir`` says so
+    instead of quietly making an empty store and listing nothing.
+    """
 
 
 class SchemaTooNew(StoreError):

@@ -330,6 +330,18 @@ class CassetteSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Removed:
+    """What removing a cassette took out of the store."""
+
+    cassette: str
+    exchanges: int
+    bodies: int
+    """Bodies (and canonical forms and transcripts) that no other cassette used."""
+    freed: int
+    """Their compressed size in bytes."""
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A recorded request offered as a near miss when a live request has no recording."""
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -10,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from support.proxy import free_port
 
 import cli
 from canonicalize import RequestView, canonicalize
+from canonicalize.drift import digests
 from proxy.keys import key_config
 from storage import Chunk, NewExchange, Outcome, RecordedResponse, open_store
 
@@ -23,8 +27,19 @@ def store_url(data_dir: Path) -> str:
     return f"sqlite:///{data_dir / 'freezeframe.db'}"
 
 
-def record(data_dir: Path, cassette: str, count: int, *, status: int = 200) -> None:
-    """Write ``count`` exchanges the way the proxy does: key from canonicalize, then submit."""
+def record(
+    data_dir: Path,
+    cassette: str,
+    count: int,
+    *,
+    status: int = 200,
+    answer: bytes | None = None,
+    chunks: int = 1,
+) -> None:
+    """Write ``count`` exchanges the way the proxy does: key from canonicalize, then submit.
+
+    Each answer is ``answer`` (a small JSON body of its own by default), in ``chunks``
+    chunks 10 ms apart."""
     view = RequestView(
         method="POST",
         scheme="https",
@@ -39,7 +54,7 @@ def record(data_dir: Path, cassette: str, count: int, *, status: int = 200) -> N
     canonical = canonicalize(view, key_config())
     with open_store(store_url(data_dir)) as store:
         for n in range(count):
-            body = json.dumps({"id": f"chatcmpl-{n}", "n": n}).encode()
+            body = answer or json.dumps({"id": f"chatcmpl-{n}", "n": n}).encode()
             store.submit(
                 NewExchange(
                     cassette=cassette,
@@ -66,13 +81,14 @@ def record(data_dir: Path, cassette: str, count: int, *, status: int = 200) -> N
                         headers=((b"content-type", b"application/json"),)
                         + (((b"retry-after", b"30"),) if status == 429 else ()),
                         body=body,
-                        chunks=(Chunk(0, 0.2),),
+                        chunks=tuple(Chunk(i * 100, 0.2 + i / 100) for i in range(chunks)),
                         first_byte_at=0.2,
                     ),
                     outcome=Outcome.COMPLETE,
                     error=None,
                     context={"run-id": "run-7"},
                     slot=store.reserve(cassette, canonical.key),
+                    stripped=digests(canonical.stripped),
                 )
             )
 
@@ -161,6 +177,9 @@ def test_verify_passes_then_catches_tampering(data_dir: Path) -> None:
 
 
 def test_ca_prints_the_cert_and_a_bundle_with_the_system_cas(tmp_path: Path) -> None:
+    from proxy.trust import ensure_ca
+
+    ensure_ca(tmp_path)  # a proxy's first start does this
     path = Path(invoke("ca", "--data-dir", str(tmp_path)).stdout.strip())
     assert path == (tmp_path / "mitmproxy-ca-cert.pem").absolute()
     ca = path.read_bytes()
@@ -168,6 +187,12 @@ def test_ca_prints_the_cert_and_a_bundle_with_the_system_cas(tmp_path: Path) -> 
     bundle = Path(invoke("ca", "--bundle", "--data-dir", str(tmp_path)).stdout.strip()).read_bytes()
     assert ca in bundle
     assert bundle.count(b"BEGIN CERTIFICATE") > 10, "the system's CAs are missing"
+
+
+def test_ca_never_creates_a_ca(tmp_path: Path) -> None:
+    result = invoke("ca", "--data-dir", str(tmp_path / "typo"))
+    assert_one_line_error(result, "no CA at", "typo")
+    assert not (tmp_path / "typo").exists()
 
 
 def test_explain_shows_key_form_and_what_was_stripped(tmp_path: Path) -> None:
@@ -217,13 +242,28 @@ def test_explain_rejects_a_bad_url_in_one_line(tmp_path: Path) -> None:
         (["--listen", "localhost:http"], {}, "listen address"),
         (["--store", "postgresql://u:pw@127.0.0.1:1/x"], {}, "cannot open store"),
         (["--upstream-ca", "/nonexistent/ca.pem"], {}, "upstream CA"),
+        (["--upstream-ca", __file__], {}, "not PEM certificates"),
+        (["--mode", "replay", "--fresh"], {}, "--fresh empties the cassette"),
+        ([], {"FREEZEFRAME_FRESH": "1", "FREEZEFRAME_MODE": "passthrough"}, "passthrough mode"),
     ],
 )
 def test_run_refuses_bad_settings_in_one_line_and_damages_nothing(
     data_dir: Path, args: list[str], env: dict[str, str], fragment: str
 ) -> None:
-    result = CliRunner(env=env).invoke(cli.main, ["run", "--data-dir", str(data_dir), *args])
-    assert_one_line_error(result, fragment)
+    # A process of its own, with free ports: a setting that is wrongly let through starts
+    # a proxy, which must not take this test run down with it.
+    ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "run", "--data-dir", str(data_dir), *ports, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("FREEZEFRAME_")}, **env},
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("freezeframe: error: ") and result.stderr.count("\n") == 1
+    assert fragment in result.stderr
     assert "pw" not in result.stderr
     assert invoke("verify", "bug-8821", "--data-dir", str(data_dir)).exit_code == 0
 
@@ -235,11 +275,12 @@ def test_run_refuses_an_unwritable_data_dir(tmp_path: Path) -> None:
     assert_one_line_error(result, "data dir", "is not writable")
 
 
-def test_run_refuses_a_port_in_use(data_dir: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+def test_run_names_every_port_in_use_in_one_line(data_dir: Path) -> None:
+    with socket.socket() as proxy_port, socket.socket() as admin_port:
+        for taken in (proxy_port, admin_port):
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+        busy = [taken.getsockname()[1] for taken in (proxy_port, admin_port)]
         result = subprocess.run(
             [
                 sys.executable,
@@ -249,18 +290,19 @@ def test_run_refuses_a_port_in_use(data_dir: Path) -> None:
                 "--data-dir",
                 str(data_dir),
                 "--listen",
-                f"127.0.0.1:{port}",
+                f"127.0.0.1:{busy[0]}",
                 "--admin",
-                "127.0.0.1:0",
+                f"127.0.0.1:{busy[1]}",
             ],
             capture_output=True,
             text=True,
             timeout=60,
         )
     assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("freezeframe: error: cannot listen on 127.0.0.1:"), result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr == (
+        f"freezeframe: error: address in use: 127.0.0.1:{busy[0]} (--listen); "
+        f"127.0.0.1:{busy[1]} (--admin); choose other ports\n"
+    )
 
 
 def test_show_names_the_rewrites_replay_would_make(data_dir: Path) -> None:
@@ -274,3 +316,120 @@ def test_show_names_the_rewrites_replay_would_make(data_dir: Path) -> None:
     assert "rewritten on replay (replay pace instant): retry-after: 30 -> 0" in people
     untouched = invoke("show", "bug-8821", "0", "--json", "--data-dir", str(data_dir)).stdout
     assert json.loads(untouched)["rewrites"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["show", "bug-8821", "abc"], "'abc' is not a valid integer"),
+        (
+            ["explain", "--method", "GET", "--url", "https://x/", "--body", "/nope.json"],
+            "/nope.json",
+        ),
+        (["ls", "--bogus"], "No such option '--bogus'"),
+        (["rm"], "Missing argument 'CASSETTE'"),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_code_2(
+    data_dir: Path, args: list[str], fragment: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("freezeframe: error: ") and result.stderr.count("\n") == 1
+    assert fragment in result.stderr and "--help)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ls"], ["show", "bug-8821"], ["show", "bug-8821", "0"], ["verify", "bug-8821"],
+     ["rekey", "bug-8821"], ["rm", "bug-8821", "--yes"]],
+    ids=lambda args: " ".join(args),
+)  # fmt: skip
+def test_read_commands_on_a_missing_store_say_so_and_create_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    missing = tmp_path / "typo"
+    result = invoke(*args, "--data-dir", str(missing))
+    assert result.exit_code == 1
+    assert_one_line_error(
+        result, f"no store at {missing / 'freezeframe.db'}", "pass --data-dir or --store"
+    )
+    assert not missing.exists()
+
+
+def test_show_one_exchange_prints_every_section_and_cuts_long_bodies(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    long_body = json.dumps({"items": [{"n": n, "text": "x" * 300} for n in range(120)]})
+    record(data, "long", 1, answer=long_body.encode(), chunks=15)
+    text = invoke("show", "long", "0", "--data-dir", str(data)).stdout
+    for section in (
+        "== #0 POST https://api.openai.com/v1/chat/completions",
+        "== request",
+        "== canonical form",
+        "== response  200 OK",
+        "== replay",
+        "stripped     (left out of the key",
+        "body:$.user",
+        "chunks       15 arrived between 200 ms and 340 ms",
+        "… 5 more; --full shows them all",
+        "chain        ",
+        "timing       started 2026-",
+    ):
+        assert section in text, section
+    assert '"model": "gpt-4o-mini"' in text, "the canonical form is printed"
+    assert "more lines" in text and "--full shows everything" in text
+    assert len(text) < 12_000
+    full = invoke("show", "long", "0", "--full", "--data-dir", str(data)).stdout
+    assert "more lines" not in full and full.count('"text": "xxx') == 120
+    assert "… 5 more" not in full
+
+
+def test_piped_output_never_wraps_a_key_or_a_json_value(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    record(data, "wide", 1)
+    text = invoke("show", "wide", "0", "--data-dir", str(data)).stdout
+    document = json.loads(invoke("show", "wide", "0", "--json", "--data-dir", str(data)).stdout)
+    assert f"key          {document['key']} (scheme" in text
+    assert f"chain        {document['chain']}" in text
+    long_prompt = "p" * 500
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": long_prompt}]})
+    explained = invoke(
+        "explain", "--method", "POST", "--url", "https://api.openai.com/v1/chat/completions",
+        "--header", "Content-Type: application/json", "--body", "-", "--data-dir", str(data),
+        input=body.encode(),
+    ).stdout  # fmt: skip
+    assert f'"content": "{long_prompt}"' in explained
+    key = json.loads(
+        invoke(
+            "explain", "--method", "POST", "--url", "https://api.openai.com/v1/chat/completions",
+            "--header", "Content-Type: application/json", "--body", "-", "--json",
+            "--data-dir", str(data), input=body.encode(),
+        ).stdout
+    )["key"]  # fmt: skip
+    assert re.search(rf"^key {key}  \(profile openai\.chat-completions\)$", explained, re.M)
+
+
+def test_rm_removes_a_cassette_and_keeps_what_others_use(data_dir: Path) -> None:
+    before = {
+        c["name"]: c for c in json.loads(invoke("ls", "--json", "--data-dir", str(data_dir)).stdout)
+    }
+    refused = invoke("rm", "bug-8821", "--data-dir", str(data_dir))
+    assert_one_line_error(refused, "pass --yes")
+    removed = json.loads(
+        invoke("rm", "bug-8821", "--yes", "--json", "--data-dir", str(data_dir)).stdout
+    )
+    # chatcmpl-1 and -2; the request, its canonical form and chatcmpl-0 are in "other" too
+    assert removed["exchanges"] == 3 and removed["bodies"] == 2 and removed["freed"] > 0
+    after = json.loads(invoke("ls", "--json", "--data-dir", str(data_dir)).stdout)
+    assert [c["name"] for c in after] == ["other"]
+    assert after[0]["stored_bytes"] == before["other"]["stored_bytes"]
+    assert invoke("verify", "other", "--data-dir", str(data_dir)).exit_code == 0
+    assert_one_line_error(
+        invoke("rm", "bug-8821", "--yes", "--data-dir", str(data_dir)), "no cassette named"
+    )

@@ -4,6 +4,7 @@ with the environment variable and default the code really uses (datasette's test
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import click
@@ -50,3 +51,21 @@ def test_every_command_is_documented_and_has_help(name: str) -> None:
     command = cli.main.commands[name]
     assert f"`freezeframe {name}" in README
     assert command.help and "Example:" in command.help
+
+
+def test_make_run_installs_only_what_running_needs() -> None:
+    """`make run` is how a user tries freezeframe; the test tools are `make test`'s."""
+
+    def installs(target: str) -> list[str]:
+        printed = subprocess.run(
+            ["make", "-n", "-B", target],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            cwd=Path(__file__).parents[1],
+        ).stdout
+        return [line for line in printed.splitlines() if "pip install" in line and " -e " in line]
+
+    assert installs("run") == [".venv/bin/python -m pip install --quiet -e ."]
+    assert any("'.[test,dev]'" in line for line in installs("test"))

@@ -1,14 +1,15 @@
-"""Routes of the admin API: health, the CA, and the runtime mode.
+"""Routes of the admin API: health, the CA, the runtime mode, and the recordings.
 
 Store reads run in the thread pool: the admin API shares its event loop with the
-proxy, and a slow listing must never stall proxied traffic.
+proxy, and a slow listing must never stall proxied traffic. Every document about a
+recording comes from ``evidence``, the read model ``show --json`` prints too.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from pathlib import Path
+import logging
+from importlib.metadata import version
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,8 +19,26 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from addons.state import Mode, RuntimeState, format_pace, parse_pace
-from storage import CassetteNotFound, ExchangeFilter, Store
+from evidence import cassette_document, exchange_document, summary_document
+from proxy.notices import empty_cassette
+from proxy.settings import Settings
+from proxy.trust import CLIENT_BUNDLE
+from storage import CassetteNotFound, ExchangeFilter, ExchangeNotFound, Store
 from storage.names import InvalidCassetteName, validate_cassette_name
+
+log = logging.getLogger("freezeframe")
+
+ROUTES = (
+    ("GET", "/", "this index"),
+    ("GET", "/health", "status, mode, addresses, where the CA and store are, what was done"),
+    ("GET", "/ca.pem", "the CA certificate clients must trust"),
+    ("GET", "/api/mode", "mode, default cassette and replay pace"),
+    ("PUT", "/api/mode", 'switch: {"mode": ..., "cassette": ..., "pace": ...}'),
+    ("POST", "/api/replay/reset", "start replay from the top"),
+    ("GET", "/api/cassettes", "the cassettes (freezeframe ls --json); ?run_id=&model=&status="),
+    ("GET", "/api/cassettes/{name}", "a cassette's exchanges (freezeframe show NAME --json)"),
+    ("GET", "/api/cassettes/{name}/{seq}", "one exchange (freezeframe show NAME SEQ --json)"),
+)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -32,7 +51,22 @@ def _where(request: Request) -> ExchangeFilter | None:
     return ExchangeFilter.parse(query.get("run_id"), query.get("model"), query.get("status"))
 
 
-def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: str) -> Starlette:
+def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlette:
+    data_dir = settings.data_dir.absolute()
+    about = {
+        "proxy": str(settings.listen),
+        "admin": str(settings.admin),
+        "reverse": [
+            {"name": t.name, "url": t.url, "listen": f"{settings.listen.host}:{t.port}"}
+            for t in settings.reverse
+        ],
+        "data_dir": str(data_dir),
+        "ca": str(data_dir / settings.ca_path.name),
+        "ca_bundle": str(data_dir / CLIENT_BUNDLE),
+        "store": store.location,
+        "version": version("freezeframe"),
+    }
+
     def mode_document() -> dict[str, Any]:
         return {
             "mode": state.mode.value,
@@ -40,11 +74,23 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
             "pace": format_pace(state.pace),
         }
 
+    async def index(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "freezeframe": about["version"],
+                "routes": [
+                    {"method": method, "path": path, "what": what} for method, path, what in ROUTES
+                ],
+            }
+        )
+
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "proxy": proxy_address, **mode_document()})
+        return JSONResponse(
+            {"status": "ok", **about, **mode_document(), "tally": state.tally.document()}
+        )
 
     async def ca_pem(request: Request) -> Response:
-        return Response(ca_path.read_bytes(), media_type="application/x-pem-file")
+        return Response(settings.ca_path.read_bytes(), media_type="application/x-pem-file")
 
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())
@@ -65,7 +111,13 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
         except (ValueError, InvalidCassetteName) as exc:
             return _error(400, f"PUT /api/mode: {exc}")
         state.switch(mode, cassette, pace)
-        return JSONResponse(mode_document())
+        document = mode_document()
+        if state.mode is Mode.REPLAY:
+            notice = await run_in_threadpool(empty_cassette, store, state.cassette)
+            if notice is not None:
+                log.warning("%s", notice)
+                document["warning"] = notice
+        return JSONResponse(document)
 
     async def reset(request: Request) -> JSONResponse:
         state.reset()
@@ -77,7 +129,7 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
         except ValueError as exc:
             return _error(400, f"GET /api/cassettes: {exc}")
         rows = await run_in_threadpool(store.cassettes, where)
-        return JSONResponse([asdict(row) for row in rows])
+        return JSONResponse([cassette_document(row) for row in rows])
 
     async def cassette(request: Request) -> JSONResponse:
         name = request.path_params["name"]
@@ -89,10 +141,19 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
             rows = await run_in_threadpool(store.exchanges, name, where)
         except CassetteNotFound as exc:
             return _error(404, str(exc))
-        return JSONResponse([asdict(row) for row in rows])
+        return JSONResponse([summary_document(row) for row in rows])
+
+    async def exchange(request: Request) -> JSONResponse:
+        name, seq = request.path_params["name"], request.path_params["seq"]
+        try:
+            found = await run_in_threadpool(store.exchange, name, seq)
+        except (CassetteNotFound, ExchangeNotFound) as exc:
+            return _error(404, str(exc))
+        return JSONResponse(exchange_document(found))
 
     return Starlette(
         routes=[
+            Route("/", index),
             Route("/health", health),
             Route("/ca.pem", ca_pem),
             Route("/api/mode", get_mode, methods=["GET"]),
@@ -100,5 +161,6 @@ def create_app(store: Store, state: RuntimeState, ca_path: Path, proxy_address: 
             Route("/api/replay/reset", reset, methods=["POST"]),
             Route("/api/cassettes", cassettes),
             Route("/api/cassettes/{name}", cassette),
+            Route("/api/cassettes/{name}/{seq:int}", exchange),
         ]
     )

@@ -17,7 +17,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from storage.errors import StoreUnavailable
+from storage.errors import StoreNotFound, StoreUnavailable
 from storage.sql.schema import ensure_schema
 
 _DRIVERS = {
@@ -33,11 +33,12 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 POSTGRESQL_CONNECT_TIMEOUT_S = 10
 
 
-def connect(url: str) -> Engine:
+def connect(url: str, *, create: bool = True) -> Engine:
     """An Engine for ``url`` whose schema exists and is not newer than this code.
 
     Raises StoreUnavailable (with the password masked) when the URL is not a store
-    URL or the database cannot be reached, and SchemaTooNew.
+    URL or the database cannot be reached, StoreNotFound when ``create`` is False and
+    there is no store there yet, and SchemaTooNew.
     """
     where = mask(url)
     try:
@@ -51,12 +52,12 @@ def connect(url: str) -> Engine:
         )
     parsed = parsed.set(drivername=driver)
     if driver.startswith("sqlite"):
-        engine = _sqlite(parsed, where)
+        engine = _sqlite(parsed, where, create)
     else:
         engine = _postgresql(parsed, where)
     try:
         with unavailable(f"cannot open store at {where}", engine), engine.begin() as conn:
-            ensure_schema(conn, where)
+            ensure_schema(conn, where, create)
     except BaseException:
         engine.dispose()
         raise
@@ -107,13 +108,15 @@ def exclusive(engine: Engine) -> Iterator[Connection]:
         yield conn
 
 
-def _sqlite(url: URL, where: str) -> Engine:
+def _sqlite(url: URL, where: str, create: bool) -> Engine:
     database = url.database or ""
     if database in {"", ":memory:"} or url.query.get("mode") == "memory":
         raise StoreUnavailable(
             f"cannot open store at {where}: an in-memory SQLite store is lost with its "
             "connection; give a file path"
         )
+    if not create and not Path(database).is_file():
+        raise StoreNotFound(f"no store at {database}")
     directory = Path(database).parent
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateColumn
 
-from storage.errors import SchemaTooNew
+from storage.errors import SchemaTooNew, StoreNotFound
 from storage.records import FACT_KINDS
 
 SCHEMA_VERSION = 4
@@ -241,9 +241,9 @@ chain covers the canonical form itself, as ``canonical``, wherever it is stored,
 _VERSION = select(meta.c.value).where(meta.c.name == "schema_version")
 
 
-def ensure_schema(conn: Connection, where: str) -> None:
-    """Create the tables on first use, migrate an older store forward, and refuse
-    one written by a newer schema."""
+def ensure_schema(conn: Connection, where: str, create: bool = True) -> None:
+    """Create the tables on first use (unless ``create`` is False: then StoreNotFound),
+    migrate an older store forward, and refuse one written by a newer schema."""
     if inspect(conn).has_table(meta.name):
         found = conn.scalar(_VERSION)
         if found is not None:
@@ -252,6 +252,8 @@ def ensure_schema(conn: Connection, where: str) -> None:
             if int(found) < SCHEMA_VERSION:
                 _migrate(conn)
             return
+    if not create:
+        raise StoreNotFound(f"no freezeframe store in {where}")
     metadata.create_all(conn)
     conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
 

@@ -47,6 +47,7 @@ from storage.records import (
     KeyChange,
     NewExchange,
     Rekeyed,
+    Removed,
     Slot,
     VerifyReport,
     check_facts,
@@ -56,6 +57,7 @@ from storage.spool import SpoolWriter
 from storage.sql import bodies, listings, rekey
 from storage.sql.engine import connect, exclusive, mask, unavailable
 from storage.sql.reads import ExchangeReader
+from storage.sql.remove import remove_cassette
 from storage.sql.rows import canonical_of
 from storage.sql.schema import ExactText, cassettes, exchanges
 from storage.sql.verify import verify_cassette
@@ -101,11 +103,15 @@ class SqlStore(Store):
         self._closed = False
 
     @classmethod
-    def open(cls, url: str) -> Self:
-        return cls(connect(url), mask(url))
+    def open(cls, url: str, *, create: bool = True) -> Self:
+        return cls(connect(url, create=create), mask(url))
 
     def __repr__(self) -> str:
         return f"<SqlStore {self._where}>"
+
+    @property
+    def location(self) -> str:
+        return self._where
 
     def reserve(self, cassette: str, key: str) -> Slot:
         self._check_open()
@@ -217,6 +223,10 @@ class SqlStore(Store):
             for row in rows
         ]
 
+    def cassette_names(self) -> list[str]:
+        with self._connect() as conn:
+            return sorted(conn.scalars(select(cassettes.c.name)))
+
     def cassettes(self, where: ExchangeFilter | None = None) -> list[CassetteSummary]:
         with self._connect() as conn:
             return listings.cassette_summaries(conn, where)
@@ -274,6 +284,17 @@ class SqlStore(Store):
         self._writer.forget(cassette)
         self._counters.forget(cassette)
         return changes
+
+    def remove(self, cassette: str) -> Removed:
+        self.flush(PENDING_WAIT_S)
+        with unavailable(
+            f"cannot remove cassette {cassette!r} from store {self._where}", self._engine
+        ):
+            with exclusive(self._engine) as conn:
+                removed = remove_cassette(conn, cassette, self._where)
+        self._writer.forget(cassette, digests=True)
+        self._counters.forget(cassette)
+        return removed
 
     def close(self) -> None:
         with self._lock:

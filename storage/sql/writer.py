@@ -165,7 +165,9 @@ class Writer:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._tips: dict[str, _Tip] = {}
         self._stale: set[str] = set()
-        """Cassettes whose tip was rewritten elsewhere (rekey): read it again."""
+        """Cassettes whose tip was rewritten elsewhere (rekey, remove): read it again."""
+        self._forget_digests = False
+        """Whether blobs were deleted since the writer last looked (remove)."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
         self._connection: PoolProxiedConnection | None = None
@@ -199,11 +201,13 @@ class Writer:
         if not finished:
             raise StoreError(f"store {self._where} did not finish writing within {timeout}s")
 
-    def forget(self, cassette: str) -> None:
+    def forget(self, cassette: str, *, digests: bool = False) -> None:
         """Read the cassette's chain head from the database again before the next write:
-        it was rewritten by another connection."""
+        it was rewritten by another connection (rekey) or removed; with ``digests``, also
+        forget which blobs are stored, because some were deleted."""
         with self._lock:
             self._stale.add(cassette)
+            self._forget_digests |= digests
 
     def stop(self) -> None:
         """Write everything put so far, then end the thread. Safe to call twice."""
@@ -336,9 +340,11 @@ class Writer:
             lost, self._lost = self._lost, False
             if not again and (lost or self._known):
                 # The kept connection may have died with the server since the last batch,
-                # or a blob taken for stored been deleted behind the store's back: try
-                # once more, on a fresh connection, storing every blob the batch uses.
+                # or a blob taken for stored or a cassette been deleted behind the store's
+                # back: try once more, on a fresh connection, storing every blob the batch
+                # uses, with every cassette's chain head read again.
                 self._known.clear()
+                self._tips.clear()
                 self._write(batch, again=True)
                 return
             if len(batch) == 1:
@@ -375,8 +381,11 @@ class Writer:
         """
         with self._lock:
             stale, self._stale = self._stale, set()
+            forget_digests, self._forget_digests = self._forget_digests, False
         for name in stale:
             self._tips.pop(name, None)
+        if forget_digests:
+            self._known.clear()
         tips: dict[str, _Tip] = {}
         bodies: dict[str, bytes] = {}
         rows = []

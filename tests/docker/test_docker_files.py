@@ -724,10 +724,10 @@ def test_entrypoint_passes_other_commands_and_options_through(
             [script, *args], env=env, capture_output=True, text=True, timeout=60, check=False
         )
 
-    ca = run("ca")  # `docker run IMAGE ca`: no bundle written for other commands
-    assert ca.returncode == 0, ca.stderr
-    assert ca.stdout.strip() == str(tmp_path / "data" / "mitmproxy-ca-cert.pem")
-    assert not (tmp_path / "data" / "ca-bundle.pem").exists()
+    ca = run("ca")  # `docker run IMAGE ca`: passed through, reading FREEZEFRAME_DATA_DIR
+    assert ca.returncode == 1
+    assert f"no CA at {tmp_path / 'data' / 'mitmproxy-ca-cert.pem'}" in ca.stderr
+    assert not (tmp_path / "data").exists(), "a command other than run created files"
     options = run("--help")  # `docker run IMAGE --mode replay` means `run --mode replay`
     assert options.returncode == 0, options.stderr
     assert "Usage: freezeframe run" in options.stdout

@@ -147,13 +147,28 @@ def test_admin_api_reports_health_serves_the_ca_and_switches_mode(
     proxy = start_proxy(mode="record", cassette="first")
     client_env(proxy)
     health = proxy.admin("GET", "/health").json()
-    assert health == {
+    assert health | {"version": "-", "store": "-"} == {
         "status": "ok",
         "mode": "record",
         "cassette": "first",
         "pace": "recorded",
         "proxy": f"127.0.0.1:{proxy.port}",
+        "admin": f"127.0.0.1:{proxy.admin_port}",
+        "reverse": [],
+        "data_dir": str(proxy.data_dir.absolute()),
+        "ca": str(proxy.ca_path.absolute()),
+        "ca_bundle": str((proxy.data_dir / "ca-bundle.pem").absolute()),
+        "store": "-",
+        "version": "-",
+        "tally": {
+            "recorded": 0,
+            "recorded_by_outcome": {},
+            "replayed": 0,
+            "missed": 0,
+            "drifted": 0,
+        },
     }
+    assert health["store"] == f"sqlite:///{(proxy.data_dir / 'freezeframe.db').absolute()}"
     assert proxy.admin("GET", "/ca.pem").content == proxy.ca_path.read_bytes()
 
     url = f"{upstream.base_url}/tool/counter"

@@ -5,8 +5,9 @@ the request it answers, and the live request's ``id`` is not the recorded one (i
 of the key). At ``instant`` pace, and only then, a recorded
 ``retry-after`` would make the client sleep for real (the Anthropic SDK sleeps whatever it
 says), which defeats the point of an instant replay; so those headers are set to the
-smallest value. ``show`` lists these rewrites for every exchange they would touch, so a
-reader of the evidence knows what the client was and was not shown.
+smallest value. ``show``, the admin API and every other reader list these rewrites for
+every exchange they would touch, through the same functions replay calls, so a reader of the
+evidence knows what the client was and was not shown.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from storage import Header
+from storage import Header, RecordedResponse
 
 RETRY_HEADERS = frozenset({b"retry-after", b"retry-after-ms"})
 SMALLEST_RETRY = b"0"
@@ -61,6 +62,34 @@ JSONRPC_ID_REWRITE = Rewrite(
 )
 
 _ID_MEMBER = re.compile(rb'"id"\s*:\s*')
+_ENCODING = b"content-encoding"
+
+
+def jsonrpc_rewritable(request_body: bytes, response: RecordedResponse | None) -> bytes | None:
+    """The recorded request's JSON-RPC id if replay puts the live id into this answer.
+
+    None when it never does: no JSON-RPC request, no answer, a body kept in the store (too
+    large to edit on the way) or content-encoded (its bytes cannot be edited in place), or an
+    answer that does not carry the id at its top level.
+    """
+    if response is None or response.body_ref is not None:
+        return None
+    if any(name.lower() == _ENCODING for name, _ in response.headers):
+        return None
+    original = jsonrpc_id(request_body)
+    if original is None or not rewrite_jsonrpc_id(response.body, original, original)[1]:
+        return None
+    return original
+
+
+def replay_rewrites(request_body: bytes, response: RecordedResponse | None) -> list[Rewrite]:
+    """Everything replay may change in this recording's answer, each with when it does."""
+    if response is None:
+        return []
+    found = list(instant_rewrites(response.headers)[1])
+    if jsonrpc_rewritable(request_body, response) is not None:
+        found.append(JSONRPC_ID_REWRITE)
+    return found
 
 
 def jsonrpc_id(body: bytes) -> bytes | None:

@@ -1,0 +1,101 @@
+"""The one JSON shape of a recorded exchange, for every reader of recordings.
+
+``show --json``, the admin API and the case file print the same document, so a field that one
+of them shows is shown by all, with the same name. Bytes become text where they are UTF-8 and
+base64 otherwise; a body the store keeps out of memory is named by its digest and size, never
+loaded to be printed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from evidence.rewrites import replay_rewrites
+from storage import BlobRef, CassetteSummary, Exchange, ExchangeSummary, Header, Message
+
+
+def exchange_document(exchange: Exchange) -> dict[str, Any]:
+    """Everything the store holds about one exchange, and what replay would change in it."""
+    response = exchange.response
+    return {
+        "cassette": exchange.cassette,
+        "seq": exchange.seq,
+        "occurrence": exchange.occurrence,
+        "key": exchange.key,
+        "key_scheme": exchange.key_scheme,
+        "outcome": exchange.outcome.value,
+        "error": exchange.error,
+        "context": dict(exchange.context),
+        "timing": {
+            "started_at": exchange.started_at,
+            "first_byte_after": response.first_byte_at if response else None,
+            "duration": exchange.duration,
+        },
+        "request": {
+            "method": exchange.method,
+            "url": exchange.url,
+            "http_version": exchange.http_version,
+            "headers": headers_document(exchange.request_headers),
+            "body": body_document(exchange.request_body, exchange.request_body_ref),
+            "canonical": json.loads(exchange.canonical),
+        },
+        "response": None
+        if response is None
+        else {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": headers_document(response.headers),
+            "trailers": headers_document(response.trailers),
+            "body": body_document(response.body, response.body_ref),
+            "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
+        },
+        "rewrites": [asdict(r) for r in replay_rewrites(exchange.request_body, response)],
+        "metadata": dict(exchange.facts),
+        "stripped": None if exchange.stripped is None else dict(exchange.stripped),
+        "drift": [
+            {"at": d.at, "paths": list(d.paths), "context": dict(d.context)} for d in exchange.drift
+        ],
+        "messages": None
+        if exchange.messages is None
+        else [message_document(m) for m in exchange.messages],
+        "chain": exchange.chain,
+    }
+
+
+def summary_document(summary: ExchangeSummary) -> dict[str, Any]:
+    """One line of a cassette's listing (``show CASSETTE --json``, the admin API)."""
+    return asdict(summary)
+
+
+def cassette_document(summary: CassetteSummary) -> dict[str, Any]:
+    """One line of the cassette list (``ls --json``, the admin API)."""
+    return asdict(summary)
+
+
+def headers_document(fields: Sequence[Header]) -> list[list[str]]:
+    return [[name.decode("latin-1"), value.decode("latin-1")] for name, value in fields]
+
+
+def body_document(data: bytes, ref: BlobRef | None = None) -> dict[str, Any]:
+    """A body as text, as base64, or (kept in the store) as its digest and size."""
+    if ref is not None:
+        return {"bytes": ref.size, "blake3": ref.digest, "omitted": "larger than shown inline"}
+    try:
+        return {"text": data.decode("utf-8"), "bytes": len(data)}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii"), "bytes": len(data)}
+
+
+def message_document(message: Message) -> dict[str, Any]:
+    """One WebSocket message: who sent it, when, and its payload as text or base64."""
+    document: dict[str, Any] = {
+        "from": "client" if message.from_client else "server",
+        "type": "text" if message.text else "binary",
+        "at": round(message.at, 6),
+    }
+    return document | body_document(message.data)

@@ -1,0 +1,100 @@
+"""Finding the running proxy, and the CA its clients must trust, from any directory.
+
+``env``, ``ca`` and ``exec --proxy`` used to look for the CA under ``./.freezeframe``, so run
+from another directory they quietly made a new CA there that the proxy never used, and the
+agent failed with a bare connection error. The running proxy knows where its CA is: these
+commands ask its admin API (``GET /health``). A ``--data-dir`` given explicitly still wins,
+for a proxy whose files are mounted somewhere else; nothing here ever creates a CA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from proxy.settings import CA_FILENAME, Address
+from proxy.trust import CLIENT_BUNDLE, write_bundle
+
+HEALTH_TIMEOUT_S = 3.0
+
+
+class NoProxyFound(Exception):
+    """Neither a running proxy nor a data dir says where the CA is; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trust:
+    """The CA a client must trust, and a bundle of it with the system's CAs (for
+    ``SSL_CERT_FILE``, which replaces a client's trust store rather than adding to it)."""
+
+    ca: Path
+    bundle: Path
+
+
+def admin_url(admin: Address) -> str:
+    return f"http://{admin.url_host}:{admin.port}"
+
+
+def running(admin: Address) -> dict[str, Any]:
+    """The ``/health`` document of the proxy whose admin API is at ``admin``."""
+    url = f"{admin_url(admin)}/health"
+    try:
+        response = httpx.get(url, timeout=HEALTH_TIMEOUT_S, trust_env=False)
+        document = response.json()
+    except (httpx.HTTPError, ValueError):
+        document = None
+    if not isinstance(document, dict) or "proxy" not in document:
+        raise NoProxyFound(
+            f"no freezeframe answers at {admin_url(admin)}; start one with `freezeframe run`, "
+            "or pass --admin"
+        )
+    return document
+
+
+def proxy_url(document: dict[str, Any]) -> str:
+    """Where the proxy of a ``/health`` document listens, as a client's proxy URL."""
+    listen = Address.parse(str(document["proxy"]), "proxy address")
+    return f"http://{listen.url_host}:{listen.port}"
+
+
+def trust_of_running(document: dict[str, Any], admin: Address) -> Trust:
+    """The CA of the proxy of a ``/health`` document; it must be on this machine."""
+    ca = Path(str(document.get("ca", "")))
+    bundle = Path(str(document.get("ca_bundle", "")))
+    if not ca.is_file() or not bundle.is_file():
+        raise NoProxyFound(
+            f"the freezeframe at {admin_url(admin)} keeps its CA at {ca}, which is not on this "
+            f"machine; copy it (GET {admin_url(admin)}/ca.pem) and pass --data-dir"
+        )
+    return Trust(ca, bundle)
+
+
+def trust_in(data_dir: Path) -> Trust:
+    """The CA in ``data_dir`` and its bundle, written from it if absent (never a new CA)."""
+    ca = data_dir / CA_FILENAME
+    if not ca.is_file():
+        raise NoProxyFound(
+            f"no CA at {ca}; a proxy makes one when it first starts with --data-dir {data_dir}"
+        )
+    bundle = data_dir / CLIENT_BUNDLE
+    if not bundle.is_file():
+        write_bundle(bundle, [ca])
+    return Trust(ca.absolute(), bundle.absolute())
+
+
+def client_trust(admin: Address, data_dir: Path | None, default_dir: Path) -> Trust:
+    """The CA to trust: from ``data_dir`` if given, else from the proxy answering at
+    ``admin``, else from ``default_dir`` if a CA is there. Raises NoProxyFound."""
+    if data_dir is not None:
+        return trust_in(data_dir)
+    try:
+        return trust_of_running(running(admin), admin)
+    except NoProxyFound as exc:
+        if (default_dir / CA_FILENAME).is_file():
+            return trust_in(default_dir)
+        raise NoProxyFound(
+            f"{exc}; and there is no CA at {default_dir / CA_FILENAME} (pass --data-dir)"
+        ) from None

@@ -1,0 +1,29 @@
+"""What the proxy tells its user about a setting that will not do what they meant.
+
+A replay pointed at a cassette with no recordings is almost always a typo (``bug-8812`` for
+``bug-8821``). It still starts and answers every request with a miss, as it must, but it says
+so once, at start and on every switch to such a cassette, with the names it does know, the
+closest first.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from storage import Store
+
+NAMES_SHOWN = 5
+
+
+def empty_cassette(store: Store, cassette: str) -> str | None:
+    """A one-line warning when ``cassette`` has no recordings; None when it has some."""
+    if store.has_cassette(cassette):
+        return None
+    names = store.cassette_names()
+    if not names:
+        return f"cassette {cassette!r} has no recordings, and the store has no cassettes yet"
+    close = difflib.get_close_matches(cassette, names, n=NAMES_SHOWN, cutoff=0.6)
+    shown = close + [name for name in names if name not in close]
+    more = len(shown) - NAMES_SHOWN
+    known = ", ".join(shown[:NAMES_SHOWN]) + (f", and {more} more" if more > 0 else "")
+    return f"cassette {cassette!r} has no recordings; every request will miss. Known: {known}"

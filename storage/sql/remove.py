@@ -1,0 +1,62 @@
+"""Removing a cassette, and with it the bodies that no other cassette uses.
+
+Bodies are shared by digest across cassettes (a system prompt, a tool schema, a canonical
+form), so a body goes only when no exchange left in the store names it. Everything happens
+in one transaction: the cassette is there, whole, or it is gone with its orphaned bodies.
+"""
+
+from collections.abc import Iterable, Iterator
+
+from sqlalchemy import Connection, delete, func, select
+
+from storage.errors import CassetteNotFound
+from storage.records import Removed
+from storage.sql.schema import blob_parts, cassettes, drifts, exchanges
+from storage.sql.schema import blobs as blobs_table
+
+_BODY_COLUMNS = (
+    exchanges.c.request_body_digest,
+    exchanges.c.response_body_digest,
+    exchanges.c.canonical_digest,
+    exchanges.c.messages_digest,
+)
+
+IN_LIST = 500
+"""Digests per IN (...) list: far below SQLite's limit on bound parameters."""
+
+
+def remove_cassette(conn: Connection, cassette: str, where: str) -> Removed:
+    """Delete the cassette, its exchanges and drift notes, and the bodies only it used."""
+    cassette_id = conn.scalar(select(cassettes.c.id).where(cassettes.c.name == cassette))
+    if cassette_id is None:
+        raise CassetteNotFound(cassette, where)
+    used: set[str] = set()
+    for column in _BODY_COLUMNS:
+        found = select(column).where(exchanges.c.cassette_id == cassette_id, column.is_not(None))
+        used.update(conn.scalars(found.distinct()))
+    count = conn.scalar(
+        select(func.count()).select_from(exchanges).where(exchanges.c.cassette_id == cassette_id)
+    )
+    conn.execute(delete(drifts).where(drifts.c.cassette_id == cassette_id))
+    conn.execute(delete(exchanges).where(exchanges.c.cassette_id == cassette_id))
+    conn.execute(delete(cassettes).where(cassettes.c.id == cassette_id))
+    orphans = used - set(_still_used(conn, used))
+    freed = 0
+    for batch in _batches(sorted(orphans)):
+        size = select(func.sum(blobs_table.c.stored_size)).where(blobs_table.c.digest.in_(batch))
+        freed += int(conn.scalar(size) or 0)
+        conn.execute(delete(blob_parts).where(blob_parts.c.digest.in_(batch)))
+        conn.execute(delete(blobs_table).where(blobs_table.c.digest.in_(batch)))
+    return Removed(cassette=cassette, exchanges=int(count or 0), bodies=len(orphans), freed=freed)
+
+
+def _still_used(conn: Connection, digests: Iterable[str]) -> Iterator[str]:
+    """Those of ``digests`` that some exchange (of any cassette) still names."""
+    for batch in _batches(sorted(digests)):
+        for column in _BODY_COLUMNS:
+            yield from conn.scalars(select(column).where(column.in_(batch)).distinct())
+
+
+def _batches(items: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), IN_LIST):
+        yield items[start : start + IN_LIST]
