@@ -30,11 +30,11 @@ from rich.table import Table
 from addons.rewrites import JSONRPC_ID_REWRITE, Rewrite, instant_rewrites, jsonrpc_id
 from canonicalize import RequestView, canonicalize
 from proxy import settings as settings_module
-from proxy.command import run_command
+from proxy.command import CAPTURES, Confinement, run_command
 from proxy.keys import key_config, rules_path
 from proxy.rekey import rekey as rekey_cassette
 from proxy.serve import StartupError, serve
-from proxy.trust import client_bundle, ensure_ca
+from proxy.trust import client_bundle, ensure_ca, java_truststore
 from proxy.wiring import SHELLS, client_environment, render
 from storage import (
     BlobRef,
@@ -237,22 +237,46 @@ def run(**options: Any) -> None:
     metavar="URL",
     help="Use this running proxy instead of starting one (its CA is read from --data-dir).",
 )
+@_setting(
+    "--capture",
+    "Also record clients that ignore proxy settings: transparent (a network namespace "
+    "whose every connection reaches the proxy; root) or local (mitmproxy's eBPF redirector).",
+    type=click.Choice(CAPTURES),
+)
+@_setting(
+    "--isolate/--no-isolate",
+    "Run COMMAND in a network namespace where only the proxy is reachable  "
+    "[default: on in replay where the system allows it]",
+    envvar="FREEZEFRAME_ISOLATE",
+    default=None,
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
-def exec_(command: tuple[str, ...], proxy_url: str | None, **options: Any) -> None:
+def exec_(
+    command: tuple[str, ...],
+    proxy_url: str | None,
+    capture: str | None,
+    isolate: bool | None,
+    **options: Any,
+) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
 
     COMMAND gets HTTPS_PROXY, HTTP_PROXY, NO_PROXY and the CA variables of every common
-    HTTP stack (see `freezeframe env`). Put `--` before the command.
+    HTTP stack (see `freezeframe env`). In replay it runs where only the proxy is
+    reachable, so a client that ignores those variables fails instead of reaching a real
+    service; --capture transparent records and replays such clients too. Put `--` before
+    the command.
 
     \b
     Example:
         freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
+        sudo freezeframe exec --capture transparent --cassette bug-8821 -- node agent.js
     """
     data_dir = Path(options["data_dir"]).expanduser()
     settings = None if proxy_url else settings_module.build(**options)
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
-    sys.exit(asyncio.run(run_command(command, data_dir, settings, proxy_url)))
+    confinement = Confinement(capture=capture, isolate=isolate)
+    sys.exit(asyncio.run(run_command(command, data_dir, settings, proxy_url, confinement)))
 
 
 @main.command()
@@ -294,7 +318,10 @@ def env(shell: str, admin: str, data_dir: str) -> None:
     listen = settings_module.Address.parse(str(health["proxy"]), "proxy address")
     path = Path(data_dir).expanduser()
     environment = client_environment(
-        f"http://{listen.url_host}:{listen.port}", ensure_ca(path), client_bundle(path)
+        f"http://{listen.url_host}:{listen.port}",
+        ensure_ca(path),
+        client_bundle(path),
+        java_truststore(path),
     )
     click.echo(render(environment, shell), nl=False)
 

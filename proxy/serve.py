@@ -13,11 +13,14 @@ import os
 import re
 import signal
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from mitmproxy import master as mitm_master
 from mitmproxy.addons.proxyserver import Proxyserver
 
+from addons import AddressBook
+from addons.capture import Capture
 from addons.state import RuntimeState
 from proxy.admin import AdminServer, create_app
 from proxy.master import build_master
@@ -31,6 +34,20 @@ log = logging.getLogger("freezeframe")
 
 class StartupError(Exception):
     """A setting or resource that keeps the proxy from starting; the message is one line."""
+
+
+@dataclass(slots=True)
+class Embedded:
+    """What ``exec`` shares with the proxy it runs in its own process.
+
+    The namespace's resolver and the proxy must agree on what each address stands for
+    (one :class:`AddressBook`); a capture adds a mitmproxy mode; and once the proxy runs,
+    its capture addon tells how many requests it saw.
+    """
+
+    addresses: AddressBook
+    extra_modes: tuple[str, ...] = ()
+    capture: Capture | None = None
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -94,6 +111,7 @@ async def serve(
     *,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
+    embedded: Embedded | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT, or until ``stop`` is set by a caller embedding the proxy."""
     prepare_data_dir(settings.data_dir)
@@ -109,7 +127,15 @@ async def serve(
     trust = upstream_bundle(settings.data_dir, settings.upstream_ca)
     store = open_store(settings.store_url)
     try:
-        await _run(settings, store, redactor, str(trust), ready, stop or asyncio.Event())
+        await _run(
+            settings,
+            store,
+            redactor,
+            str(trust),
+            ready,
+            stop or asyncio.Event(),
+            embedded or Embedded(AddressBook()),
+        )
     finally:
         store.close()
 
@@ -121,12 +147,24 @@ async def _run(
     upstream_trust: str,
     ready: asyncio.Event | None,
     stop: asyncio.Event,
+    embedded: Embedded,
 ) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     state = RuntimeState(settings.mode, settings.cassette, settings.replay_pace, settings.annotate)
-    proxy_master = build_master(settings, store, state, redactor, upstream_trust)
+    proxy_master = build_master(
+        settings,
+        store,
+        state,
+        redactor,
+        upstream_trust,
+        embedded.addresses,
+        embedded.extra_modes,
+    )
+    capture = proxy_master.addons.get("capture")
+    assert isinstance(capture, Capture)
+    embedded.capture = capture
     admin = AdminServer(
         create_app(store, state, settings.ca_path, str(settings.listen)), settings.admin
     )
