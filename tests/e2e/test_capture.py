@@ -1,0 +1,251 @@
+"""Clients that ignore proxy settings: recorded with --capture transparent, stopped in replay.
+
+Every run is a real ``freezeframe exec`` with real namespaces (made and removed by exec),
+real clients (the official ``openai`` Node.js SDK, Node's fetch and https.get, aiohttp with
+its defaults, a JVM, curl) and the real TLS upstream. Each test proves afterwards that no
+link, mount, resolver change or process is left on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.netns import REPO, UPSTREAM_NAME, HostState, become_subreaper, freezeframe_exec
+from support.upstream import Upstream
+
+from proxy.localcapture import local_capture_unavailable_reason
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="namespaces for the test upstream need root"),
+]
+
+NODE_PROJECT = REPO / "tests" / "node"
+
+AIOHTTP_AGENT = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    import aiohttp
+
+    async def main(base):
+        async with aiohttp.ClientSession() as session:  # trust_env=False: no proxy variables
+            chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+            async with session.post(base + "/v1/chat/completions", json=chat) as answer:
+                completion = await answer.json()
+            async with session.get(base + "/tool/counter") as answer:
+                counter = await answer.json()
+        print(json.dumps({"aiohttp": [completion["choices"][0]["message"], counter]}))
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+HTTPX_AGENT = textwrap.dedent(
+    """
+    import json, os, ssl, sys
+    import httpx
+
+    base, how = sys.argv[1], sys.argv[2]
+    if how == "ignores":  # no proxy, but it trusts the CA bundle exec names
+        trust = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+        client = httpx.Client(trust_env=False, verify=trust, timeout=10)
+    else:
+        client = httpx.Client(timeout=10)
+    with client:
+        chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+        completion = client.post(base + "/v1/chat/completions", json=chat).json()
+        counter = client.get(base + "/tool/counter", params={"q": "1"}).json()
+    print(json.dumps([completion["choices"][0]["message"], completion["id"], counter]))
+    """
+)
+
+DIRECT_AGENT = textwrap.dedent(
+    """
+    import json, os, ssl, sys
+    import httpx
+
+    url, also_proxied = sys.argv[1], sys.argv[2] == "also-proxied"
+    trust = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    trust.load_verify_locations(sys.argv[3])  # the upstream's own CA, trusted when reached directly
+    result = {}
+    try:
+        with httpx.Client(trust_env=False, verify=trust, timeout=10) as direct:
+            result["direct"] = direct.get(url).status_code
+    except httpx.ConnectError as exc:
+        result["direct"] = f"ConnectError: {exc}"
+    if also_proxied:
+        with httpx.Client(timeout=10) as proxied:
+            result["proxied"] = proxied.get(url).status_code
+    print(json.dumps(result))
+    """
+)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    """Every namespace, link, mount and process exec made is gone when the test ends."""
+    become_subreaper()
+    before = HostState.now()
+    yield
+    assert HostState.now().leftovers(before) == []
+
+
+@pytest.fixture(scope="module")
+def node_project() -> Path:
+    if shutil.which("node") is None:
+        pytest.fail("Node.js is not installed; the README says how to get it")
+    if not (NODE_PROJECT / "node_modules" / "openai").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE_PROJECT, check=True)
+    return NODE_PROJECT
+
+
+def base_url(upstream: Upstream) -> str:
+    return f"https://{UPSTREAM_NAME}:{upstream.port}"
+
+
+def run(
+    tmp_path: Path, data_dir: Path, ca: Path, args: list[str], command: list[str]
+) -> subprocess.CompletedProcess[str]:
+    result = freezeframe_exec(tmp_path, data_dir, ["--upstream-ca", str(ca), *args], command)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_node_and_aiohttp_agents_are_recorded_transparently_and_replayed_offline(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path, node_project: Path
+) -> None:
+    aiohttp_agent = tmp_path / "aiohttp_agent.py"
+    aiohttp_agent.write_text(AIOHTTP_AGENT)
+    both = 'node "$1" "$0" && "$2" "$3" "$0"'
+    agents = ["sh", "-c", both, base_url(upstream), str(node_project / "agent.mjs")]
+    agents += [sys.executable, str(aiohttp_agent)]
+    capture = ["--capture", "transparent", "--cassette", "agents"]
+
+    recorded = run(tmp_path, data_dir, upstream_ca_file, [*capture, "--mode", "record"], agents)
+    node, aio = (json.loads(line) for line in recorded.stdout.splitlines())
+    assert node["fetched"]["count"] == 1 and node["got"]["echo"] == {"via": "https.get"}
+    assert node["streamed"] and aio["aiohttp"][1]["count"] == 3
+    assert len(upstream.requests) == 6, "every call reached the upstream through the proxy"
+    upstream.reset_counters()
+
+    replayed = run(tmp_path, data_dir, upstream_ca_file, [*capture, "--mode", "replay"], agents)
+    assert replayed.stdout == recorded.stdout
+    assert upstream.connections == 0 and upstream.requests == []
+
+    upstream.stop()
+    offline = run(tmp_path, data_dir, upstream_ca_file, [*capture, "--mode", "replay"], agents)
+    assert offline.stdout == recorded.stdout
+
+
+def test_a_transparent_recording_replays_through_https_proxy_and_the_other_way_round(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    def agent(how: str) -> list[str]:
+        return [sys.executable, "-c", HTTPX_AGENT, base_url(upstream), how]
+
+    transparent = ["--capture", "transparent"]
+    for cassette, (record_args, record_how), (replay_args, replay_how) in (
+        ("captured", (transparent, "ignores"), ([], "honours")),
+        ("proxied", ([], "honours"), (transparent, "ignores")),
+    ):
+        where = ["--cassette", cassette]
+        recorded = run(
+            tmp_path, data_dir, upstream_ca_file, [*where, *record_args], agent(record_how)
+        )
+        upstream.reset_counters()
+        replayed = run(
+            tmp_path,
+            data_dir,
+            upstream_ca_file,
+            [*where, "--mode", "replay", *replay_args],
+            agent(replay_how),
+        )
+        assert replayed.stdout == recorded.stdout, replayed.stderr
+        assert upstream.connections == 0
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "cli", "show", "captured", "--json", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    assert f"https://{UPSTREAM_NAME}:{upstream.port}/v1/chat/completions" in shown
+    assert "198.18." not in shown, "a captured flow was stored under its namespace address"
+
+
+def test_replay_isolation_refuses_a_client_that_ignores_proxies_and_says_so(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    url = f"{base_url(upstream)}/tool/counter"
+
+    def direct(args: list[str], also_proxied: bool) -> tuple[dict[str, object], str]:
+        how = "also-proxied" if also_proxied else "direct-only"
+        agent = [sys.executable, "-c", DIRECT_AGENT, url, how, str(upstream_ca_file)]
+        result = run(tmp_path, data_dir, upstream_ca_file, args, agent)
+        return json.loads(result.stdout), result.stderr
+
+    blocked = f"blocked a direct connection from the command to {UPSTREAM_NAME}:{upstream.port}"
+
+    replayed, log = direct(["--mode", "replay"], also_proxied=True)
+    assert str(replayed["direct"]).startswith("ConnectError"), replayed
+    assert replayed["proxied"] == 404, "the replaying proxy stays reachable (and misses)"
+    assert upstream.connections == 0
+    assert blocked in log and "not isolated" not in log
+
+    recorded, log = direct(["--mode", "record", "--isolate"], also_proxied=True)
+    assert str(recorded["direct"]).startswith("ConnectError") and recorded["proxied"] == 200
+    assert len(upstream.requests) == 1, "only the proxied request reached the upstream"
+    assert blocked in log
+    upstream.reset_counters()
+
+    # Without the namespace the same client reaches the upstream: the namespace is what stops it.
+    around, log = direct(["--mode", "record", "--no-isolate"], also_proxied=False)
+    assert around["direct"] == 200 and len(upstream.requests) == 1
+    assert "the command sent no request through freezeframe, so nothing was recorded" in log
+
+
+def test_jvm_and_curl_go_through_the_proxy_with_the_variables_exec_sets(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    if shutil.which("java") is None:
+        pytest.skip("no JVM on this machine")
+    agents = 'java "$1" "$0" && curl -sS "$0/tool/counter?via=curl"'
+    command = ["sh", "-c", agents, base_url(upstream), str(REPO / "tests" / "jvm" / "Agent.java")]
+
+    recorded = run(tmp_path, data_dir, upstream_ca_file, ["--cassette", "jvm"], command)
+    answers = [json.loads(line) for line in recorded.stdout.splitlines()]
+    assert [a["echo"]["via"] for a in answers] == ["httpclient", "urlconnection", "curl"]
+    assert len(upstream.requests) == 3
+    upstream.reset_counters()
+
+    replayed = run(tmp_path, data_dir, upstream_ca_file, ["--cassette", "jvm", "--mode", "replay"], command)
+    assert replayed.stdout == recorded.stdout
+    assert upstream.connections == 0
+
+
+def test_capture_and_isolation_flags_that_cannot_work_are_refused_in_one_line(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    cases = [
+        (["--capture", "transparent", "--no-isolate"], "drop --no-isolate"),
+        (["--capture", "transparent", "--proxy", "http://127.0.0.1:9"], "not --proxy"),
+        (["--capture", "transparent", "--upstream-proxy", "http://127.0.0.1:9"], "--upstream-proxy"),
+        (["--capture", "local", "--isolate"], "cannot be combined"),
+    ]
+    if reason := local_capture_unavailable_reason():
+        cases.append((["--capture", "local"], f"--capture local does not run here: {reason}"))
+    for args, fragment in cases:
+        result = freezeframe_exec(tmp_path, data_dir, args, ["true"], timeout=60)
+        message = result.stderr.strip()
+        assert result.returncode == 1 and "\n" not in message, (args, message)
+        assert message.startswith("freezeframe: error: ") and fragment in message, message

@@ -1,0 +1,124 @@
+"""Running ``freezeframe exec`` with namespaces, and proving nothing of them is left.
+
+Captured clients resolve names inside their namespace, and the proxy connects to the same
+names from the host, as it would for a real provider. The test upstream listens on the
+host's loopback, so the tests give it a name the proxy can resolve without touching the
+machine's files: :func:`with_hosts` runs a command in a private mount namespace of the
+test's own, whose ``/etc/hosts`` maps :data:`UPSTREAM_NAME` to 127.0.0.1.
+
+:class:`HostState` is what a test may change by accident: links, mounts, the resolver's
+files, and processes. A fixture snapshots it before a test and compares it after.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+#: the upstream's name in these tests (its certificate carries it; see support.upstream)
+UPSTREAM_NAME = "api.upstream.test"
+PR_SET_CHILD_SUBREAPER = 36
+REPO = Path(__file__).parents[2]
+
+
+def with_hosts(tmp_path: Path, command: list[str]) -> list[str]:
+    """``command`` in a mount namespace whose /etc/hosts also names the upstream."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost {UPSTREAM_NAME}\n::1 localhost\n")
+    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(hosts), *command]
+
+
+def freezeframe_exec(
+    tmp_path: Path, data_dir: Path, args: list[str], command: list[str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``freezeframe exec ARGS -- COMMAND`` with fresh ports, no inherited proxy settings."""
+    from support.proxy import free_port
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().endswith("_PROXY") and not k.startswith("FREEZEFRAME_")
+    }
+    freezeframe = [
+        sys.executable,
+        "-m",
+        "cli",
+        "exec",
+        "--data-dir",
+        str(data_dir),
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        "--admin",
+        f"127.0.0.1:{free_port()}",
+        *args,
+        "--",
+        *command,
+    ]
+    return subprocess.run(
+        with_hosts(tmp_path, freezeframe),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+    )
+
+
+def become_subreaper() -> None:
+    """Orphans of the test's children become the test's, so none can go unseen."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+@dataclass(frozen=True)
+class HostState:
+    links: frozenset[str]
+    mounts: str
+    resolver: tuple[str, str]
+    children: frozenset[int]
+
+    @classmethod
+    def now(cls) -> HostState:
+        links = frozenset(os.listdir("/sys/class/net"))
+        return cls(
+            links=links,
+            mounts=Path("/proc/self/mountinfo").read_text(),
+            resolver=(Path("/etc/resolv.conf").read_text(), Path("/etc/hosts").read_text()),
+            children=frozenset(p.pid for p in psutil.Process().children(recursive=True)),
+        )
+
+    def leftovers(self, before: HostState) -> list[str]:
+        """What the test left behind, each said in words; empty when nothing."""
+        found = []
+        if extra := self.links - before.links:
+            found.append(f"links {sorted(extra)}")
+        if self.mounts != before.mounts:
+            found.append("a mount in the host's mount namespace")
+        if self.resolver != before.resolver:
+            found.append("a change to /etc/resolv.conf or /etc/hosts")
+        _reap_orphans()
+        for pid in self.children - before.children:
+            try:
+                process = psutil.Process(pid)
+                found.append(f"process {pid} {process.cmdline()} ({process.status()})")
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
+
+def _reap_orphans() -> None:
+    """Collect orphans that already exited (zombies of this subreaper): they left nothing."""
+    for child in psutil.Process().children():
+        if child.status() == psutil.STATUS_ZOMBIE:
+            try:
+                os.waitpid(child.pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
