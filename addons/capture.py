@@ -21,14 +21,14 @@ import ipaddress
 import logging
 
 from mitmproxy import connection, http, tcp, udp
-from mitmproxy.addons.next_layer import NextLayer
 from mitmproxy.proxy import layers, mode_specs, server_hooks
+from mitmproxy.proxy.layer import NextLayer
 
 from addons.state import Mode, RuntimeState
 
 log = logging.getLogger("freezeframe.capture")
 
-POOL = ipaddress.ip_network("198.18.0.0/15")
+POOL = ipaddress.IPv4Network("198.18.0.0/15")
 FIRST_POOLED = 16  # below: the resolver's and the capture link's own addresses
 TRANSPARENT_MODES = (mode_specs.TunMode, mode_specs.LocalMode, mode_specs.TransparentMode)
 

@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from mitmproxy import dns
+from mitmproxy.net.dns import classes, response_codes, types
 
 from addons.capture import AddressBook
 from proxy.nsinit import MESSAGE_SIZE
@@ -277,12 +278,12 @@ class _Resolver(asyncio.DatagramProtocol):
             return
         answers = []
         for question in query.questions:
-            if question.type == dns.types.A and question.class_ == dns.classes.IN:
+            if question.type == types.A and question.class_ == classes.IN:
                 try:
                     address = self._addresses.address_of(question.name)
                 except ValueError as exc:
                     log.warning("%s", exc)
-                    self._reply(query.fail(dns.response_codes.SERVFAIL), addr)
+                    self._reply(query.fail(response_codes.SERVFAIL), addr)
                     return
                 answers.append(dns.ResourceRecord.A(question.name, address, ttl=DNS_TTL))
         # AAAA and every other type: "no such record" (NOERROR, empty), so clients use IPv4.

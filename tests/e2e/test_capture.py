@@ -1,9 +1,9 @@
 """Clients that ignore proxy settings: recorded with --capture transparent, stopped in replay.
 
 Every run is a real ``freezeframe exec`` with real namespaces (made and removed by exec),
-real clients (the official ``openai`` Node.js SDK, Node's fetch and https.get, aiohttp with
-its defaults, a JVM, curl) and the real TLS upstream. Each test proves afterwards that no
-link, mount, resolver change or process is left on the host.
+real clients (the official ``openai`` Node.js SDK, Node's fetch and https.get, axios,
+aiohttp with its defaults, a JVM, curl) and the real TLS upstream. Each test proves
+afterwards that no link, mount, resolver change or process is left on the host.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 from support.netns import REPO, UPSTREAM_NAME, HostState, become_subreaper, freezeframe_exec
 from support.upstream import Upstream
-
-from proxy.localcapture import local_capture_unavailable_reason
 
 pytestmark = [
     pytest.mark.e2e,
@@ -214,38 +212,24 @@ def test_replay_isolation_refuses_a_client_that_ignores_proxies_and_says_so(
     assert "the command sent no request through freezeframe, so nothing was recorded" in log
 
 
-def test_jvm_and_curl_go_through_the_proxy_with_the_variables_exec_sets(
-    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+def test_a_jvm_axios_and_curl_go_through_the_proxy_on_the_variables_exec_sets(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path, node_project: Path
 ) -> None:
+    """Recorded isolated: a client that did not use the proxy would be refused, not recorded."""
     if shutil.which("java") is None:
         pytest.skip("no JVM on this machine")
-    agents = 'java "$1" "$0" && curl -sS "$0/tool/counter?via=curl"'
+    agents = 'java "$1" "$0" && node "$2" "$0" && curl -sS "$0/tool/counter?via=curl"'
     command = ["sh", "-c", agents, base_url(upstream), str(REPO / "tests" / "jvm" / "Agent.java")]
+    command.append(str(node_project / "axios.mjs"))
+    cassette = ["--cassette", "runtimes"]
 
-    recorded = run(tmp_path, data_dir, upstream_ca_file, ["--cassette", "jvm"], command)
+    recorded = run(tmp_path, data_dir, upstream_ca_file, [*cassette, "--isolate"], command)
     answers = [json.loads(line) for line in recorded.stdout.splitlines()]
-    assert [a["echo"]["via"] for a in answers] == ["httpclient", "urlconnection", "curl"]
-    assert len(upstream.requests) == 3
+    assert [a["echo"]["via"] for a in answers] == ["httpclient", "urlconnection", "axios", "curl"]
+    assert len(upstream.requests) == 4
+    assert "blocked" not in recorded.stderr
     upstream.reset_counters()
 
-    replayed = run(tmp_path, data_dir, upstream_ca_file, ["--cassette", "jvm", "--mode", "replay"], command)
+    replayed = run(tmp_path, data_dir, upstream_ca_file, [*cassette, "--mode", "replay"], command)
     assert replayed.stdout == recorded.stdout
     assert upstream.connections == 0
-
-
-def test_capture_and_isolation_flags_that_cannot_work_are_refused_in_one_line(
-    data_dir: Path, tmp_path: Path
-) -> None:
-    cases = [
-        (["--capture", "transparent", "--no-isolate"], "drop --no-isolate"),
-        (["--capture", "transparent", "--proxy", "http://127.0.0.1:9"], "not --proxy"),
-        (["--capture", "transparent", "--upstream-proxy", "http://127.0.0.1:9"], "--upstream-proxy"),
-        (["--capture", "local", "--isolate"], "cannot be combined"),
-    ]
-    if reason := local_capture_unavailable_reason():
-        cases.append((["--capture", "local"], f"--capture local does not run here: {reason}"))
-    for args, fragment in cases:
-        result = freezeframe_exec(tmp_path, data_dir, args, ["true"], timeout=60)
-        message = result.stderr.strip()
-        assert result.returncode == 1 and "\n" not in message, (args, message)
-        assert message.startswith("freezeframe: error: ") and fragment in message, message

@@ -32,7 +32,8 @@ def with_hosts(tmp_path: Path, command: list[str]) -> list[str]:
     hosts = tmp_path / "hosts"
     hosts.write_text(f"127.0.0.1 localhost {UPSTREAM_NAME}\n::1 localhost\n")
     script = 'mount --bind "$0" /etc/hosts && exec "$@"'
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(hosts), *command]
+    private = ["unshare", "--mount", "--propagation", "private"]
+    return [*private, "sh", "-c", script, str(hosts), *command]
 
 
 def freezeframe_exec(
