@@ -29,6 +29,7 @@ import struct
 import sys
 from collections.abc import Callable, Sequence
 
+import mitmproxy_rs
 from mitmproxy import dns
 from mitmproxy.net.dns import classes, response_codes, types
 
@@ -79,7 +80,7 @@ def capture_unavailable_reason() -> str | None:
         return "it needs root (CAP_NET_ADMIN) to create the capture link"
     if not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun does not exist"
-    return None
+    return mitmproxy_rs.tun.TunInterface.unavailable_reason()
 
 
 class Sandbox:

@@ -78,6 +78,8 @@ async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> 
             first = errors[-1].splitlines()[0] if errors else "unknown error"
             reason = first.rpartition(": ")[2] or first
             where = re.search(r"listen on (\S+) with", first)
+            if where is None and "tun" in first.lower():  # exec's capture interface
+                raise StartupError(f"cannot create the capture interface: {reason}")
             raise StartupError(
                 f"cannot listen on {where.group(1) if where else settings.listen}: {reason}"
             )

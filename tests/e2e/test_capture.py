@@ -11,14 +11,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
-from support.netns import REPO, UPSTREAM_NAME, HostState, become_subreaper, freezeframe_exec
+from support.netns import (
+    REPO,
+    UPSTREAM_NAME,
+    HostState,
+    become_subreaper,
+    clean_env,
+    exec_argv,
+    freezeframe_exec,
+    with_hosts,
+)
 from support.upstream import Upstream
 
 pytestmark = [
@@ -233,3 +245,35 @@ def test_a_jvm_axios_and_curl_go_through_the_proxy_on_the_variables_exec_sets(
     replayed = run(tmp_path, data_dir, upstream_ca_file, [*cassette, "--mode", "replay"], command)
     assert replayed.stdout == recorded.stdout
     assert upstream.connections == 0
+
+
+def test_exec_stopped_by_sigterm_or_unable_to_start_its_command_leaves_nothing_behind(
+    upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    """The namespace, the capture interface and the command go when exec is stopped; the
+    fixture checks the host. A command that cannot run is one line, as without a namespace."""
+    args = ["--capture", "transparent", "--upstream-ca", str(upstream_ca_file)]
+    argv = with_hosts(tmp_path, exec_argv(data_dir, args, ["sleep", "60"]))
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(
+            p.name() == "sleep" for p in psutil.Process(process.pid).children(recursive=True)
+        ):
+            assert process.poll() is None and time.monotonic() < deadline, "sleep never started"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, log = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 128 + signal.SIGTERM, log
+    assert "stopping" in log
+
+    missing = freezeframe_exec(
+        tmp_path, data_dir, ["--capture", "transparent", "--mode", "replay"], ["/nonexistent/agent"]
+    )
+    assert missing.returncode == 1
+    last = missing.stderr.strip().splitlines()[-1]
+    assert last.startswith("freezeframe: error: cannot run '/nonexistent/agent'"), last

@@ -36,39 +36,31 @@ def with_hosts(tmp_path: Path, command: list[str]) -> list[str]:
     return [*private, "sh", "-c", script, str(hosts), *command]
 
 
-def freezeframe_exec(
-    tmp_path: Path, data_dir: Path, args: list[str], command: list[str], timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """``freezeframe exec ARGS -- COMMAND`` with fresh ports, no inherited proxy settings."""
+def exec_argv(data_dir: Path, args: list[str], command: list[str]) -> list[str]:
+    """``freezeframe exec ARGS -- COMMAND`` on fresh ports."""
     from support.proxy import free_port
 
-    env = {
+    ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
+    freezeframe = [sys.executable, "-m", "cli", "exec", "--data-dir", str(data_dir), *ports]
+    return [*freezeframe, *args, "--", *command]
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without proxy or freezeframe settings that would change the run."""
+    return {
         k: v
         for k, v in os.environ.items()
         if not k.upper().endswith("_PROXY") and not k.startswith("FREEZEFRAME_")
     }
-    freezeframe = [
-        sys.executable,
-        "-m",
-        "cli",
-        "exec",
-        "--data-dir",
-        str(data_dir),
-        "--listen",
-        f"127.0.0.1:{free_port()}",
-        "--admin",
-        f"127.0.0.1:{free_port()}",
-        *args,
-        "--",
-        *command,
-    ]
+
+
+def freezeframe_exec(
+    tmp_path: Path, data_dir: Path, args: list[str], command: list[str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``freezeframe exec ARGS -- COMMAND`` where the upstream has its name."""
+    argv = with_hosts(tmp_path, exec_argv(data_dir, args, command))
     return subprocess.run(
-        with_hosts(tmp_path, freezeframe),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO,
+        argv, capture_output=True, text=True, timeout=timeout, env=clean_env(), cwd=REPO
     )
 
 
