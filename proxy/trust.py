@@ -67,7 +67,13 @@ def client_bundle(data_dir: Path) -> Path:
 
 def java_truststore(data_dir: Path) -> Path:
     """The client bundle as a Java trust store (PKCS#12 with Java's trusted-certificate
-    attribute): the JVM reads neither ``SSL_CERT_FILE`` nor PEM files."""
+    attribute): the JVM reads neither ``SSL_CERT_FILE`` nor PEM files. Building it takes a
+    tenth of a second, so it is written again only when the system's CAs or freezeframe's
+    CA are newer than it."""
+    dest = data_dir / JAVA_TRUSTSTORE
+    sources = (system_ca_file(), ensure_ca(data_dir))
+    if dest.exists() and dest.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return dest
     certificates = []
     for block in client_bundle(data_dir).read_bytes().split(_PEM_END):
         if b"-----BEGIN CERTIFICATE-----" not in block:
@@ -83,7 +89,6 @@ def java_truststore(data_dir: Path) -> Path:
     data = pkcs12.serialize_java_truststore(
         certificates, serialization.BestAvailableEncryption(JAVA_TRUSTSTORE_PASSWORD.encode())
     )
-    dest = data_dir / JAVA_TRUSTSTORE
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, dest)
