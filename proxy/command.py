@@ -78,8 +78,10 @@ async def run_command(
             box = sandbox.Sandbox(network, _proxy_address(settings, proxy_url), addresses, link)
             env = _environment(_client_url(settings, proxy_url, network), data_dir)
             child = await _spawn_confined(box, command, env, confinement)
-        if child is None:
-            box = None
+        if child is None:  # no namespace asked for, or (said in one line) none to be had
+            if box is not None:
+                await box.close()
+                box = None
             env = _environment(_client_url(settings, proxy_url, None), data_dir)
             child = await _spawn(command, env)
         elif box is not None:
@@ -99,8 +101,6 @@ async def run_command(
 
 def _network(settings: Settings | None, proxy_url: str | None, want: Confinement) -> str | None:
     """``capture``, ``isolate`` or None (no namespace), or a one-line error."""
-    if want.capture not in (None, *CAPTURES):
-        raise StartupError(f"--capture {want.capture!r}: choose transparent or local")
     if want.capture is not None:
         if settings is None:
             raise StartupError(

@@ -161,8 +161,11 @@ class Sandbox:
         message, fds = await self._receive()
         if "link" in message:
             assert self._link is not None
-            with Netlink() as netlink:
-                netlink.move_link(self._link, pid)
+            try:
+                with Netlink() as netlink:
+                    netlink.move_link(self._link, pid)
+            except OSError as exc:
+                raise Unavailable(f"cannot move the capture interface in: {exc.strerror}") from None
             self._send({"link": self._link})
             message, fds = await self._receive()
         if "unavailable" in message:
