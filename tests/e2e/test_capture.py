@@ -265,3 +265,35 @@ def test_exec_stopped_by_sigterm_or_unable_to_start_its_command_leaves_nothing_b
     assert missing.returncode == 1
     last = missing.stderr.strip().splitlines()[-1]
     assert last.startswith("freezeframe: error: cannot run '/nonexistent/agent'"), last
+
+
+def test_replay_where_no_namespace_can_be_made_says_so_in_one_line_and_runs_as_before(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    """A system without /etc/resolv.conf, where the namespace's resolver cannot go."""
+    url = f"{base_url(upstream)}/tool/counter"
+    agent = [sys.executable, "-c", DIRECT_AGENT, url, "direct-only", str(upstream_ca_file)]
+
+    def replay(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = exec_argv(data_dir, ["--mode", "replay", *args], agent)
+        return subprocess.run(
+            with_hosts(tmp_path, argv, resolv_conf=False),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(),
+            cwd=REPO,
+        )
+
+    ran = replay()
+    assert ran.returncode == 0, ran.stderr
+    notices = [line for line in ran.stderr.splitlines() if "not isolated" in line]
+    assert len(notices) == 1 and "/etc/resolv.conf does not exist" in notices[0], ran.stderr
+    assert json.loads(ran.stdout) == {"direct": 200}, "it ran as exec ran before isolation"
+    assert len(upstream.requests) == 1
+
+    insisted = replay("--isolate")
+    message = insisted.stderr.strip().splitlines()[-1]
+    assert insisted.returncode == 1 and insisted.stdout == ""
+    assert message.startswith("freezeframe: error: --isolate: cannot make a network namespace")
+    assert len(upstream.requests) == 1

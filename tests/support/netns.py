@@ -27,13 +27,24 @@ PR_SET_CHILD_SUBREAPER = 36
 REPO = Path(__file__).parents[2]
 
 
-def with_hosts(tmp_path: Path, command: list[str]) -> list[str]:
-    """``command`` in a mount namespace whose /etc/hosts also names the upstream."""
+def with_hosts(tmp_path: Path, command: list[str], *, resolv_conf: bool = True) -> list[str]:
+    """``command`` in a mount namespace whose /etc/hosts also names the upstream.
+
+    ``resolv_conf=False`` gives it a copy of /etc without resolv.conf: a system where
+    freezeframe cannot replace the resolver, so no namespace can be made for a command.
+    """
     hosts = tmp_path / "hosts"
     hosts.write_text(f"127.0.0.1 localhost {UPSTREAM_NAME}\n::1 localhost\n")
-    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
     private = ["unshare", "--mount", "--propagation", "private"]
-    return [*private, "sh", "-c", script, str(hosts), *command]
+    if resolv_conf:
+        script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        return [*private, "sh", "-c", script, str(hosts), *command]
+    etc = tmp_path / "etc"
+    script = (
+        'cp -a /etc "$0" && rm -f "$0/resolv.conf" && cp "$0/../hosts" "$0/hosts" '
+        '&& mount --bind "$0" /etc && exec "$@"'
+    )
+    return [*private, "sh", "-c", script, str(etc), *command]
 
 
 def exec_argv(data_dir: Path, args: list[str], command: list[str]) -> list[str]:
