@@ -45,7 +45,10 @@ MS_PRIVATE = 0x40000
 MNT_DETACH = 0x2
 SO_ATTACH_FILTER = 26
 MESSAGE_SIZE = 65536
-#: classic BPF: keep TCP segments with RST set; IPv4 raw sockets see the IP header first.
+#: Classic BPF programs that keep only TCP segments with RST set (the kernel's refusals), so
+#: the proxy's own traffic through the namespace's loopback is never copied to freezeframe.
+#: An IPv4 raw socket sees the IP header first: ldxb 4*([0]&0xf); ldb [x+13]; jset #0x04;
+#: ret #0xffff; ret #0. An IPv6 one sees the TCP header first: ldb [13]; jset #0x04; ...
 _RST_FILTER_V4 = (
     (0xB1, 0, 0, 0),
     (0x50, 0, 0, 13),
@@ -54,6 +57,10 @@ _RST_FILTER_V4 = (
     (0x06, 0, 0, 0),
 )
 _RST_FILTER_V6 = ((0x30, 0, 0, 13), (0x45, 0, 1, 0x04), (0x06, 0, 0, 0xFFFF), (0x06, 0, 0, 0))
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 class Unavailable(Exception):
@@ -127,13 +134,9 @@ def _raw(
 ) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_RAW, proto)
     if program:
-        code = b"".join(struct.pack("=HBBI", *op) for op in program)
-        buffer = ctypes.create_string_buffer(code)
-        sock.setsockopt(
-            socket.SOL_SOCKET,
-            SO_ATTACH_FILTER,
-            struct.pack("=HxxxxxxQ", len(program), ctypes.addressof(buffer)),
-        )
+        code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *op) for op in program))
+        fprog = _SockFprog(len(program), ctypes.addressof(code))
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, bytes(fprog))  # the kernel copies it
     return sock
 
 
@@ -177,7 +180,7 @@ def prepare(control: socket.socket, network: str, port: int) -> list[socket.sock
             netlink.add_route("lo", "0.0.0.0/0", local=True)
             netlink.add_route("lo", "::/0", local=True)
         else:
-            _send(control, {"link": "wanted", "pid": os.getpid()})
+            _send(control, {"link": "wanted"})  # freezeframe moves it into this namespace
             link = str(_receive(control)["link"])
             netlink.link_up(link)
             for address in CAPTURE_ADDRESSES:
