@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -24,8 +23,6 @@ import pytest
 from support.netns import (
     REPO,
     UPSTREAM_NAME,
-    HostState,
-    become_subreaper,
     clean_env,
     exec_argv,
     freezeframe_exec,
@@ -35,6 +32,7 @@ from support.upstream import Upstream
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.usefixtures("nothing_left_behind"),
     pytest.mark.skipif(os.geteuid() != 0, reason="namespaces for the test upstream need root"),
 ]
 
@@ -102,15 +100,6 @@ DIRECT_AGENT = textwrap.dedent(
     print(json.dumps(result))
     """
 )
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind() -> Iterator[None]:
-    """Every namespace, link, mount and process exec made is gone when the test ends."""
-    become_subreaper()
-    before = HostState.now()
-    yield
-    assert HostState.now().leftovers(before) == []
 
 
 @pytest.fixture(scope="module")

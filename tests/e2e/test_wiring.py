@@ -129,6 +129,7 @@ def exec_agent(
     )
 
 
+@pytest.mark.usefixtures("nothing_left_behind")
 def test_exec_runs_the_agent_through_the_proxy_and_passes_its_status_through(
     upstream: Upstream, upstream_ca_file: Path, data_dir: Path
 ) -> None:
