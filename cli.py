@@ -31,7 +31,7 @@ from canonicalize import RequestView, canonicalize
 from evidence import cassette_document, exchange_document, summary_document
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
-from proxy.command import run_command
+from proxy.command import CAPTURES, Confinement, run_command
 from proxy.discovery import (
     NoProxyFound,
     Trust,
@@ -45,6 +45,7 @@ from proxy.discovery import (
 from proxy.keys import key_config, rules_path
 from proxy.rekey import rekey as rekey_cassette
 from proxy.serve import StartupError
+from proxy.trust import java_truststore
 from proxy.wiring import SHELLS, client_environment, render
 from storage import (
     ExchangeFilter,
@@ -295,31 +296,64 @@ def run(**options: Any) -> None:
     metavar="URL",
     help="Use this running proxy instead of starting one (its CA is asked of --admin).",
 )
+@_setting(
+    "--capture",
+    "Also record clients that ignore proxy settings: transparent (a network namespace "
+    "whose every connection reaches the proxy; root) or local (mitmproxy's eBPF redirector).",
+    type=click.Choice(CAPTURES),
+)
+@_setting(
+    "--isolate/--no-isolate",
+    "Run COMMAND in a network namespace where only the proxy is reachable  "
+    "[default: on in replay where the system allows it]",
+    envvar="FREEZEFRAME_ISOLATE",
+    default=None,
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
-def exec_(command: tuple[str, ...], proxy_url: str | None, **options: Any) -> None:
+def exec_(
+    command: tuple[str, ...],
+    proxy_url: str | None,
+    capture: str | None,
+    isolate: bool | None,
+    **options: Any,
+) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
 
     COMMAND gets HTTPS_PROXY, HTTP_PROXY, NO_PROXY and the CA variables of every common
-    HTTP stack (see `freezeframe env`). Put `--` before the command.
+    HTTP stack (see `freezeframe env`). In replay it runs where only the proxy is
+    reachable, so a client that ignores those variables fails instead of reaching a real
+    service; --capture transparent records and replays such clients too. Put `--` before
+    the command.
 
     \b
     Example:
         freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
+        sudo freezeframe exec --capture transparent --cassette bug-8821 -- node agent.js
     """
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+    confinement = Confinement(capture=capture, isolate=isolate)
     if proxy_url is None:
         settings = settings_module.build(**options)
-        sys.exit(asyncio.run(run_command(command, settings=settings)))
-    trust = _trust_of_proxy(proxy_url, options["admin"], options["data_dir"])
-    sys.exit(asyncio.run(run_command(command, proxy_url=proxy_url, trust=trust)))
+        sys.exit(asyncio.run(run_command(command, settings=settings, confinement=confinement)))
+    explicit = Path(options["data_dir"]).expanduser() if _explicit("data_dir") else None
+
+    def trust_of() -> Trust:
+        assert proxy_url is not None
+        return _trust_of_proxy(proxy_url, options["admin"], explicit)
+
+    sys.exit(
+        asyncio.run(
+            run_command(command, proxy_url=proxy_url, trust_of=trust_of, confinement=confinement)
+        )
+    )
 
 
-def _trust_of_proxy(url: str, admin: str, data_dir: str) -> Trust:
+def _trust_of_proxy(url: str, admin: str, data_dir: Path | None) -> Trust:
     """``exec --proxy URL``: the CA of the proxy at URL, asked of its admin API; an explicit
-    --data-dir wins, for a proxy whose files are mounted somewhere else."""
-    if _explicit("data_dir"):
-        return trust_in(Path(data_dir).expanduser())
+    ``data_dir`` wins, for a proxy whose files are mounted somewhere else."""
+    if data_dir is not None:
+        return trust_in(data_dir)
     address = settings_module.Address.parse(admin, "admin address")
     document = running(address)
     wanted = urlsplit(url if "://" in url else f"http://{url}")
@@ -369,7 +403,9 @@ def env(shell: str, admin: str, data_dir: str) -> None:
         trust = trust_in(Path(data_dir).expanduser())
     else:
         trust = trust_of_running(document, address)
-    environment = client_environment(proxy_url(document), trust.ca, trust.bundle)
+    environment = client_environment(
+        proxy_url(document), trust.ca, trust.bundle, java_truststore(trust.ca, trust.bundle)
+    )
     click.echo(render(environment, shell), nl=False)
 
 

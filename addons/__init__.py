@@ -1,6 +1,7 @@
 """freezeframe's mitmproxy addons, as one ordered chain.
 
-Order matters and is the whole design: the context addon strips freezeframe's headers
+Order matters and is the whole design: a captured request is named as a proxied one
+would be, then the context addon strips freezeframe's headers
 and picks the cassette before anyone looks at the request; replay answers what it can;
 record sees only what replay left for the upstream.
 """
@@ -8,6 +9,7 @@ record sees only what replay left for the upstream.
 from __future__ import annotations
 
 from addons.alpn import PreferHttp2
+from addons.capture import AddressBook, Capture
 from addons.context import RequestContext
 from addons.record import Record
 from addons.reenact import Reenactor
@@ -18,15 +20,21 @@ from canonicalize import KeyConfig
 from storage import Store
 from storage.redaction import Redactor
 
-__all__ = ["Mode", "RuntimeState", "default_addons"]
+__all__ = ["AddressBook", "Mode", "RuntimeState", "default_addons"]
 
 
 def default_addons(
-    store: Store, state: RuntimeState, redactor: Redactor, key_config: KeyConfig, admin: str
+    store: Store,
+    state: RuntimeState,
+    redactor: Redactor,
+    key_config: KeyConfig,
+    addresses: AddressBook,
+    admin: str,
 ) -> list[object]:
     """``admin`` is the admin API's ``host:port``, which freezeframe's answers name."""
     reenactor = Reenactor(store, redactor)
     return [
+        Capture(state, addresses),  # first: a captured request gets its name before anyone looks
         PreferHttp2(),
         UpstreamErrors(),
         RequestContext(state, redactor),

@@ -8,10 +8,12 @@ TLS) and adds its own chain, which is most of why recording costs less than
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mitmproxy import master, options
 from mitmproxy.addons import next_layer, proxyserver, tlsconfig, upstream_auth
 
-from addons import default_addons
+from addons import AddressBook, default_addons
 from addons.state import RuntimeState
 from proxy.keys import key_config
 from proxy.settings import Settings
@@ -19,11 +21,15 @@ from storage import Store
 from storage.redaction import Redactor
 
 
-def mitmproxy_options(settings: Settings, upstream_trust: str) -> dict[str, object]:
+def mitmproxy_options(
+    settings: Settings, upstream_trust: str, extra_modes: Sequence[str] = ()
+) -> dict[str, object]:
+    """``extra_modes``: capture modes ``exec`` adds (``tun:NAME``, ``local:PID``)."""
     host = settings.listen.host
     forward = f"upstream:{settings.upstream_proxy.url}" if settings.upstream_proxy else "regular"
     modes = [f"{forward}@{host}:{settings.listen.port}"]
     modes += [f"reverse:{target.url}@{host}:{target.port}" for target in settings.reverse]
+    modes += extra_modes
     return {
         "listen_host": host,
         "listen_port": settings.listen.port,
@@ -45,6 +51,8 @@ def build_master(
     state: RuntimeState,
     redactor: Redactor,
     upstream_trust: str,
+    addresses: AddressBook,
+    extra_modes: Sequence[str] = (),
 ) -> master.Master:
     """Must be called with the event loop running: mitmproxy binds to it."""
     opts = options.Options()
@@ -54,7 +62,9 @@ def build_master(
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
         upstream_auth.UpstreamAuth(),
-        *default_addons(store, state, redactor, key_config(settings.rules), str(settings.admin)),
+        *default_addons(
+            store, state, redactor, key_config(settings.rules), addresses, str(settings.admin)
+        ),
     )
-    opts.update(**mitmproxy_options(settings, upstream_trust))
+    opts.update(**mitmproxy_options(settings, upstream_trust, extra_modes))
     return proxy_master

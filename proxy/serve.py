@@ -13,11 +13,14 @@ import os
 import re
 import signal
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from mitmproxy import master as mitm_master
 from mitmproxy.addons.proxyserver import Proxyserver
 
+from addons import AddressBook
+from addons.capture import Capture
 from addons.state import Mode, RuntimeState
 from proxy.admin import AdminServer, create_app
 from proxy.master import build_master
@@ -32,6 +35,20 @@ log = logging.getLogger("freezeframe")
 
 class StartupError(Exception):
     """A setting or resource that keeps the proxy from starting; the message is one line."""
+
+
+@dataclass(slots=True)
+class Embedded:
+    """What ``exec`` shares with the proxy it runs in its own process.
+
+    The namespace's resolver and the proxy must agree on what each address stands for
+    (one :class:`AddressBook`); a capture adds a mitmproxy mode; and once the proxy runs,
+    its capture addon tells how many requests it saw.
+    """
+
+    addresses: AddressBook
+    extra_modes: tuple[str, ...] = ()
+    capture: Capture | None = None
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -88,6 +105,8 @@ async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> 
             # Closed here, while its log is still ours: stopping a server that never
             # started logs an empty error line.
             await server.servers.update([])
+            if where is None and "tun" in first.lower():  # exec's capture interface
+                raise StartupError(f"cannot create the capture interface: {reason}")
             raise StartupError(
                 f"cannot listen on {where.group(1) if where else settings.listen}: {reason}"
             )
@@ -121,6 +140,7 @@ async def serve(
     *,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
+    embedded: Embedded | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT, or until ``stop`` is set by a caller embedding the proxy."""
     prepare_data_dir(settings.data_dir)
@@ -139,7 +159,15 @@ async def serve(
     try:
         if settings.fresh:
             _empty(store, settings.cassette)
-        await _run(settings, store, redactor, str(trust), ready, stop or asyncio.Event())
+        await _run(
+            settings,
+            store,
+            redactor,
+            str(trust),
+            ready,
+            stop or asyncio.Event(),
+            embedded or Embedded(AddressBook()),
+        )
     finally:
         store.close()
 
@@ -165,12 +193,24 @@ async def _run(
     upstream_trust: str,
     ready: asyncio.Event | None,
     stop: asyncio.Event,
+    embedded: Embedded,
 ) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     state = RuntimeState(settings.mode, settings.cassette, settings.replay_pace, settings.annotate)
-    proxy_master = build_master(settings, store, state, redactor, upstream_trust)
+    proxy_master = build_master(
+        settings,
+        store,
+        state,
+        redactor,
+        upstream_trust,
+        embedded.addresses,
+        embedded.extra_modes,
+    )
+    capture = proxy_master.addons.get("capture")
+    assert isinstance(capture, Capture)
+    embedded.capture = capture
     admin = AdminServer(create_app(store, state, settings), settings.admin)
     admin_task: asyncio.Task[None] | None = None
     try:

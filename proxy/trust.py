@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import os
 import ssl
+import warnings
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.utils import CryptographyDeprecationWarning
 from mitmproxy import certs
 from mitmproxy.options import CONF_BASENAME
 
 CLIENT_BUNDLE = "ca-bundle.pem"
 UPSTREAM_BUNDLE = "upstream-trust.pem"
+JAVA_TRUSTSTORE = "ca-truststore.p12"
+#: PKCS#12 needs one for its integrity check; it protects nothing (the CAs are public).
+JAVA_TRUSTSTORE_PASSWORD = "freezeframe"
+_PEM_END = b"-----END CERTIFICATE-----"
 _FALLBACK_SYSTEM_FILES = (
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
@@ -54,6 +63,36 @@ def write_bundle(dest: Path, extra: list[Path]) -> Path:
 
 def client_bundle(data_dir: Path) -> Path:
     return write_bundle(data_dir / CLIENT_BUNDLE, [ensure_ca(data_dir)])
+
+
+def java_truststore(ca: Path, bundle: Path) -> Path:
+    """The client ``bundle`` as a Java trust store (PKCS#12 with Java's trusted-certificate
+    attribute) beside ``ca``: the JVM reads neither ``SSL_CERT_FILE`` nor PEM files. Building
+    it takes a tenth of a second, so it is written again only when the system's CAs or
+    freezeframe's CA are newer than it."""
+    dest = ca.parent / JAVA_TRUSTSTORE
+    sources = (system_ca_file(), ca)
+    if dest.exists() and dest.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return dest
+    certificates = []
+    for block in bundle.read_bytes().split(_PEM_END):
+        if b"-----BEGIN CERTIFICATE-----" not in block:
+            continue
+        try:
+            with warnings.catch_warnings():  # old system CAs with a serial RFC 5280 forbids
+                warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+                certificate = x509.load_pem_x509_certificate(block + _PEM_END)
+        except ValueError:
+            continue  # a certificate the system ships that cryptography cannot read
+        name = f"ca-{len(certificates)}".encode()
+        certificates.append(pkcs12.PKCS12Certificate(certificate, name))
+    data = pkcs12.serialize_java_truststore(
+        certificates, serialization.BestAvailableEncryption(JAVA_TRUSTSTORE_PASSWORD.encode())
+    )
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, dest)
+    return dest
 
 
 def upstream_bundle(data_dir: Path, upstream_ca: Path | None) -> Path:

@@ -6,6 +6,13 @@ Every HTTP stack reads its own variables: Python's ``SSL_CERT_FILE`` (httpx, the
 file. Setting all of them is what makes "point the agent at the proxy" one step, whatever
 the agent is written in. The bundle ones get the system's CAs plus freezeframe's, because
 they replace a client's trust store rather than add to it.
+
+Some runtimes ignore the proxy variables unless told: Node.js reads them only with
+``NODE_USE_ENV_PROXY=1`` (``fetch`` from v24.0.0 and v22.21.0, ``http``/``https`` from
+v24.5.0 and v22.21.0; earlier versions ignore it), and the JVM reads system properties,
+given here through ``JAVA_TOOL_OPTIONS``, with a PKCS#12 trust store since it reads no PEM.
+Deno adds ``DENO_CERT`` to its store. The README's runtime table says which client needs
+what; a client none of this reaches is recorded with ``exec --capture transparent``.
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from proxy.trust import JAVA_TRUSTSTORE_PASSWORD
 
 SHELLS = ("sh", "fish", "dotenv")
 BUNDLE_VARIABLES = (
@@ -26,7 +36,7 @@ BUNDLE_VARIABLES = (
 CLEARED = ("SSL_CERT_DIR", "ALL_PROXY", "all_proxy")
 
 
-def client_environment(proxy_url: str, ca: Path, bundle: Path) -> dict[str, str]:
+def client_environment(proxy_url: str, ca: Path, bundle: Path, truststore: Path) -> dict[str, str]:
     env = {}
     for name in ("HTTPS_PROXY", "HTTP_PROXY"):
         env[name] = env[name.lower()] = proxy_url
@@ -34,7 +44,32 @@ def client_environment(proxy_url: str, ca: Path, bundle: Path) -> dict[str, str]
     for name in BUNDLE_VARIABLES:
         env[name] = str(bundle.absolute())
     env["NODE_EXTRA_CA_CERTS"] = str(ca.absolute())
+    env["NODE_USE_ENV_PROXY"] = "1"
+    env["DENO_CERT"] = str(ca.absolute())
+    env["JAVA_TOOL_OPTIONS"] = java_options(proxy_url, truststore)
     return env
+
+
+def java_options(proxy_url: str, truststore: Path) -> str:
+    """The JVM's proxy and trust-store properties; ``nonProxyHosts`` is emptied because its
+    default sends ``localhost`` around the proxy, as ``NO_PROXY`` would."""
+    parts = urlsplit(proxy_url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    store = str(truststore.absolute())
+    if any(c.isspace() for c in store):
+        store = f'"{store}"'  # the JVM splits JAVA_TOOL_OPTIONS on blanks outside quotes
+    return " ".join(
+        [
+            f"-Dhttp.proxyHost={host}",
+            f"-Dhttp.proxyPort={port}",
+            f"-Dhttps.proxyHost={host}",
+            f"-Dhttps.proxyPort={port}",
+            "-Dhttp.nonProxyHosts=",
+            f"-Djavax.net.ssl.trustStore={store}",
+            "-Djavax.net.ssl.trustStoreType=PKCS12",
+            f"-Djavax.net.ssl.trustStorePassword={JAVA_TRUSTSTORE_PASSWORD}",
+        ]
+    )
 
 
 def render(env: dict[str, str], shell: str) -> str:

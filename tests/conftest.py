@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 import trustme
+from support.netns import HostState, become_subreaper
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
@@ -114,3 +115,13 @@ def client_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[ProxyProcess], dict
         return env
 
     return apply
+
+
+@pytest.fixture
+def nothing_left_behind() -> Iterator[None]:
+    """Every namespace, link, mount and process a test's ``exec`` made is gone at its end
+    (namespaces are anonymous: they end with the last process and descriptor in them)."""
+    become_subreaper()
+    before = HostState.now()
+    yield
+    assert HostState.now().leftovers(before) == []

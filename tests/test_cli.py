@@ -18,6 +18,7 @@ import cli
 from canonicalize import RequestView, canonicalize
 from canonicalize.drift import digests
 from proxy.keys import key_config
+from proxy.localcapture import local_capture_unavailable_reason
 from storage import Chunk, NewExchange, Outcome, RecordedResponse, open_store
 
 BODY = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "user": "u1"}'
@@ -433,3 +434,25 @@ def test_rm_removes_a_cassette_and_keeps_what_others_use(data_dir: Path) -> None
     assert_one_line_error(
         invoke("rm", "bug-8821", "--yes", "--data-dir", str(data_dir)), "no cassette named"
     )
+
+
+EXEC_REFUSALS = [
+    (["--capture", "transparent", "--no-isolate"], "drop --no-isolate"),
+    (["--capture", "transparent", "--proxy", "http://127.0.0.1:9"], "not --proxy"),
+    (["--capture", "transparent", "--upstream-proxy", "http://127.0.0.1:9"], "--upstream-proxy"),
+    (["--capture", "local", "--isolate"], "cannot be combined"),
+]
+if _local_reason := local_capture_unavailable_reason():
+    EXEC_REFUSALS.append(
+        (["--capture", "local"], f"--capture local does not run here: {_local_reason}")
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"), EXEC_REFUSALS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+)
+def test_exec_refuses_capture_and_isolation_that_cannot_work_in_one_line(
+    data_dir: Path, args: list[str], fragment: str
+) -> None:
+    result = invoke("exec", "--data-dir", str(data_dir), *args, "--", "true")
+    assert_one_line_error(result, fragment)

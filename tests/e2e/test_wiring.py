@@ -129,6 +129,7 @@ def exec_agent(
     )
 
 
+@pytest.mark.usefixtures("nothing_left_behind")
 def test_exec_runs_the_agent_through_the_proxy_and_passes_its_status_through(
     upstream: Upstream, upstream_ca_file: Path, data_dir: Path
 ) -> None:
@@ -198,6 +199,9 @@ def test_env_prints_what_a_client_needs_in_each_shell(
     assert f"export HTTPS_PROXY=http://127.0.0.1:{proxy.port}" in sh
     assert f"export NODE_EXTRA_CA_CERTS={proxy.ca_path.absolute()}" in sh
     assert f"export SSL_CERT_FILE={(data_dir / 'ca-bundle.pem').absolute()}" in sh
+    assert "export NODE_USE_ENV_PROXY=1" in sh
+    truststore = (data_dir / "ca-truststore.p12").absolute()
+    assert f"-Dhttps.proxyPort={proxy.port} " in sh and f"trustStore={truststore} " in sh
     shown = subprocess.run(
         ["sh", "-c", sh + 'printf "%s|%s" "$HTTPS_PROXY" "${SSL_CERT_DIR-unset}"'],
         capture_output=True,

@@ -192,10 +192,11 @@ def client_ssl_context(ca: trustme.CA) -> ssl.SSLContext:
 
 
 def server_ssl_context(ca: trustme.CA, alpn: Sequence[str]) -> ssl.SSLContext:
-    """A server context with a certificate from ``ca`` for localhost and 127.0.0.1,
-    offering the ``alpn`` protocols in that order."""
+    """A server context with a certificate from ``ca`` for localhost, 127.0.0.1 and
+    ``api.upstream.test`` (the name captured clients use: support.netns), offering the
+    ``alpn`` protocols in that order."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1").configure_cert(ctx)
+    ca.issue_cert("localhost", "127.0.0.1", "api.upstream.test").configure_cert(ctx)
     ctx.set_alpn_protocols(list(alpn))
     return ctx
 
