@@ -25,10 +25,17 @@ import click
 import httpx
 from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from canonicalize import RequestView, canonicalize
-from evidence import cassette_document, exchange_document, summary_document
+from evidence import (
+    cassette_document,
+    exchange_document,
+    miss_document,
+    search_document,
+    summary_document,
+)
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
 from proxy.command import CAPTURES, Confinement, run_command
@@ -500,6 +507,9 @@ def _size(n: int) -> str:
 @_store_options
 @_filter_options
 @click.option("--full", is_flag=True, help="With SEQ: every body, chunk and message, uncut.")
+@click.option(
+    "--misses", is_flag=True, help="The requests replay missed in this cassette, newest first."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def show(
@@ -509,6 +519,7 @@ def show(
     store: str | None,
     where: ExchangeFilter | None,
     full: bool,
+    misses: bool,
     as_json: bool,
 ) -> None:
     """The exchanges of a cassette in recorded order, or one exchange whole.
@@ -516,7 +527,8 @@ def show(
     The list shows each exchange's model and how many replays found its request
     drifted. One exchange shows everything the store holds about it: request, canonical
     form and what was stripped, response, chunk times, metadata, drift, rewrites and its
-    chain link; long bodies are cut after 40 lines unless --full.
+    chain link; long bodies are cut after 40 lines unless --full. --misses lists what replay
+    could not answer from the cassette, with the nearest recording and where it differs.
 
     \b
     Example:
@@ -524,10 +536,16 @@ def show(
         freezeframe show bug-8821 --model gpt-4o --status 429
         freezeframe show bug-8821 3 --full
         freezeframe show bug-8821 3 --json
+        freezeframe show bug-8821 --misses
     """
     validate_cassette_name(cassette)
     if where is not None and seq is not None:
         raise ValueError("--run-id, --model and --status filter the list; drop them with SEQ")
+    if misses:
+        if seq is not None or where is not None:
+            raise ValueError("--misses lists a cassette's misses; drop SEQ and the filters")
+        _show_misses(cassette, data_dir, store, as_json)
+        return
     opened = _open(data_dir, store)
     try:
         if seq is None:
@@ -547,6 +565,23 @@ def show(
         _emit_json([summary_document(row) for row in rows])
         return
     _print_exchanges(rows)
+
+
+def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
+    opened = _open(data_dir, store)
+    try:
+        found = opened.misses(cassette)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json([miss_document(miss) for miss in found])
+        return
+    if not found:
+        click.echo(f"no misses kept for cassette {cassette!r}")
+        return
+    for miss in found:
+        click.echo(f"{_time(miss.at)}  {miss.method} {miss.url}")
+        click.echo(f"  {miss.message}")
 
 
 def _heading(line: str) -> str:
@@ -811,6 +846,56 @@ def rekey(
     if report.kept:
         kept = ", ".join(f"#{seq}" for seq in report.kept)
         console.print(f"  kept (request body too large to re-key here): {kept}", highlight=False)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--cassette", default=None, help="Only in this cassette.")
+@click.option("--limit", default=50, show_default=True, help="At most this many exchanges.")
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def search(
+    query: str,
+    cassette: str | None,
+    limit: int,
+    data_dir: str,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Find the exchanges whose bodies or metadata hold QUERY, newest first.
+
+    QUERY is one phrase: its words in order, any case, within one value (a JSON string or
+    number, a streamed answer's text, a model name, an id, a URL's query value).
+
+    \b
+    Example:
+        freezeframe search ord_8821
+        freezeframe search gpt-4o-2024-08-06 --cassette bug-8821 --json
+    """
+    if cassette is not None:
+        validate_cassette_name(cassette)
+    opened = _open(data_dir, store)
+    try:
+        hits = opened.search(query, cassette, limit)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json([search_document(hit) for hit in hits])
+        return
+    table = Table("cassette", "seq", "started", "method", "status", "in", "match", "url")
+    for hit in hits:
+        table.add_row(
+            hit.cassette,
+            str(hit.seq),
+            _time(hit.started_at),
+            hit.method,
+            str(hit.status) if hit.status is not None else "-",
+            ", ".join(hit.parts),
+            escape(hit.match),
+            hit.url,
+        )
+    _console().print(table)
 
 
 @main.command(name="rm")

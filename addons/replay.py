@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
 
 from mitmproxy import http
@@ -32,7 +33,17 @@ from evidence.rewrites import (
     jsonrpc_rewritable,
     rewrite_jsonrpc_id,
 )
-from storage import Chunk, Exchange, Outcome, RecordedResponse, Store, StoreError
+from storage import (
+    Chunk,
+    Difference,
+    Exchange,
+    Miss,
+    Nearest,
+    Outcome,
+    RecordedResponse,
+    Store,
+    StoreError,
+)
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.replay")
@@ -275,47 +286,62 @@ class Replay:
     def _miss(
         self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical, occurrence: int
     ) -> http.Response:
+        """freezeframe's answer to a request with no recording, which is logged and kept
+        in the store (Store.note_miss) as the client was answered."""
         cassette = info.cassette
         request = f"{flow.request.method} {display_url(flow, info)}"
-        details: dict[str, Any] = {"cassette": cassette, "key": canonical.key}
         self._state.tally.missed()
+        details: dict[str, Any] = {"cassette": cassette, "key": canonical.key}
+        kind, recorded, near = "freezeframe_replay_miss", 0, ()
         if not self._store.has_cassette(cassette):
+            kind = "freezeframe_unknown_cassette"
             message = f"freezeframe: replay miss: cassette {cassette!r} does not exist"
             log.warning("%s: %s", request, message)
-            return self._annotated_miss(
-                answers.error(
-                    answers.MISS_STATUS, "freezeframe_unknown_cassette", message, **details
-                ),
-                cassette,
-            )
-        recorded = self._store.count(cassette, canonical.key)
-        details["occurrence"] = occurrence + 1
-        details["recorded"] = recorded
-        if recorded:
-            message = (
-                f"freezeframe: replay miss in cassette {cassette!r}: {request} was recorded "
-                f"{recorded} time(s) and all were already served (this is occurrence "
-                f"{occurrence + 1}). If the agent is running again from the start, start "
-                f"replay from the top: `freezeframe replay-reset --admin {self._admin}` "
-                f"(POST http://{self._admin}/api/replay/reset); to record what is new, "
-                "use --mode auto"
-            )
         else:
-            near = self._nearest(flow, info, canonical)
-            details["nearest"] = near
-            message = (
-                f"freezeframe: replay miss in cassette {cassette!r}: no recording of {request}"
-            )
-            if near:
-                first = near[0]
-                paths = ", ".join(d["path"] for d in first["differences"][:5]) or "nothing"
-                message += f"; nearest is #{first['seq']} {first['request']}, differing at {paths}"
+            recorded = self._store.count(cassette, canonical.key)
+            details["occurrence"] = occurrence + 1
+            details["recorded"] = recorded
+            if recorded:
+                message = (
+                    f"freezeframe: replay miss in cassette {cassette!r}: {request} was "
+                    f"recorded {recorded} time(s) and all were already served (this is "
+                    f"occurrence {occurrence + 1}). If the agent is running again from the "
+                    f"start, start replay from the top: `freezeframe replay-reset --admin "
+                    f"{self._admin}` (POST http://{self._admin}/api/replay/reset); to record "
+                    "what is new, use --mode auto"
+                )
             else:
-                message += "; the cassette has no recordings to compare with"
-        log.warning("%s (key %s)", message, canonical.key[:16])
+                near = self._nearest(flow, info, canonical)
+                details["nearest"] = [_near_document(n) for n in near]
+                message = (
+                    f"freezeframe: replay miss in cassette {cassette!r}: no recording of {request}"
+                )
+                if near:
+                    first = near[0]
+                    paths = ", ".join(d.path for d in first.differences[:5]) or "nothing"
+                    message += f"; nearest is #{first.seq} {first.request}, differing at {paths}"
+                else:
+                    message += "; the cassette has no recordings to compare with"
+            log.warning("%s (key %s)", message, canonical.key[:16])
+        miss = Miss(
+            cassette=cassette,
+            at=time.time(),
+            kind=kind,
+            method=flow.request.method,
+            url=display_url(flow, info),
+            key=canonical.key,
+            occurrence=occurrence + 1,
+            recorded=recorded,
+            message=message,
+            context=dict(info.context),
+            nearest=near,
+        )
+        try:
+            self._store.note_miss(miss)
+        except StoreError as exc:  # the client still gets its explanation
+            log.error("%s: the miss could not be kept: %s", request, exc)
         return self._annotated_miss(
-            answers.error(answers.MISS_STATUS, "freezeframe_replay_miss", message, **details),
-            cassette,
+            answers.error(answers.MISS_STATUS, kind, message, **details), cassette
         )
 
     def _annotated_miss(self, response: http.Response, cassette: str) -> http.Response:
@@ -325,20 +351,30 @@ class Replay:
 
     def _nearest(
         self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[Nearest, ...]:
         path = info.target.partition("?")[0]
         candidates = self._store.candidates(
             info.cassette, flow.request.method, flow.request.host, path
         )
         ranked = nearest(canonical.form, ((c, c.canonical) for c in candidates), NEAREST_SHOWN)
-        return [
-            {
-                "seq": candidate.seq,
-                "request": f"{candidate.method} {candidate.url}",
-                "key": candidate.key,
-                "differences": [
-                    {"path": d.path, "live": d.live, "recorded": d.recorded} for d in diffs
-                ],
-            }
+        return tuple(
+            Nearest(
+                seq=candidate.seq,
+                request=f"{candidate.method} {candidate.url}",
+                key=candidate.key,
+                differences=tuple(Difference(d.path, d.live, d.recorded) for d in diffs),
+            )
             for candidate, diffs in ranked
-        ]
+        )
+
+
+def _near_document(near: Nearest) -> dict[str, Any]:
+    """A nearest recording as the miss answer's JSON names it."""
+    return {
+        "seq": near.seq,
+        "request": near.request,
+        "key": near.key,
+        "differences": [
+            {"path": d.path, "live": d.live, "recorded": d.recorded} for d in near.differences
+        ],
+    }

@@ -5,6 +5,18 @@ agree field for field. It sits above ``canonicalize`` and ``storage`` and knows 
 mitmproxy or of the running process.
 """
 
-from evidence.document import cassette_document, exchange_document, summary_document
+from evidence.document import (
+    cassette_document,
+    exchange_document,
+    miss_document,
+    search_document,
+    summary_document,
+)
 
-__all__ = ["cassette_document", "exchange_document", "summary_document"]
+__all__ = [
+    "cassette_document",
+    "exchange_document",
+    "miss_document",
+    "search_document",
+    "summary_document",
+]

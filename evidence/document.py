@@ -15,7 +15,16 @@ from dataclasses import asdict
 from typing import Any
 
 from evidence.rewrites import replay_rewrites
-from storage import BlobRef, CassetteSummary, Exchange, ExchangeSummary, Header, Message
+from storage import (
+    BlobRef,
+    CassetteSummary,
+    Exchange,
+    ExchangeSummary,
+    Header,
+    Message,
+    Miss,
+    SearchHit,
+)
 
 
 def exchange_document(exchange: Exchange) -> dict[str, Any]:
@@ -99,3 +108,13 @@ def message_document(message: Message) -> dict[str, Any]:
         "at": round(message.at, 6),
     }
     return document | body_document(message.data)
+
+
+def miss_document(miss: Miss) -> dict[str, Any]:
+    """A kept replay miss (``show CASSETTE --misses --json``, the admin API)."""
+    return asdict(miss)
+
+
+def search_document(hit: SearchHit) -> dict[str, Any]:
+    """One search hit (``search --json``, the admin API)."""
+    return asdict(hit)

@@ -33,9 +33,11 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     KeyChange,
+    Miss,
     NewExchange,
     Rekeyed,
     Removed,
+    SearchHit,
     Slot,
     VerifyReport,
 )
@@ -117,6 +119,31 @@ class Store(ABC):
         Returns at once: the note is written on the writer thread, after every exchange
         submitted before it; one on an exchange the store does not hold is logged and
         dropped. Notes are not part of the chain. Raises StoreClosed after close().
+        """
+
+    @abstractmethod
+    def note_miss(self, miss: Miss) -> None:
+        """Keep a replay miss, as its client was answered, for misses() to list.
+
+        Returns at once: it is written on the writer thread, after every exchange
+        submitted before it. Misses are observations, not part of any chain. Raises
+        StoreClosed after close().
+        """
+
+    @abstractmethod
+    def misses(self, cassette: str | None = None, limit: int = 200) -> list[Miss]:
+        """The misses kept for ``cassette`` (for every cassette when None), newest first,
+        at most ``limit``. A cassette that does not exist has its misses too: a typo'd
+        cassette is exactly what a miss can be about."""
+
+    @abstractmethod
+    def search(self, query: str, cassette: str | None = None, limit: int = 50) -> list[SearchHit]:
+        """The exchanges (of ``cassette``, or of all) holding a value that matches ``query``,
+        newest first, at most ``limit``.
+
+        ``query`` is one phrase: its words in order, case-insensitively, within one value
+        (a JSON string or number, a streamed text joined, a header-like fact, or a whole
+        text body; see storage.search). An exchange is searchable once it is listed.
         """
 
     @abstractmethod
@@ -234,8 +261,8 @@ class Store(ABC):
 
     @abstractmethod
     def remove(self, cassette: str) -> Removed:
-        """Delete the cassette: its exchanges, its drift notes, and the bodies, forms and
-        transcripts no other cassette uses, in one transaction.
+        """Delete the cassette: its exchanges, drift notes, misses and search entries, and
+        the bodies, forms and transcripts no other cassette uses, in one transaction.
 
         Writes what was submitted first. A later recording into the same name starts a new
         cassette at seq 0. Stop any other process that records into the cassette first:

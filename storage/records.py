@@ -330,6 +330,63 @@ class CassetteSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchHit:
+    """An exchange that holds a value matching a search."""
+
+    cassette: str
+    seq: int
+    method: str
+    url: str
+    status: int | None
+    outcome: str
+    started_at: float
+    parts: tuple[str, ...]
+    """Where it holds a match: ``request``, ``response``, ``metadata``."""
+    match: str
+    """A matching value, cut around the match when long."""
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One JSON path at which a missed request differs from a recorded one."""
+
+    path: str
+    live: str
+    recorded: str
+
+
+@dataclass(frozen=True, slots=True)
+class Nearest:
+    """A recorded request offered as nearest to a missed one, with where they differ."""
+
+    seq: int
+    request: str
+    key: str
+    differences: tuple[Difference, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """A request replay had no recording for, as its client was answered."""
+
+    cassette: str
+    at: float
+    """Epoch seconds."""
+    kind: str
+    """``freezeframe_replay_miss``, or ``freezeframe_unknown_cassette``."""
+    method: str
+    url: str
+    key: str
+    occurrence: int
+    """1-based: which occurrence of its key this request was."""
+    recorded: int
+    """How many recordings of its key the cassette has (all already served when > 0)."""
+    message: str
+    context: Mapping[str, str]
+    nearest: tuple[Nearest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Removed:
     """What removing a cassette took out of the store."""
 

@@ -19,7 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from addons.state import Mode, RuntimeState, format_pace, parse_pace
-from evidence import cassette_document, exchange_document, summary_document
+from evidence import (
+    cassette_document,
+    exchange_document,
+    miss_document,
+    search_document,
+    summary_document,
+)
 from proxy.notices import empty_cassette
 from proxy.settings import Settings
 from proxy.trust import CLIENT_BUNDLE
@@ -38,6 +44,8 @@ ROUTES = (
     ("GET", "/api/cassettes", "the cassettes (freezeframe ls --json); ?run_id=&model=&status="),
     ("GET", "/api/cassettes/{name}", "a cassette's exchanges (freezeframe show NAME --json)"),
     ("GET", "/api/cassettes/{name}/{seq}", "one exchange (freezeframe show NAME SEQ --json)"),
+    ("GET", "/api/cassettes/{name}/misses", "replay's misses, newest first (show NAME --misses)"),
+    ("GET", "/api/search", "?q=PHRASE&cassette=NAME: exchanges holding it (freezeframe search)"),
 )
 
 
@@ -151,6 +159,17 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             return _error(404, str(exc))
         return JSONResponse(exchange_document(found))
 
+    async def cassette_misses(request: Request) -> JSONResponse:
+        name = request.path_params["name"]
+        found = await run_in_threadpool(store.misses, name)
+        return JSONResponse([miss_document(miss) for miss in found])
+
+    async def search(request: Request) -> JSONResponse:
+        query = request.query_params.get("q", "")
+        cassette = request.query_params.get("cassette")
+        hits = await run_in_threadpool(store.search, query, cassette)
+        return JSONResponse([search_document(hit) for hit in hits])
+
     return Starlette(
         routes=[
             Route("/", index),
@@ -162,5 +181,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/api/cassettes", cassettes),
             Route("/api/cassettes/{name}", cassette),
             Route("/api/cassettes/{name}/{seq:int}", exchange),
+            Route("/api/cassettes/{name}/misses", cassette_misses),
+            Route("/api/search", search),
         ]
     )

@@ -11,8 +11,9 @@ from sqlalchemy import Connection, delete, func, select
 
 from storage.errors import CassetteNotFound
 from storage.records import Removed
-from storage.sql.schema import blob_parts, cassettes, drifts, exchanges
+from storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
 from storage.sql.schema import blobs as blobs_table
+from storage.sql.search import forget_exchanges
 
 _BODY_COLUMNS = (
     exchanges.c.request_body_digest,
@@ -26,7 +27,8 @@ IN_LIST = 500
 
 
 def remove_cassette(conn: Connection, cassette: str, where: str) -> Removed:
-    """Delete the cassette, its exchanges and drift notes, and the bodies only it used."""
+    """Delete the cassette, its exchanges, drift notes, misses and search entries, and the
+    bodies only it used."""
     cassette_id = conn.scalar(select(cassettes.c.id).where(cassettes.c.name == cassette))
     if cassette_id is None:
         raise CassetteNotFound(cassette, where)
@@ -34,10 +36,10 @@ def remove_cassette(conn: Connection, cassette: str, where: str) -> Removed:
     for column in _BODY_COLUMNS:
         found = select(column).where(exchanges.c.cassette_id == cassette_id, column.is_not(None))
         used.update(conn.scalars(found.distinct()))
-    count = conn.scalar(
-        select(func.count()).select_from(exchanges).where(exchanges.c.cassette_id == cassette_id)
-    )
+    ids = list(conn.scalars(select(exchanges.c.id).where(exchanges.c.cassette_id == cassette_id)))
+    forget_exchanges(conn, ids)
     conn.execute(delete(drifts).where(drifts.c.cassette_id == cassette_id))
+    conn.execute(delete(misses).where(misses.c.cassette == cassette))
     conn.execute(delete(exchanges).where(exchanges.c.cassette_id == cassette_id))
     conn.execute(delete(cassettes).where(cassettes.c.id == cassette_id))
     orphans = used - set(_still_used(conn, used))
@@ -47,7 +49,7 @@ def remove_cassette(conn: Connection, cassette: str, where: str) -> Removed:
         freed += int(conn.scalar(size) or 0)
         conn.execute(delete(blob_parts).where(blob_parts.c.digest.in_(batch)))
         conn.execute(delete(blobs_table).where(blobs_table.c.digest.in_(batch)))
-    return Removed(cassette=cassette, exchanges=int(count or 0), bodies=len(orphans), freed=freed)
+    return Removed(cassette=cassette, exchanges=len(ids), bodies=len(orphans), freed=freed)
 
 
 def _still_used(conn: Connection, digests: Iterable[str]) -> Iterator[str]:

@@ -14,6 +14,10 @@ their form in ``canonical`` with ``canonical_digest`` NULL, and are read as they
 4 adds to ``exchanges`` a column per fact (storage.records.FACT_KINDS), ``run_id``,
 ``stripped``, ``messages_digest`` (a WebSocket's transcript, as a blob) and
 ``message_count``, all NULL in rows written before; and the ``drifts`` table.
+5 adds the search index (``texts``, each distinct searchable value once, and ``text_uses``,
+which exchange holds which value where, with SQLite's FTS5 table ``texts_fts`` or a
+PostgreSQL ``tsvector`` column over the values) and ``misses``, replay's misses as they were
+answered. The migration indexes the exchanges already stored.
 """
 
 import json
@@ -49,7 +53,7 @@ from sqlalchemy.schema import CreateColumn
 from storage.errors import SchemaTooNew, StoreNotFound
 from storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _ESCAPED = "\uffff"
 
@@ -225,6 +229,65 @@ drifts = Table(
 )
 """Drift noted on replays: observations about an exchange, not part of it, so not chained."""
 
+texts = Table(
+    "texts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("body", ExactText, nullable=False),
+)
+"""Each distinct searchable value once (storage.search), named by the blake3 of its text."""
+
+text_uses = Table(
+    "text_uses",
+    metadata,
+    Column("text_id", ForeignKey("texts.id"), primary_key=True),
+    Column("exchange_id", ForeignKey("exchanges.id"), primary_key=True),
+    Column("part", String(16), primary_key=True),
+    Index(None, "exchange_id"),
+)
+"""Which exchange holds which value, and where (request, response or metadata)."""
+
+misses = Table(
+    "misses",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # A name, not a foreign key: a miss may name a cassette that does not exist.
+    Column("cassette", ExactText, nullable=False),
+    Column("at", Double, nullable=False),
+    Column("kind", String(48), nullable=False),
+    Column("method", ExactText, nullable=False),
+    Column("url", ExactText, nullable=False),
+    Column("key", ExactText, nullable=False),
+    Column("occurrence", Integer, nullable=False),
+    Column("recorded", Integer, nullable=False),
+    Column("message", ExactText, nullable=False),
+    Column("context", Text, nullable=False),
+    Column("nearest", Text, nullable=False),
+    Index(None, "cassette", "at"),
+)
+"""Replay's misses, as the client was answered: observations, not part of any chain."""
+
+_SQLITE_SEARCH = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS texts_fts USING fts5("
+    "body, content='texts', content_rowid='id', tokenize='unicode61')"
+)
+_POSTGRESQL_SEARCH = (
+    "ALTER TABLE texts ADD COLUMN IF NOT EXISTS tsv tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('simple', left(body, 65536))) STORED",
+    "CREATE INDEX IF NOT EXISTS ix_texts_tsv ON texts USING GIN (tsv)",
+)
+
+
+def create_search(conn: Connection) -> None:
+    """The full-text side of ``texts``, which only the database's own dialect can say."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(_SQLITE_SEARCH)
+    else:
+        for statement in _POSTGRESQL_SEARCH:
+            conn.exec_driver_sql(statement)
+
+
 DERIVED = ("message_count", "run_id", "stripped", *FACT_KINDS)
 """Columns derived from what the chain covers, or observed about it: not chained."""
 
@@ -255,6 +318,7 @@ def ensure_schema(conn: Connection, where: str, create: bool = True) -> None:
     if not create:
         raise StoreNotFound(f"no freezeframe store in {where}")
     metadata.create_all(conn)
+    create_search(conn)
     conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
 
 
@@ -328,9 +392,21 @@ def _add_facts_and_drift(conn: Connection) -> None:
         )
 
 
+def _add_search_and_misses(conn: Connection) -> None:
+    """4 -> 5: the search index and the miss log. The search index of the exchanges already
+    stored is built here, once (storage.sql.search.backfill)."""
+    from storage.sql.search import backfill  # it reads rows with this module's tables
+
+    for table in (texts, text_uses, misses):
+        table.create(conn, checkfirst=True)
+    create_search(conn)
+    backfill(conn)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_blob_parts,
     2: _add_canonical_digest,
     3: _add_facts_and_drift,
+    4: _add_search_and_misses,
 }
 """Version N -> the step that makes a version-N store a version-N+1 store."""

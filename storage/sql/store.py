@@ -45,9 +45,11 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     KeyChange,
+    Miss,
     NewExchange,
     Rekeyed,
     Removed,
+    SearchHit,
     Slot,
     VerifyReport,
     check_facts,
@@ -55,7 +57,9 @@ from storage.records import (
 )
 from storage.spool import SpoolWriter
 from storage.sql import bodies, listings, rekey
+from storage.sql import search as search_index
 from storage.sql.engine import connect, exclusive, mask, unavailable
+from storage.sql.misses import list_misses
 from storage.sql.reads import ExchangeReader
 from storage.sql.remove import remove_cassette
 from storage.sql.rows import canonical_of
@@ -136,6 +140,18 @@ class SqlStore(Store):
     ) -> None:
         self._check_open()
         self._writer.put(DriftNote(cassette, seq, time.time(), tuple(paths), dict(context)))
+
+    def note_miss(self, miss: Miss) -> None:
+        self._check_open()
+        self._writer.put(miss)
+
+    def misses(self, cassette: str | None = None, limit: int = 200) -> list[Miss]:
+        with self._connect() as conn:
+            return list_misses(conn, cassette, limit)
+
+    def search(self, query: str, cassette: str | None = None, limit: int = 50) -> list[SearchHit]:
+        with self._connect() as conn:
+            return search_index.search(conn, query, cassette, limit)
 
     def count(self, cassette: str, key: str) -> int:
         self._check_open()

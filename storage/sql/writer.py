@@ -14,9 +14,13 @@ exchanges that reference them, and are written in a transaction of their own, on
 part per statement, so neither side ever holds more than a part. An exchange whose
 body could not be written fails on its foreign key rather than dangling.
 
-Drift notes (Store.note_drift) come the same way, so that noting one never waits
-either; each is written after the exchanges queued before it, in a transaction of
-its own, since it is an observation about an exchange and not part of the chain.
+Drift notes (Store.note_drift) and misses (Store.note_miss) come the same way, so that
+noting one never waits either; each is written after the exchanges queued before it, in a
+transaction of its own, since it is an observation and not part of any chain.
+
+Each batch of exchanges is indexed for search in its own transaction (storage.sql.search):
+the values are worked out before the transaction starts, so the database is held only for
+the inserts.
 
 A batch costs little beyond the database's own work, since the proxy's event loop
 waits for the GIL while this thread runs: the thread keeps one connection, runs
@@ -41,13 +45,16 @@ from sqlalchemy.pool import PoolProxiedConnection
 from storage import blobs, transcript
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import StoreClosed, StoreError
-from storage.records import BlobRef, NewExchange
+from storage.records import BlobRef, Miss, NewExchange
+from storage.search import Searchable, searchable
 from storage.spool import SpooledBlob
 from storage.sql.engine import insert_ignore, reason
+from storage.sql.misses import MISS_COLUMNS, miss_row
 from storage.sql.prepared import Prepared
 from storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
-from storage.sql.schema import blob_parts, cassettes, drifts, exchanges
+from storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
 from storage.sql.schema import blobs as blobs_table
+from storage.sql.search import SearchIndex
 
 log = logging.getLogger("freezeframe.storage")
 
@@ -95,6 +102,14 @@ class _Statements:
         self.add_drift = Prepared(
             insert(drifts), dialect, ("cassette_id", "seq", "at", "paths", "context")
         )
+        self.add_miss = Prepared(insert(misses), dialect, MISS_COLUMNS)
+        self.exchange_id = Prepared(
+            select(exchanges.c.id).where(
+                exchanges.c.cassette_id == bindparam("cassette_id"),
+                exchanges.c.seq == bindparam("seq"),
+            ),
+            dialect,
+        )
 
 
 class KnownDigests:
@@ -139,8 +154,8 @@ class DriftNote:
     context: dict[str, str]
 
 
-_Item = NewExchange | SpooledBlob | DriftNote | threading.Event | None
-"""An exchange, a streamed body or a drift note to write, a flush marker to set once
+_Item = NewExchange | SpooledBlob | DriftNote | Miss | threading.Event | None
+"""An exchange, a streamed body, a drift note or a miss to write, a flush marker to set once
 everything before it is written, or None: stop after writing everything before it."""
 
 
@@ -170,6 +185,7 @@ class Writer:
         """Whether blobs were deleted since the writer last looked (remove)."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
+        self._search = SearchIndex(engine)
         self._connection: PoolProxiedConnection | None = None
         """The writer thread's own connection, kept between batches."""
         self._lost = False
@@ -181,9 +197,9 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, item: NewExchange | SpooledBlob | DriftNote) -> None:
-        """Queue an exchange, a drift note, or a streamed body (which the writer then
-        discards)."""
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss) -> None:
+        """Queue an exchange, a drift note, a miss, or a streamed body (which the writer
+        then discards)."""
         with self._lock:
             if self._stopping:
                 raise StoreClosed(self._where)
@@ -233,7 +249,7 @@ class Writer:
         while True:
             items, stop = self._take()
             batch: list[NewExchange] = []
-            notes: list[DriftNote] = []
+            notes: list[DriftNote | Miss] = []
             markers: list[threading.Event] = []
             for item in items:
                 if isinstance(item, NewExchange):
@@ -244,7 +260,7 @@ class Writer:
                         self._write(batch)
                         batch = []
                     self._store_blob(item)
-                elif isinstance(item, DriftNote):
+                elif isinstance(item, DriftNote | Miss):
                     notes.append(item)
                 else:
                     markers.append(item)
@@ -257,10 +273,12 @@ class Writer:
             if stop:
                 return
 
-    def _take(self) -> tuple[list[NewExchange | SpooledBlob | DriftNote | threading.Event], bool]:
+    def _take(
+        self,
+    ) -> tuple[list[NewExchange | SpooledBlob | DriftNote | Miss | threading.Event], bool]:
         """Block for one item, then take what else is already queued, up to a batch
         of exchanges; True if a stop was taken."""
-        items: list[NewExchange | SpooledBlob | DriftNote | threading.Event] = []
+        items: list[NewExchange | SpooledBlob | DriftNote | Miss | threading.Event] = []
         exchanges = 0
         item = self._queue.get()
         while True:
@@ -361,6 +379,7 @@ class Writer:
         else:
             for exchange in batch:
                 self._done(exchange, True)
+            self._index(batch)
 
     def _give_up(self, exchange: NewExchange, exc: Exception) -> None:
         log.error(
@@ -386,6 +405,7 @@ class Writer:
             self._tips.pop(name, None)
         if forget_digests:
             self._known.clear()
+            self._search.forget()
         tips: dict[str, _Tip] = {}
         bodies: dict[str, bytes] = {}
         rows = []
@@ -423,14 +443,50 @@ class Writer:
         self._tips.update(tips)
         self._known.add(bodies)
 
-    def _note(self, notes: list[DriftNote], again: bool = False) -> None:
-        """Write drift notes, each on the exchange it names; one whose exchange is not in
-        the store is logged and dropped, and so are all when the database fails (after
-        one more try, on a fresh connection, if the kept one was lost)."""
+    def _index(self, batch: list[NewExchange]) -> None:
+        """Make a committed batch searchable; a failure costs the index, never the batch."""
+        held: list[tuple[NewExchange, list[Searchable]]] = []
+        for exchange in batch:
+            try:
+                held.append((exchange, searchable(exchange)))
+            except Exception:
+                log.exception(
+                    "cannot index exchange %d of cassette %r for search",
+                    exchange.slot.seq,
+                    exchange.cassette,
+                )
+        try:
+            with self._transaction() as cursor:
+                rows = []
+                for exchange, values in held:
+                    tip = self._tips[exchange.cassette]
+                    found = self._statements.exchange_id.first(
+                        cursor, {"cassette_id": tip.cassette_id, "seq": exchange.slot.seq}
+                    )
+                    if found is not None:
+                        rows.append((found[0], values))
+                self._search.add(cursor, rows)
+        except Exception as exc:
+            self._search.forget()
+            log.error(
+                "could not index %d exchanges for search in %s: %s",
+                len(batch),
+                self._where,
+                reason(exc, self._engine.url),
+            )
+
+    def _note(self, notes: list[DriftNote | Miss], again: bool = False) -> None:
+        """Write drift notes, each on the exchange it names, and misses; a drift note whose
+        exchange is not in the store is logged and dropped, and so are all when the
+        database fails (after one more try, on a fresh connection, if the kept one was
+        lost)."""
         missing = []
         try:
             with self._transaction() as cursor:
                 for note in notes:
+                    if isinstance(note, Miss):
+                        self._statements.add_miss.execute(cursor, miss_row(note))
+                        continue
                     found = self._statements.noted.first(
                         cursor, {"cassette": note.cassette, "seq": note.seq}
                     )
@@ -453,7 +509,7 @@ class Writer:
                 self._note(notes, again=True)
                 return
             log.error(
-                "could not note drift on %d exchanges in %s, dropping the notes: %s",
+                "could not write %d drift notes and misses in %s, dropping them: %s",
                 len(notes),
                 self._where,
                 reason(exc, self._engine.url),

@@ -1,0 +1,181 @@
+"""What of an exchange is searchable: its text, as distinct values.
+
+Search answers questions such as "which runs did a tool answer with order ord_8821" or "which
+exchanges did gpt-4o-2024-08-06 answer". The values that carry such facts are the leaves of
+JSON bodies, so a JSON body is indexed as its string and number leaves, each one value; an
+SSE stream as the leaves of its events, where the strings at one JSON path are joined in order
+(a streamed answer arrives as "Hel", "lo": it is found as "Hello"); other text as itself; a
+binary body not at all. Values are deduplicated by the store, so an agent's conversation, which
+every request repeats, costs its new messages only. What the exchange says about itself (URL,
+models, ids, run context, error) is indexed as metadata.
+
+Nothing here knows a provider: the shapes are JSON and SSE, nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from storage.encodings import content_coding, decode
+from storage.records import Exchange, FactValue, Header, NewExchange
+
+MAX_TEXT = 64 * 1024
+"""Characters kept of one value; the rest of a longer one is not searchable."""
+MAX_VALUES = 4096
+"""Values indexed per part of an exchange (request, response, metadata)."""
+MAX_BODY = 16 * 1024 * 1024
+"""Decoded bytes read of one body; a larger one is indexed by its metadata only."""
+
+_SEARCHED_FACTS = (
+    "model",
+    "answered_model",
+    "system_fingerprint",
+    "response_id",
+    "request_id",
+    "finish_reason",
+    "provider",
+    "api",
+    "trace_id",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Searchable:
+    """One value to index, and which part of the exchange holds it."""
+
+    part: str
+    """``request``, ``response`` or ``metadata``."""
+    text: str
+
+
+def searchable(exchange: NewExchange | Exchange) -> list[Searchable]:
+    """The distinct values of ``exchange`` that search finds it by."""
+    found: dict[tuple[str, str], None] = {}
+
+    def add(part: str, values: Iterator[str]) -> None:
+        for n, value in enumerate(values):
+            if n >= MAX_VALUES:
+                break
+            text = value.strip()[:MAX_TEXT]
+            if text:
+                found.setdefault((part, text))
+
+    add("metadata", _metadata(exchange))
+    if exchange.request_body_ref is None:
+        add("request", _values(exchange.request_body, exchange.request_headers))
+    response = exchange.response
+    if response is not None and response.body_ref is None:
+        add("response", _values(response.body, response.headers))
+    return [Searchable(part, text) for part, text in found]
+
+
+def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:
+    yield f"{exchange.method} {exchange.scheme}://{exchange.host}:{exchange.port}{exchange.path}"
+    yield exchange.host
+    # Apart as well: a full-text parser may read a URL as one token, and a query value is
+    # what someone searches for (an order id, a customer).
+    path, _, query = exchange.path.partition("?")
+    yield path
+    for _, value in parse_qsl(query, keep_blank_values=False):
+        yield value
+    yield from _facts(exchange.facts)
+    yield from exchange.context.values()
+    if exchange.error:
+        yield exchange.error
+
+
+def _facts(facts: Mapping[str, FactValue]) -> Iterator[str]:
+    for name in _SEARCHED_FACTS:
+        value = facts.get(name)
+        if isinstance(value, str):
+            yield value
+
+
+def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
+    if not body:
+        return
+    coding = content_coding(headers)
+    decoded = decode(body, coding, MAX_BODY) if coding else body[:MAX_BODY]
+    if decoded is None:
+        return
+    try:
+        text = decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    if _is_event_stream(headers) or text.startswith(("data:", "event:")):
+        yield from _stream_values(text)
+        return
+    try:
+        document = json.loads(text)
+    except ValueError:
+        yield text
+        return
+    yield from _leaves(document)
+
+
+def _is_event_stream(headers: Sequence[Header]) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+        for name, value in headers
+    )
+
+
+def _leaves(value: object) -> Iterator[str]:
+    """The string and number leaves of a JSON value, depth first, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int | float):
+            yield str(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+
+
+def _stream_values(text: str) -> Iterator[str]:
+    """An SSE stream's JSON leaves; the strings at one path joined in event order."""
+    joined: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        try:
+            event = json.loads(data)
+        except ValueError:
+            if data and data != "[DONE]":
+                yield data
+            continue
+        for path, leaf, is_string in _paths(event):
+            if is_string:
+                joined.setdefault(path, []).append(leaf)
+            else:
+                yield leaf
+    for pieces in joined.values():
+        # A value every event repeats (an id, the model) is one value; the pieces of a
+        # streamed text are joined into it.
+        yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
+
+
+def _paths(value: object) -> Iterator[tuple[str, str, bool]]:
+    """(path, leaf as text, whether it is a string) for the leaves of a JSON value."""
+    stack: list[tuple[str, object]] = [("$", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            yield path, item, True
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int | float):
+            yield path, str(item), False
+        elif isinstance(item, dict):
+            stack.extend((f"{path}.{key}", child) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{n}]", child) for n, child in reversed(list(enumerate(item))))

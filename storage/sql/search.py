@@ -1,0 +1,252 @@
+"""The search index: writing it with each batch, querying it, and pruning it.
+
+Each distinct value (storage.search) is one ``texts`` row, indexed by SQLite's FTS5 (the
+``texts_fts`` table, whose content is ``texts``) or by PostgreSQL's ``tsvector`` column with
+a GIN index; ``text_uses`` says which exchanges hold it. A query is one phrase, matched by
+words in order, case-insensitively, within one value: ``ord_8821`` finds ``"order":
+"ord_8821"`` and ``gpt-4o-2024-08-06`` finds that model's answers.
+
+The writer thread indexes what it writes, in the same transaction (SearchIndex), so an
+exchange is searchable as soon as it is listed. The statements are the driver's own SQL:
+this runs for every exchange recorded, beside the inserts of storage.sql.writer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import blake3
+from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy.engine.interfaces import DBAPICursor
+
+from storage import blobs
+from storage.records import FACT_KINDS, SearchHit, format_url
+from storage.search import Searchable, searchable
+from storage.sql import bodies
+from storage.sql.rows import to_exchange
+from storage.sql.schema import CHAINED, cassettes, exchanges, from_stored, to_stored
+
+log = logging.getLogger("freezeframe.storage")
+
+KNOWN_TEXTS = 65_536
+"""Digests of values the writer knows the id of: an agent's conversation repeats its history
+in every request, and those values then cost no query at all."""
+SNIPPET = 160
+"""Characters shown on each side of a match."""
+BACKFILL_BATCH = 200
+
+
+class SearchIndex:
+    """The writer thread's side of the index, in the writer's transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._postgresql = engine.dialect.name == "postgresql"
+        self._known: OrderedDict[str, int] = OrderedDict()
+        mark = "%s" if self._postgresql else "?"
+        self._find = (
+            f"SELECT id, digest FROM texts WHERE digest = ANY({mark})"
+            if self._postgresql
+            else "SELECT id, digest FROM texts WHERE digest IN (SELECT value FROM json_each(?))"
+        )
+        self._insert = (
+            f"INSERT INTO texts (digest, body) VALUES ({mark}, {mark}) "
+            "ON CONFLICT (digest) DO NOTHING RETURNING id"
+        )
+        self._fts = "INSERT INTO texts_fts (rowid, body) VALUES (?, ?)"
+        self._use = (
+            f"INSERT INTO text_uses (text_id, exchange_id, part) VALUES ({mark}, {mark}, {mark}) "
+            "ON CONFLICT DO NOTHING"
+        )
+
+    def add(self, cursor: DBAPICursor, held: Sequence[tuple[int, Sequence[Searchable]]]) -> None:
+        """Index the values each exchange (by row id) holds."""
+        named = {_digest(value.text): value.text for _, values in held for value in values}
+        ids = {digest: self._known[digest] for digest in named if digest in self._known}
+        wanted = [digest for digest in named if digest not in ids]
+        if wanted:
+            cursor.execute(self._find, self._digests(wanted))
+            ids.update({digest: row_id for row_id, digest in cursor.fetchall()})
+        for digest in wanted:
+            if digest in ids:
+                continue
+            stored = to_stored(named[digest])
+            cursor.execute(self._insert, (digest, stored))
+            row = cursor.fetchone()
+            if row is None:  # another process stored it since the lookup
+                cursor.execute(
+                    self._find, ([digest] if self._postgresql else json.dumps([digest]),)
+                )
+                row = cursor.fetchone()
+                assert row is not None
+            elif not self._postgresql:
+                cursor.execute(self._fts, (row[0], stored))
+            ids[digest] = row[0]
+        uses = [
+            (ids[_digest(value.text)], row_id, value.part)
+            for row_id, values in held
+            for value in values
+        ]
+        if uses:
+            cursor.executemany(self._use, uses)
+        self._remember(ids)
+
+    def _digests(self, digests: list[str]) -> tuple[object]:
+        """A list of digests as ``_find`` takes it: an array, or a JSON array for SQLite."""
+        return (digests if self._postgresql else json.dumps(digests),)
+
+    def forget(self) -> None:
+        """Values were deleted (a cassette removed): known ids may be gone."""
+        self._known.clear()
+
+    def _remember(self, ids: dict[str, int]) -> None:
+        for digest, row_id in ids.items():
+            self._known[digest] = row_id
+            self._known.move_to_end(digest)
+        while len(self._known) > KNOWN_TEXTS:
+            self._known.popitem(last=False)
+
+
+def _digest(value: str) -> str:
+    return blake3.blake3(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def search(conn: Connection, query: str, cassette: str | None, limit: int) -> list[SearchHit]:
+    """The exchanges holding a value that matches ``query`` (one phrase), newest first."""
+    phrase = " ".join(query.split())
+    if not phrase:
+        return []
+    if conn.dialect.name == "postgresql":
+        match = "t.tsv @@ phraseto_tsquery('simple', :query)"
+        source = "texts t"
+        argument = phrase
+    else:
+        match = "texts_fts MATCH :query"
+        source = "texts_fts JOIN texts t ON t.id = texts_fts.rowid"
+        argument = '"' + phrase.replace('"', '""') + '"'
+    within = "AND c.name = :cassette" if cassette is not None else ""
+    rows = conn.execute(
+        text(
+            "SELECT c.name, e.seq, e.method, e.scheme, e.host, e.port, e.path, e.status, "
+            "e.outcome, e.started_at, u.part, t.body "
+            f"FROM {source} JOIN text_uses u ON u.text_id = t.id "
+            "JOIN exchanges e ON e.id = u.exchange_id "
+            "JOIN cassettes c ON c.id = e.cassette_id "
+            f"WHERE {match} {within} "
+            "ORDER BY e.started_at DESC, e.seq DESC LIMIT :rows"
+        ),
+        {"query": argument, "cassette": cassette, "rows": limit * 8},
+    )
+    hits: dict[tuple[str, int], dict[str, Any]] = {}
+    for name, seq, method, scheme, host, port, path, status, outcome, at, part, body in rows:
+        hit = hits.get((name, seq))
+        if hit is None:
+            if len(hits) == limit:
+                continue
+            hit = hits[(name, seq)] = {
+                "cassette": name,
+                "seq": seq,
+                "method": method,
+                "url": format_url(scheme, host, port, path),
+                "status": status,
+                "outcome": outcome,
+                "started_at": at,
+                "parts": [],
+                "match": _snippet(from_stored(body) or "", phrase),
+            }
+        if part not in hit["parts"]:
+            hit["parts"].append(part)
+    return [SearchHit(**hit | {"parts": tuple(hit["parts"])}) for hit in hits.values()]
+
+
+def _snippet(body: str, phrase: str) -> str:
+    """The matched value around the phrase's first word (the whole value when short)."""
+    if len(body) <= 2 * SNIPPET:
+        return body
+    first = phrase.split()[0].lower()
+    at = body.lower().find(first)
+    start = max(0, at - SNIPPET) if at >= 0 else 0
+    end = min(len(body), start + 2 * SNIPPET + len(first))
+    return ("…" if start else "") + body[start:end] + ("…" if end < len(body) else "")
+
+
+def forget_exchanges(conn: Connection, exchange_ids: Sequence[int]) -> None:
+    """Drop the index entries of these exchanges, and the values no exchange holds any more."""
+    used: set[int] = set()
+    for batch in _batches(list(exchange_ids)):
+        used.update(
+            conn.scalars(
+                text(f"SELECT DISTINCT text_id FROM text_uses WHERE exchange_id IN ({batch})")
+            )
+        )
+        conn.execute(text(f"DELETE FROM text_uses WHERE exchange_id IN ({batch})"))
+    for batch in _batches(sorted(used)):
+        orphans = f"id IN ({batch}) AND id NOT IN (SELECT text_id FROM text_uses)"
+        if conn.dialect.name == "sqlite":
+            conn.execute(
+                text(
+                    "INSERT INTO texts_fts (texts_fts, rowid, body) "
+                    f"SELECT 'delete', id, body FROM texts WHERE {orphans}"
+                )
+            )
+        conn.execute(text(f"DELETE FROM texts WHERE {orphans}"))
+
+
+def _batches(ids: list[int], size: int = 500) -> Iterable[str]:
+    """Comma-separated integer lists (ids are integers: safe to put into the SQL)."""
+    for start in range(0, len(ids), size):
+        yield ",".join(str(int(value)) for value in ids[start : start + size])
+
+
+def backfill(conn: Connection) -> None:
+    """Index every exchange that holds no value yet: those stored before schema 5."""
+    index = SearchIndex(conn.engine)
+    cache = blobs.BlobCache()
+    columns = [
+        exchanges.c.id,
+        cassettes.c.name,
+        exchanges.c.chain,
+        *CHAINED,
+        exchanges.c.canonical_digest,
+        exchanges.c.stripped,
+        *(exchanges.c[name] for name in FACT_KINDS),
+    ]
+    last = 0
+    indexed = 0
+    while True:
+        rows = (
+            conn.execute(
+                select(*columns)
+                .join_from(exchanges, cassettes)
+                .where(exchanges.c.id > last)
+                .order_by(exchanges.c.id)
+                .limit(BACKFILL_BATCH)
+            )
+            .mappings()
+            .all()
+        )
+        if not rows:
+            break
+        last = rows[-1]["id"]
+        names = {
+            row[column]
+            for row in rows
+            for column in ("request_body_digest", "response_body_digest", "canonical_digest")
+            if row[column] is not None
+        }
+        loaded = bodies.load(conn, names, cache)
+        held = []
+        for row in rows:
+            exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
+            held.append((row["id"], searchable(exchange)))
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            index.add(cursor, held)
+        finally:
+            cursor.close()
+        indexed += len(rows)
+    if indexed:
+        log.info("indexed %d stored exchanges for search", indexed)

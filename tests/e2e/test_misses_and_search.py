@@ -1,0 +1,104 @@
+"""Replay's misses are kept and listed, and recordings are searchable as they are written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from support.proxy import ProxyProcess
+from support.upstream import Upstream
+
+pytestmark = pytest.mark.e2e
+
+ClientEnv = Callable[[ProxyProcess], dict[str, str]]
+
+
+def freezeframe(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+
+
+def ask(base: str, content: str) -> str:
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="sk-misses", max_retries=0) as oai:
+        answer = oai.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": content}]
+        )
+    return str(answer.choices[0].message.content)
+
+
+def test_misses_are_kept_with_their_explanation_and_listed_newest_first(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    client_env: ClientEnv,
+    data_dir: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="kept")
+    client_env(recorder)
+    ask(upstream.base_url, "Summarise the report")
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay", cassette="kept")
+    client_env(replayer)
+    with httpx.Client(timeout=10, headers={"X-Freezeframe-Run-Id": "ci-77"}) as client:
+        missed = client.post(
+            f"{upstream.base_url}/v1/chat/completions",
+            json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Other"}]},
+        )
+    assert missed.status_code == 404
+    with pytest.raises(openai.NotFoundError):
+        ask(upstream.base_url, "Summarise the other report")
+
+    listed = replayer.admin("GET", "/api/cassettes/kept/misses").json()
+    assert [m["occurrence"] for m in listed] == [1, 1]
+    newest, oldest = listed
+    assert "Summarise the other report" not in json.dumps(oldest)
+    assert oldest["context"] == {"run-id": "ci-77"}
+    assert oldest["message"] == missed.json()["error"]["message"]
+    assert newest["nearest"][0]["seq"] == 0
+    assert newest["nearest"][0]["differences"][0]["path"] == "$.messages[0].content"
+    assert newest["kind"] == "freezeframe_replay_miss" and newest["recorded"] == 0
+    replayer.stop()
+
+    printed = freezeframe("show", "kept", "--misses", "--json", data_dir=data_dir)
+    assert json.loads(printed.stdout) == listed
+    text = freezeframe("show", "kept", "--misses", data_dir=data_dir).stdout
+    assert "differing at $.messages[0].content" in text
+    typo = freezeframe("show", "kep", "--misses", data_dir=data_dir)
+    assert typo.returncode == 0 and "no misses kept for cassette 'kep'" in typo.stdout
+
+
+def test_a_recorded_tool_answer_is_searchable_while_the_proxy_records(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    client_env: ClientEnv,
+    data_dir: Path,
+) -> None:
+    proxy = start_proxy(mode="record", cassette="searchable")
+    client_env(proxy)
+    with httpx.Client(timeout=10) as client:
+        client.post(f"{upstream.base_url}/tool/counter", json={"order": "ord_8821"})
+    ask(upstream.base_url, "Where is order ord_8821?")
+    found = []
+    deadline = time.monotonic() + 10
+    while len(found) < 2 and time.monotonic() < deadline:  # written by the writer thread
+        found = proxy.admin("GET", "/api/search", params={"q": "ord_8821"}).json()
+        time.sleep(0.05)
+    by_seq = {hit["seq"]: set(hit["parts"]) for hit in found}
+    assert by_seq[0] == {"request", "response"}, "the tool was asked and answered with it"
+    assert "request" in by_seq[1], "the next model call carried it"
+    proxy.stop()
+    printed = freezeframe("search", "ord_8821", "--json", data_dir=data_dir)
+    assert json.loads(printed.stdout) == found
+    assert freezeframe("search", "ord_8822", "--json", data_dir=data_dir).stdout.strip() == "[]"

@@ -1,0 +1,147 @@
+"""Full-text search over recorded exchanges, on SQLite (FTS5) and PostgreSQL (tsvector)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+
+import brotli
+import pytest
+import zstandard
+from support.database import run_sql
+from support.exchanges import plausible_exchange, plausible_response
+
+from storage import NewExchange, Slot, Store, open_store
+from storage.encodings import decode
+from storage.search import searchable
+
+TOOL_ANSWER = json.dumps(
+    {"orders": [{"id": "ord_8821", "user": "u-17", "total": 129.5}, {"id": "ord_9000"}]}
+).encode()
+STREAM = (
+    b'data: {"id":"c1","model":"gpt-4o-2024-08-06","choices":[{"delta":{"content":"Your or"}}]}\n\n'
+    b'data: {"id":"c1","model":"gpt-4o-2024-08-06","choices":[{"delta":{"content":"der ships '
+    b'tomorrow"}}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def record(store: Store, cassette: str, **changes: object) -> NewExchange:
+    """One exchange, written: searchable from the moment it is listed."""
+    key = f"{cassette}-{len(store.exchanges(cassette)) if store.has_cassette(cassette) else 0}"
+    exchange = plausible_exchange(
+        store.reserve(cassette, key), cassette=cassette, key=key, **changes
+    )
+    store.submit(exchange)
+    store.flush(10)
+    return exchange
+
+
+def test_a_tool_answer_value_is_found_in_every_run_that_got_it(store: Store) -> None:
+    answer = plausible_response(body=TOOL_ANSWER)
+    record(store, "run-a", path="/orders?q=17", response=answer, started_at=1_700_000_001.0)
+    record(store, "run-b", response=plausible_response(body=b'{"answer": "no orders"}'))
+    record(store, "run-c", response=answer, started_at=1_700_000_003.0)
+
+    hits = store.search("ord_8821")
+    assert sorted((hit.cassette, hit.seq) for hit in hits) == [("run-a", 0), ("run-c", 0)]
+    assert all(hit.parts == ("response",) and hit.match == "ord_8821" for hit in hits)
+    assert [hit.cassette for hit in store.search("ORD_8821", cassette="run-c")] == ["run-c"]
+    assert store.search("ord_8822") == []
+    assert store.search("   ") == []
+    assert [hit.cassette for hit in store.search("129.5")] == ["run-c", "run-a"]
+
+
+def test_a_streamed_answer_is_found_as_the_text_it_reassembles_to(store: Store) -> None:
+    record(
+        store,
+        "stream",
+        facts={"answered_model": "gpt-4o-2024-08-06"},
+        response=plausible_response(
+            headers=((b"content-type", b"text/event-stream"),), body=STREAM
+        ),
+    )
+    assert [hit.seq for hit in store.search("your order ships tomorrow")] == [0]
+    by_model = store.search("gpt-4o-2024-08-06")
+    assert by_model and set(by_model[0].parts) == {"metadata", "response"}
+
+
+def test_compressed_bodies_and_request_bodies_and_urls_are_searched(store: Store) -> None:
+    record(
+        store,
+        "gz",
+        path="/tools/lookup?customer=cus_42",
+        request_body=b'{"question": "where is my parcel"}',
+        response=plausible_response(
+            headers=((b"content-type", b"application/json"), (b"content-encoding", b"gzip")),
+            body=gzip.compress(b'{"status": "lost in transit"}'),
+        ),
+    )
+    assert [hit.parts for hit in store.search("lost in transit")] == [("response",)]
+    assert [hit.parts for hit in store.search("where is my parcel")] == [("request",)]
+    assert [hit.parts for hit in store.search("cus_42")] == [("metadata",)]
+
+
+def test_markup_and_odd_text_are_only_ever_data(store: Store) -> None:
+    hostile = '{"note": "<script>alert(1)</script> \\u0000 \\ud800 \'; DROP TABLE texts; --"}'
+    record(store, "odd", response=plausible_response(body=hostile.encode()))
+    found = store.search("DROP TABLE texts")
+    assert [hit.cassette for hit in found] == ["odd"]
+    assert "<script>" in found[0].match
+    assert store.search('"; DROP')
+
+
+def test_removing_a_cassette_drops_its_values_and_keeps_shared_ones(
+    store: Store, store_url: str
+) -> None:
+    record(store, "gone", response=plausible_response(body=TOOL_ANSWER))
+    record(store, "stays", response=plausible_response(body=b'{"id": "ord_8821"}'))
+    store.remove("gone")
+    assert [hit.cassette for hit in store.search("ord_8821")] == ["stays"]
+    assert store.search("ord_9000") == []
+    assert run_sql(store_url, "SELECT count(*) FROM texts WHERE body = 'ord_9000'") == [(0,)]
+    record(store, "back", response=plausible_response(body=TOOL_ANSWER))
+    assert [hit.cassette for hit in store.search("ord_9000")] == ["back"]
+
+
+def test_a_store_from_before_search_is_indexed_when_opened(store_url: str) -> None:
+    with open_store(store_url) as store:
+        record(store, "old", response=plausible_response(body=TOOL_ANSWER))
+    dialect_drop = (
+        ["DROP TABLE texts_fts"] if store_url.startswith("sqlite") else []
+    )  # what version 4 did not have
+    run_sql(
+        store_url,
+        *dialect_drop,
+        "DROP TABLE text_uses",
+        "DROP TABLE texts",
+        "DROP TABLE misses",
+        "UPDATE meta SET value = '4' WHERE name = 'schema_version'",
+    )
+    with open_store(store_url) as store:
+        assert [hit.cassette for hit in store.search("ord_9000")] == ["old"]
+        assert store.verify("old").ok
+
+
+def test_values_are_bounded_and_deduplicated() -> None:
+    body = json.dumps({"a": ["same"] * 50, "b": "x" * 200_000, "c": [True, None, 7]}).encode()
+    exchange = plausible_exchange(Slot(0, 0), response=plausible_response(body=body))
+    values = [(v.part, v.text) for v in searchable(exchange) if v.part == "response"]
+    assert values.count(("response", "same")) == 1
+    assert ("response", "7") in values
+    assert max(len(text) for _, text in values) == 64 * 1024
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd", "deflate"])
+def test_a_compressed_bomb_is_not_indexed(coding: str) -> None:
+    bomb = b"\0" * (80 * 1024 * 1024)
+    packed = {
+        "gzip": gzip.compress,
+        "br": brotli.compress,
+        "zstd": zstandard.ZstdCompressor().compress,
+        "deflate": zlib.compress,
+    }[coding](bomb)
+    assert len(packed) < 1024 * 1024
+    assert decode(packed, coding) is None
+    assert decode(packed, coding, limit=len(bomb)) == bomb
