@@ -36,6 +36,7 @@ from evidence import (
     search_document,
     summary_document,
 )
+from evidence.editing import AnswerEdit, Assignment, edited
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
 from proxy.command import CAPTURES, Confinement, run_command
@@ -51,8 +52,9 @@ from proxy.discovery import (
 )
 from proxy.keys import key_config, rules_path
 from proxy.rekey import rekey as rekey_cassette
+from proxy.resend import resend as resend_exchange
 from proxy.serve import StartupError
-from proxy.trust import java_truststore
+from proxy.trust import java_truststore, upstream_bundle
 from proxy.wiring import SHELLS, client_environment, render
 from storage import (
     ExchangeFilter,
@@ -273,6 +275,23 @@ _RUN_OPTIONS = [
         "Empty the cassette before recording into it (record and auto modes).",
         is_flag=True,
         default=False,
+    ),
+    _setting(
+        "--live",
+        "In replay, send these requests upstream for real (repeatable; env: comma-separated).",
+        multiple=True,
+        metavar="HOST[/PATH-GLOB]",
+        type=_Separated(","),
+    ),
+    _setting(
+        "--record-into",
+        "In replay, record the new run (live answers, and replayed ones marked so) here.",
+        metavar="NAME",
+    ),
+    _setting(
+        "--after-miss",
+        "miss, or live: --live routes replay until the run first misses, then go upstream.",
+        default="miss",
     ),
 ]
 
@@ -896,6 +915,206 @@ def search(
             hit.url,
         )
     _console().print(table)
+
+
+@main.command()
+@click.argument("source")
+@click.argument("target")
+@click.option("--upto", type=int, default=None, metavar="SEQ", help="Copy exchanges 0 to SEQ only.")
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def fork(
+    source: str, target: str, upto: int | None, data_dir: str, store: str | None, as_json: bool
+) -> None:
+    """Make cassette TARGET from SOURCE's exchanges, sharing their bodies; SOURCE never changes.
+
+    TARGET's chain starts from its provenance (SOURCE, the last seq copied, SOURCE's chain
+    head), so `freezeframe verify TARGET` proves what it was forked from.
+
+    \b
+    Example:
+        freezeframe fork bug-8821 bug-8821-upto5 --upto 5
+    """
+    validate_cassette_name(source)
+    validate_cassette_name(target)
+    opened = _open(data_dir, store)
+    try:
+        forked = opened.fork(source, target, upto=upto)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(forked))
+        return
+    copied = "every exchange" if upto is None else f"exchanges 0 to {upto}"
+    click.echo(
+        f"forked {source!r} into {target!r}: {forked.exchanges} exchanges ({copied}), "
+        f"chain head {forked.head}"
+    )
+
+
+@main.command()
+@click.argument("cassette")
+@click.argument("seq", type=int)
+@click.option("--into", "target", required=True, metavar="NAME", help="The fork to write.")
+@click.option(
+    "--response-body", type=click.File("rb"), default=None, help="The new body ('-': stdin)."
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="JSONPATH=JSON",
+    help="Put a JSON value at a path of the answer (repeatable).",
+)
+@click.option("--status", type=int, default=None, help="The new HTTP status.")
+@click.option(
+    "--header", "headers", multiple=True, metavar="'K: V'", help="Set a header (repeatable)."
+)
+@_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def edit(
+    cassette: str,
+    seq: int,
+    target: str,
+    response_body: Any,
+    sets: tuple[str, ...],
+    status: int | None,
+    headers: tuple[str, ...],
+    data_dir: str,
+    store: str | None,
+    rules: str | None,
+    as_json: bool,
+) -> None:
+    """Fork CASSETTE into NAME with the answer of exchange SEQ changed; CASSETTE never changes.
+
+    The edited exchange keeps the original's chain value beside its own, with a line per
+    change, which `show` and the case file print. Replay NAME to see what the agent does
+    with the answer it should have had.
+
+    \b
+    Example:
+        freezeframe edit bug-8821 3 --into bug-8821-fix1 \\
+            --set '$.orders=[{"id": "ord_8821", "user": "u-17"}]'
+    """
+    validate_cassette_name(cassette)
+    validate_cassette_name(target)
+    change = AnswerEdit(
+        body=response_body.read() if response_body is not None else None,
+        sets=tuple(Assignment.parse(text) for text in sets),
+        status=status,
+        headers=tuple(_header_pair(text) for text in headers),
+        source=getattr(response_body, "name", "a file"),
+    )
+    config = key_config(rules_path(rules, Path(data_dir).expanduser()))
+    opened = _open(data_dir, store)
+    try:
+        made = edited(opened.exchange(cassette, seq), change, config)
+        forked = opened.fork(cassette, target, edits={seq: made})
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(forked) | {"seq": seq, "changes": list(made.changes)})
+        return
+    click.echo(f"forked {cassette!r} into {target!r} with #{seq} edited:")
+    for line in made.changes:
+        click.echo(f"  {line}")
+
+
+@main.command()
+@click.argument("cassette")
+@click.argument("seq", type=int)
+@click.option("--into", "target", required=True, metavar="NAME", help="Record the new answer here.")
+@click.option(
+    "--set", "sets", multiple=True, metavar="JSONPATH=JSON", help="Change the JSON request first."
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'K: V'",
+    help="Set a header, e.g. the API key the recording never stored (repeatable).",
+)
+@_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
+)
+@_setting(
+    "--upstream-ca",
+    "Extra CA (PEM) trusted for the upstream, on top of the system's.",
+    metavar="FILE",
+)
+@_setting("--upstream-proxy", "Send through this proxy: http(s)://host:port.", metavar="URL")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def resend(
+    cassette: str,
+    seq: int,
+    target: str,
+    sets: tuple[str, ...],
+    headers: tuple[str, ...],
+    data_dir: str,
+    store: str | None,
+    rules: str | None,
+    upstream_ca: str | None,
+    upstream_proxy: str | None,
+    as_json: bool,
+) -> None:
+    """Send exchange SEQ's request upstream again, record the answer into NAME, and print
+    how it differs from the recorded one.
+
+    Secrets were never stored: give the API key again with --header.
+
+    \b
+    Example:
+        freezeframe resend bug-8821 2 --into bug-8821-newmodel \\
+            --set '$.model="gpt-4o-2026-01-01"' --header "Authorization: Bearer $OPENAI_API_KEY"
+    """
+    validate_cassette_name(cassette)
+    validate_cassette_name(target)
+    directory = Path(data_dir).expanduser()
+    verify: str | bool = True
+    if upstream_ca:
+        settings_module.check_certificates(Path(upstream_ca).expanduser(), "upstream CA")
+        verify = str(upstream_bundle(directory, Path(upstream_ca).expanduser()))
+    proxy = settings_module.UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None
+    opened = _open(data_dir, store)
+    try:
+        resent = resend_exchange(
+            opened,
+            opened.exchange(cassette, seq),
+            target,
+            sets=[Assignment.parse(text) for text in sets],
+            headers=[_header_pair(text) for text in headers],
+            redactor=Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME)),
+            config=key_config(rules_path(rules, directory)),
+            verify=verify,
+            proxy=proxy.with_credentials() if proxy else None,
+        )
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(resent))
+        return
+    click.echo(
+        f"resent {cassette}#{seq}: {resent.status if resent.status is not None else '-'} "
+        f"{resent.outcome}, recorded as {resent.cassette}#{resent.seq}"
+    )
+    if not resent.differences:
+        click.echo("the new answer is the same as the recorded one")
+    for what, recorded, new in resent.differences:
+        click.echo(f"  {what}: {recorded} -> {new}")
+
+
+def _header_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise ValueError(f"--header {text!r}: expected 'Name: value'")
+    return name.strip(), value.strip()
 
 
 @main.command(name="rm")

@@ -14,13 +14,14 @@ from addons.context import RequestContext
 from addons.record import Record
 from addons.reenact import Reenactor
 from addons.replay import Replay
+from addons.routing import Routing
 from addons.state import Mode, RuntimeState
 from addons.upstream_errors import UpstreamErrors
 from canonicalize import KeyConfig
 from storage import Store
 from storage.redaction import Redactor
 
-__all__ = ["AddressBook", "Mode", "RuntimeState", "default_addons"]
+__all__ = ["AddressBook", "Mode", "Routing", "RuntimeState", "default_addons"]
 
 
 def default_addons(
@@ -28,7 +29,9 @@ def default_addons(
     state: RuntimeState,
     redactor: Redactor,
     key_config: KeyConfig,
+    *,
     addresses: AddressBook,
+    routing: Routing,
     admin: str,
 ) -> list[object]:
     """``admin`` is the admin API's ``host:port``, which freezeframe's answers name."""
@@ -37,7 +40,7 @@ def default_addons(
         Capture(state, addresses),  # first: a captured request gets its name before anyone looks
         PreferHttp2(),
         UpstreamErrors(),
-        RequestContext(state, redactor),
+        RequestContext(state, redactor, routing),
         reenactor,
         Replay(store, state, key_config, redactor, reenactor, admin),
         Record(store, state, key_config, redactor),

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from mitmproxy import http
 
+from addons.routing import Decision
+from addons.state import Mode
 from canonicalize import Canonical, KeyConfig, RequestView, canonicalize
 from storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
 from storage.redaction import Redactor
@@ -32,10 +34,26 @@ class FlowInfo:
     target: str  # path and query as forwarded, secrets redacted
     request_headers: tuple[Header, ...]  # as forwarded, secrets redacted
     secrets: tuple[bytes, ...]  # the raw secrets this request carries, to scrub from its answer
+    decision: Decision  # how it is handled: the mode in force, or its route's (addons.routing)
     canonical: Canonical | None = None
     view: RequestView | None = None  # what ``canonical`` was computed from, when held whole
     served: Exchange | None = None  # set when replay answered this flow
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> Mode:
+        return self.decision.mode
+
+    @property
+    def record_cassette(self) -> str:
+        """Where it is recorded if forwarded: the new run's cassette (--record-into) when
+        its route says so, else its own."""
+        return self.decision.record_into or self.cassette
+
+    @property
+    def run(self) -> str:
+        """The run it belongs to, for ``--after-miss``: its run id, or "" without one."""
+        return self.context.get("run-id", "")
 
 
 def info_of(flow: http.HTTPFlow) -> FlowInfo | None:

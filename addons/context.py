@@ -14,6 +14,7 @@ from mitmproxy import http
 
 from addons import answers
 from addons._flows import METADATA_KEY, FlowInfo
+from addons.routing import Routing
 from addons.state import RuntimeState
 from storage.names import InvalidCassetteName, validate_cassette_name
 from storage.redaction import Redactor
@@ -34,9 +35,10 @@ CONTEXT_HEADERS: dict[str, str] = {
 
 
 class RequestContext:
-    def __init__(self, state: RuntimeState, redactor: Redactor) -> None:
+    def __init__(self, state: RuntimeState, redactor: Redactor, routing: Routing) -> None:
         self._state = state
         self._redactor = redactor
+        self._routing = routing
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """Runs before any body arrives: a streamed request's headers go upstream right after."""
@@ -59,10 +61,20 @@ class RequestContext:
             log.warning("%s %s: %s", flow.request.method, flow.request.pretty_host, exc)
             flow.response = answers.error(400, "freezeframe_bad_cassette", f"freezeframe: {exc}")
             return
+        target = self._redactor.target(flow.request.path)
+        run = context.get("run-id", "")
+        decision = self._routing.decide(
+            self._state.mode,
+            flow.request.host,
+            flow.request.port,
+            target.partition("?")[0],
+            self._state.diverged(run),
+        )
         flow.metadata[METADATA_KEY] = FlowInfo(
             cassette=cassette,
             context=context,
-            target=self._redactor.target(flow.request.path),
+            target=target,
             request_headers=self._redactor.headers(flow.request.headers.fields),
             secrets=secrets,
+            decision=decision,
         )

@@ -39,7 +39,9 @@ from storage import (
     BlobRef,
     BlobWriter,
     Chunk,
+    Exchange,
     NewExchange,
+    Origin,
     Outcome,
     RecordedResponse,
     Slot,
@@ -146,7 +148,7 @@ class Record:
         upload = begin_upload(flow)
         if upload is None or upload.routed or upload.info is None or flow.response is not None:
             return
-        mode = self._state.mode
+        mode = upload.info.mode
         if mode is Mode.REPLAY:
             return  # never forwarded: addons.replay routes it to the re-enactor
         if self._stopped or mode is Mode.PASSTHROUGH:
@@ -201,27 +203,89 @@ class Record:
         canonical = upload_canonical(flow, info, self._key_config, self._redactor, body)
         for warning in canonical.warnings:
             log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
-        recording.slot = self._store.reserve(info.cassette, canonical.key)
+        recording.slot = self._store.reserve(info.record_cassette, canonical.key)
 
     def request(self, flow: http.HTTPFlow) -> None:
         if upload_of(flow) is not None:
             return  # its body streamed: keyed and reserved by the tee (or replayed)
-        if self._stopped or flow.response is not None:
-            return
-        if self._state.mode not in (Mode.RECORD, Mode.AUTO):
-            return
         info = info_of(flow)
-        if info is None or info.served is not None:
+        if self._stopped or info is None:
+            return
+        if info.served is not None:
+            if info.decision.record_into is not None:
+                self._copy(flow, info, info.served, info.decision.record_into)
+            return
+        if flow.response is not None or info.mode not in (Mode.RECORD, Mode.AUTO):
             return
         canonical = canonical_of(flow, info, self._key_config, self._redactor)
         for warning in canonical.warnings:
             log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
         try:
-            slot = self._store.reserve(info.cassette, canonical.key)
+            slot = self._store.reserve(info.record_cassette, canonical.key)
         except StoreError as exc:  # the proxy stays transparent; the loss is said loudly
             log.error("%s %s: NOT RECORDED: %s", flow.request.method, display_url(flow, info), exc)
             return
         self._inflight[flow.id] = _Recording(flow, info, slot, self._store, self._redactor)
+
+    def _copy(self, flow: http.HTTPFlow, info: FlowInfo, served: Exchange, into: str) -> None:
+        """A replayed answer joins the new run (--record-into) as the recording it came
+        from: this request (as sent now, keyed now), the source's answer, timing and outcome
+        exactly, and an Origin naming the source, so the new cassette replays on its own."""
+        canonical = info.canonical
+        assert canonical is not None  # replay keyed it to find ``served``
+        request_body_bytes = request_body(flow, self._redactor)
+        request_headers = info.request_headers
+        found = scrub_encoded(self._redactor, request_body_bytes, request_headers, info.secrets)
+        if found is not None:
+            request_body_bytes, request_headers = found
+        try:
+            slot = self._store.reserve(into, canonical.key)
+            self._store.submit(
+                NewExchange(
+                    cassette=into,
+                    key=canonical.key,
+                    key_scheme=SCHEME_VERSION,
+                    canonical=canonical.form,
+                    method=flow.request.method,
+                    scheme=flow.request.scheme,
+                    host=flow.request.host,
+                    port=flow.request.port,
+                    path=info.target,
+                    http_version=flow.request.http_version,
+                    request_headers=request_headers,
+                    request_body=request_body_bytes,
+                    started_at=flow.request.timestamp_start,
+                    duration=served.duration,
+                    response=served.response,
+                    outcome=served.outcome,
+                    error=served.error,
+                    context=info.context,
+                    slot=slot,
+                    stripped=digests(canonical.stripped),
+                    facts=recorded_facts(info, self._view(flow, info), served.response),
+                    messages=served.messages,
+                    origin=Origin("replayed", served.cassette, served.seq, served.chain),
+                )
+            )
+        except StoreError as exc:
+            log.error(
+                "%s %s: NOT COPIED into %r: %s",
+                flow.request.method,
+                display_url(flow, info),
+                into,
+                exc,
+            )
+            return
+        self._state.tally.recorded(served.outcome.value)
+        log.info(
+            "recorded %s#%d %s %s as replayed from %s#%d",
+            into,
+            slot.seq,
+            flow.request.method,
+            display_url(flow, info),
+            served.cassette,
+            served.seq,
+        )
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         assert flow.response is not None
@@ -230,7 +294,7 @@ class Record:
             flow.response.stream = recording.tee
             recording.upstream_headers = flow.response.headers.fields
             if self._state.annotate and recording.slot is not None:
-                headers = annotate.recorded(recording.info.cassette, recording.slot.seq)
+                headers = annotate.recorded(recording.info.record_cassette, recording.slot.seq)
                 flow.response.headers.fields += headers
         elif flow.response.stream is False:
             flow.response.stream = True  # passthrough streams too; nothing to keep
@@ -319,7 +383,7 @@ class Record:
         else:
             request_body_bytes, request_body_ref = b"", recording.upload.ref
         exchange = NewExchange(
-            cassette=info.cassette,
+            cassette=info.record_cassette,
             key=canonical.key,
             key_scheme=SCHEME_VERSION,
             canonical=canonical.form,
@@ -347,7 +411,7 @@ class Record:
         self._state.tally.recorded(outcome.value)
         log.info(
             "recorded %s#%d %s %s %s %s %.0f ms%s",
-            info.cassette,
+            info.record_cassette,
             recording.slot.seq,
             flow.request.method,
             display_url(flow, info),

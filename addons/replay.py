@@ -94,7 +94,7 @@ class Replay:
             body = RequestBody(self._redactor, (), large=True)
             self._reenactor.route_upload(flow, body, lambda _: refusal)
             return
-        if self._state.mode is not Mode.REPLAY:
+        if upload.info.mode is not Mode.REPLAY:
             return  # record, auto and passthrough forward it as it streams (addons.record)
         upload.route(flow)
         content_type = flow.request.headers.get("content-type", "")
@@ -114,8 +114,8 @@ class Replay:
         if self._stopped:
             return answers.error(503, "freezeframe_stopping", "freezeframe is stopping")
         # Routed in replay mode: even if the mode has changed since, it can no longer be
-        # forwarded, so a miss is a miss.
-        answer = self._answer(flow, info, canonical, Mode.REPLAY)
+        # forwarded, so a miss is a miss (even on a live route under --after-miss live).
+        answer = self._answer(flow, info, canonical, Mode.REPLAY, can_forward=False)
         assert answer is not None
         if isinstance(answer, Staged) and self._direct(answer):
             return dataclasses.replace(answer, pace=INSTANT_PACE)
@@ -124,14 +124,12 @@ class Replay:
     def request(self, flow: http.HTTPFlow) -> None:
         if upload_of(flow) is not None:
             return  # its body streamed: answered by the re-enactor, or forwarded (record)
-        mode = self._state.mode
-        if flow.response is not None or mode not in (Mode.REPLAY, Mode.AUTO):
+        info = info_of(flow)
+        if info is None or flow.response is not None or info.mode not in (Mode.REPLAY, Mode.AUTO):
             return
+        mode = info.mode
         if self._stopped:
             flow.response = answers.error(503, "freezeframe_stopping", "freezeframe is stopping")
-            return
-        info = info_of(flow)
-        if info is None:
             return
         try:
             canonical = canonical_of(flow, info, self._key_config, self._redactor)
@@ -168,14 +166,32 @@ class Replay:
             log.warning("%s %s: %s", flow.request.method, display_url(flow, info), warning)
 
     def _answer(
-        self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical, mode: Mode
+        self,
+        flow: http.HTTPFlow,
+        info: FlowInfo,
+        canonical: Canonical,
+        mode: Mode,
+        *,
+        can_forward: bool = True,
     ) -> Answer | None:
-        """The recording to serve, freezeframe's own answer, or None: forward (auto)."""
+        """The recording to serve, freezeframe's own answer, or None: forward (auto, or a
+        live route whose run has just missed)."""
         occurrence = self._state.next_occurrence(info.cassette, canonical.key)
         exchange = self._store.lookup(info.cassette, canonical.key, occurrence)
         if exchange is None:
-            if mode is Mode.REPLAY:
+            if mode is not Mode.REPLAY:
+                return None
+            self._state.diverge(info.run)
+            forward = info.decision.on_miss
+            if forward is None or not can_forward:
                 return self._miss(flow, info, canonical, occurrence)
+            log.info(
+                "%s %s: no recording, and the run has left the recording: forwarded "
+                "(--after-miss live)",
+                flow.request.method,
+                display_url(flow, info),
+            )
+            info.decision = forward
             return None
         info.served = exchange
         drift = self._drift(flow, info, canonical, exchange)

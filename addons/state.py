@@ -123,6 +123,7 @@ class RuntimeState:
         self.annotate = annotate
         self.tally = Tally()
         self._served: Counter[tuple[str, str]] = Counter()
+        self._diverged: set[str] = set()
 
     @property
     def mode(self) -> Mode:
@@ -148,6 +149,17 @@ class RuntimeState:
             if pace is not None:
                 self._pace = pace
             self._served.clear()
+            self._diverged.clear()
+
+    def diverged(self, run: str) -> bool:
+        """Whether the run (its run id, or "" for requests without one) has missed since
+        replay last started from the top."""
+        with self._lock:
+            return run in self._diverged
+
+    def diverge(self, run: str) -> None:
+        with self._lock:
+            self._diverged.add(run)
 
     def next_occurrence(self, cassette: str, key: str) -> int:
         """Claim the next replay position for this key: 0 for the first request, and so on."""
@@ -160,3 +172,4 @@ class RuntimeState:
     def reset(self) -> None:
         with self._lock:
             self._served.clear()
+            self._diverged.clear()

@@ -17,7 +17,7 @@ from .model import (
     RequestView,
     Stripped,
 )
-from .rules import Rule, RulesError, RuleSet, Substitution, load_rules, parse_rules
+from .rules import Route, Rule, RulesError, RuleSet, Substitution, load_rules, parse_rules
 from .volatile import DEFAULT_VOLATILE_FIELDS
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "KeyConfig",
     "RequestView",
     "ResponseView",
+    "Route",
     "Rule",
     "RuleSet",
     "RulesError",

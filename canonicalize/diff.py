@@ -49,6 +49,21 @@ def differences(live_form: bytes, recorded_form: bytes) -> list[Difference]:
     return _capped(_all_differences(_read(live_form), _read(recorded_form)))
 
 
+def json_differences(left: bytes, right: bytes) -> list[Difference]:
+    """Where two JSON documents differ, path by path (numbers by value), as ``differences``
+    reports a body; one "body" entry when either side is not JSON. At most 50 then "…"."""
+    try:
+        left_value, right_value = decode_json(left), decode_json(right)
+    except NotJson:
+        if left == right:
+            return []
+        return [Difference("body", _abridge(left.decode("utf-8", "replace")),
+                           _abridge(right.decode("utf-8", "replace")))]  # fmt: skip
+    found: list[Difference] = []
+    _walk("$", left_value, right_value, found)
+    return _capped(found)
+
+
 def nearest[T](
     live_form: bytes, candidates: Iterable[tuple[T, bytes]], limit: int = 3
 ) -> list[tuple[T, list[Difference]]]:

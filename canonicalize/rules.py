@@ -27,6 +27,10 @@ so explain can say which rule shaped a key. `ignore` and `keep` take JSON paths 
 every drop, the profile's, the configured volatile fields' and other rules' `ignore`, because
 it is the more deliberate statement. Substitutions run after the drops, on JSON bodies only.
 
+The same file may hold `[[route]]` tables (`host`, `path`, `mode`: replay, record, passthrough
+or auto) that the proxy reads to decide, in a replay, which requests go upstream for real; they
+do not touch keys.
+
 The file is checked when loaded: bad TOML, unknown keys, wrong types, bad JSON paths and bad
 regular expressions raise RulesError naming the file and line, since a rule that silently does
 nothing is found only later, as a replay that misses.
@@ -37,10 +41,10 @@ import tomllib
 from pathlib import Path
 
 from .ruleschema import SchemaError, build_rule_set
-from .ruleset import Rule, RuleSet, Substitution
+from .ruleset import Route, Rule, RuleSet, Substitution
 from .tomllines import TomlLines
 
-__all__ = ["Rule", "RuleSet", "RulesError", "Substitution", "load_rules", "parse_rules"]
+__all__ = ["Route", "Rule", "RuleSet", "RulesError", "Substitution", "load_rules", "parse_rules"]
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 _TOML_AT_END = re.compile(r"\s*\(at end of document\)$")

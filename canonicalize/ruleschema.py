@@ -11,11 +11,12 @@ from datetime import date, datetime, time
 from typing import Any
 
 from .jsonpath import BadPath, JsonPath, parse_path
-from .ruleset import Rule, RuleSet, Substitution
+from .ruleset import ROUTE_MODES, Route, Rule, RuleSet, Substitution
 from .tomllines import Address
 
 _RULE_KEYS = ("host", "path", "profile", "ignore", "keep", "ignore_query", "key_headers")
 _SUBSTITUTE_KEYS = ("path", "pattern", "replacement")
+_ROUTE_KEYS = ("host", "path", "mode")
 _EVERY_STRING = "$..*"
 
 
@@ -32,12 +33,40 @@ class SchemaError(ValueError):
 def build_rule_set(document: dict[str, Any]) -> RuleSet:
     """Turn the document `tomllib` read into rules, raising SchemaError at the first problem."""
     for key in document:
-        if key != "rule":
-            raise SchemaError((), key, f"unknown key {key!r}; a rules file holds only [[rule]]")
-    tables = document.get("rule", [])
+        if key not in ("rule", "route"):
+            raise SchemaError(
+                (), key, f"unknown key {key!r}; a rules file holds only [[rule]] and [[route]]"
+            )
+    rules = _tables(document, "rule")
+    routes = _tables(document, "route")
+    return RuleSet(
+        tuple(_rule(index, table) for index, table in enumerate(rules)),
+        tuple(_route(index, table) for index, table in enumerate(routes)),
+    )
+
+
+def _tables(document: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    tables = document.get(name, [])
     if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
-        raise SchemaError((), "rule", "'rule' must be an array of tables, written [[rule]]")
-    return RuleSet(tuple(_rule(index, table) for index, table in enumerate(tables)))
+        raise SchemaError((), name, f"'{name}' must be an array of tables, written [[{name}]]")
+    return tables
+
+
+def _route(index: int, table: dict[str, Any]) -> Route:
+    address: Address = ("route", index)
+    _refuse_unknown(address, table, _ROUTE_KEYS, "[[route]]")
+    strings = _Reader(address, table)
+    mode = strings.text("mode", "replay")
+    if mode not in ROUTE_MODES:
+        raise SchemaError(
+            address, "mode", f"unknown mode {mode!r}; choose one of {', '.join(ROUTE_MODES)}"
+        )
+    return Route(
+        number=index + 1,
+        host=strings.text("host", "*").lower(),
+        path=strings.text("path", "*"),
+        mode=mode,
+    )
 
 
 def _rule(index: int, table: dict[str, Any]) -> Rule:

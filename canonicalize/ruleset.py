@@ -55,15 +55,46 @@ class Rule:
         )
 
 
+ROUTE_MODES = ("replay", "record", "passthrough", "auto")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One `[[route]]`: requests it matches (globs) and the mode they get in a replay.
+
+    Routes do not change keys. They are here because they are written in the same file as
+    the rules, checked the same way, and travel with them; the proxy reads them.
+    """
+
+    number: int
+    host: str = "*"
+    path: str = "*"
+    mode: str = "replay"
+    port: int | None = None
+    """Only this port, when given (``--live localhost:8443``)."""
+
+    def applies_to(self, host: str, path: str, port: int | None = None) -> bool:
+        """Match both globs (and the port, if the route names one); the host arrives
+        lower-cased and the glob was lower-cased."""
+        if self.port is not None and port != self.port:
+            return False
+        return fnmatchcase(host, self.host) and fnmatchcase(path, self.path)
+
+
 @dataclass(frozen=True, slots=True)
 class RuleSet:
-    """Every rule of one file, in file order, the order in which their substitutions run."""
+    """Every rule of one file, in file order, the order in which their substitutions run,
+    and its routes, in file order, of which the first that matches a request applies."""
 
     rules: tuple[Rule, ...] = ()
+    routes: tuple[Route, ...] = ()
 
     @classmethod
     def empty(cls) -> "RuleSet":
         return cls()
+
+    def route(self, host: str, path: str, port: int | None = None) -> Route | None:
+        return next((r for r in self.routes if r.applies_to(host, path, port)), None)
 
     def matching(self, host: str, path: str, profile: str) -> tuple[Rule, ...]:
         return tuple(rule for rule in self.rules if rule.applies_to(host, path, profile))

@@ -72,6 +72,7 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
         "messages": None
         if exchange.messages is None
         else [message_document(m) for m in exchange.messages],
+        "origin": None if exchange.origin is None else asdict(exchange.origin),
         "chain": exchange.chain,
     }
 

@@ -32,6 +32,13 @@ def exchange_lines(document: dict[str, Any], *, full: bool = False) -> Iterator[
         yield f"error        {document['error']}"
     yield f"key          {document['key']} (scheme {document['key_scheme']})"
     yield f"occurrence   {document['occurrence']} (0 is the first recording of this key)"
+    if (origin := document["origin"]) is not None:
+        yield (
+            f"origin       {origin['kind']} from {origin['cassette']}#{origin['seq']} "
+            f"(its chain value {origin['chain']})"
+        )
+        for change in origin["changes"]:
+            yield f"  changed    {change}"
     timing = document["timing"]
     yield (
         f"timing       started {_time(timing['started_at'])}, first byte after "

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from mitmproxy import master, options
 from mitmproxy.addons import next_layer, proxyserver, tlsconfig, upstream_auth
 
-from addons import AddressBook, default_addons
+from addons import AddressBook, Routing, default_addons
 from addons.state import RuntimeState
 from proxy.keys import key_config
 from proxy.settings import Settings
@@ -55,6 +55,7 @@ def build_master(
     extra_modes: Sequence[str] = (),
 ) -> master.Master:
     """Must be called with the event loop running: mitmproxy binds to it."""
+    config = key_config(settings.rules)
     opts = options.Options()
     proxy_master = master.Master(opts)
     proxy_master.addons.add(
@@ -63,7 +64,18 @@ def build_master(
         tlsconfig.TlsConfig(),
         upstream_auth.UpstreamAuth(),
         *default_addons(
-            store, state, redactor, key_config(settings.rules), addresses, str(settings.admin)
+            store,
+            state,
+            redactor,
+            config,
+            addresses=addresses,
+            routing=Routing(
+                live=settings.live,
+                routes=config.rules.routes,
+                record_into=settings.record_into,
+                after_miss_live=settings.after_miss == "live",
+            ),
+            admin=str(settings.admin),
         ),
     )
     opts.update(**mitmproxy_options(settings, upstream_trust, extra_modes))

@@ -19,10 +19,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from mitmproxy.net import encoding
-
-from canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from canonicalize import SCHEME_VERSION, KeyConfig, canonicalize
 from canonicalize.drift import digests
+from evidence.requests import stored_view
 from storage import Exchange, KeyChange, Rekeyed, Store
 
 
@@ -59,31 +58,6 @@ def rekey(store: Store, cassette: str, config: KeyConfig, *, dry_run: bool = Fal
     kept: list[int] = []
     changes = store.rekey(cassette, _keyer(config, kept), dry_run=dry_run)
     return _report(cassette, not dry_run, changes, kept)
-
-
-def stored_view(exchange: Exchange) -> RequestView:
-    """The request as the proxy saw it when keying it: target and headers as stored
-    (secrets already markers), body content-decoded as ``get_content(strict=False)`` does."""
-    headers = tuple(
-        (name.decode("latin-1"), value.decode("latin-1"))
-        for name, value in exchange.request_headers
-    )
-    body = exchange.request_body
-    coding = ", ".join(value for name, value in headers if name.lower() == "content-encoding")
-    if coding:
-        try:
-            body = encoding.decode(body, coding) or b""
-        except ValueError:
-            pass  # the proxy keys an undecodable body by its bytes, and so does this
-    return RequestView.of(
-        exchange.method,
-        exchange.scheme,
-        exchange.host,
-        exchange.port,
-        exchange.path,
-        headers,
-        body,
-    )
 
 
 def _keyer(config: KeyConfig, kept: list[int]) -> Callable[[Exchange], Rekeyed]:

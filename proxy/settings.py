@@ -13,11 +13,12 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from cryptography import x509
 
 from addons.state import RECORDED_PACE, Mode, parse_pace
+from canonicalize import Route
 from proxy.keys import key_config, rules_path
 from storage.names import validate_cassette_name
 
@@ -129,6 +130,14 @@ class UpstreamProxy:
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
         return cls(f"{parts.scheme}://{host}:{port}", auth)
 
+    def with_credentials(self) -> str:
+        """The URL with its credentials, for a client that sends them itself (httpx)."""
+        if self.auth is None:
+            return self.url
+        scheme, _, rest = self.url.partition("://")
+        user, _, password = self.auth.partition(":")
+        return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{rest}"
+
 
 def _masked(url: str) -> str:
     parts = urlsplit(url)
@@ -155,6 +164,12 @@ class Settings:
     annotate: bool = False
     fresh: bool = False
     """Empty the default cassette before recording into it."""
+    live: tuple[Route, ...] = ()
+    """``--live``: in replay, these requests go upstream for real (addons.routing)."""
+    record_into: str | None = None
+    """``--record-into``: in replay, where the new run (live and replayed) is recorded."""
+    after_miss: str = "miss"
+    """``--after-miss``: ``miss``, or ``live``: live routes replay until the run misses."""
 
     @property
     def store_url(self) -> str:
@@ -167,6 +182,38 @@ class Settings:
     @property
     def key_path(self) -> Path:
         return self.data_dir / KEY_FILENAME
+
+
+def parse_live(value: str) -> Route:
+    """``HOST[:PORT][/PATH-GLOB]``: a host glob, a port if given, and a path glob (every
+    path when left out)."""
+    text = value.strip()
+    if "://" in text:
+        raise ValueError(f"--live {value!r}: give HOST[:PORT][/PATH-GLOB], without a scheme")
+    where, slash, path = text.partition("/")
+    host, colon, port_text = where.rpartition(":") if ":" in where else (where, "", "")
+    if not host or any(c in host for c in " ?#@[]") or (colon and not port_text.isdigit()):
+        raise ValueError(
+            f"--live {value!r}: expected HOST[:PORT][/PATH-GLOB], e.g. api.openai.com/v1/*"
+        )
+    return Route(
+        number=0,
+        host=host.lower(),
+        path=f"/{path}" if slash else "*",
+        mode="record",
+        port=int(port_text) if colon else None,
+    )
+
+
+def _after_miss(value: str, live: tuple[str, ...]) -> str:
+    choice = value.strip().lower()
+    if choice not in ("miss", "live"):
+        raise ValueError(f"--after-miss {value!r}: choose miss or live")
+    if choice == "live" and not any(item.strip() for item in live):
+        raise ValueError(
+            "--after-miss live forwards --live routes after a miss; name them with --live"
+        )
+    return choice
 
 
 def check_certificates(path: Path, what: str) -> None:
@@ -207,6 +254,9 @@ def build(
     redact_patterns: tuple[str, ...] = (),
     annotate: bool = False,
     fresh: bool = False,
+    live: tuple[str, ...] = (),
+    record_into: str | None = None,
+    after_miss: str = "miss",
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
@@ -238,4 +288,7 @@ def build(
         redact_patterns=tuple(p for p in redact_patterns if p),
         annotate=annotate,
         fresh=fresh,
+        live=tuple(parse_live(value) for value in live if value.strip()),
+        record_into=validate_cassette_name(record_into) if record_into else None,
+        after_miss=_after_miss(after_miss, live),
     )

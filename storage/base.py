@@ -29,9 +29,11 @@ from storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
+    Edit,
     Exchange,
     ExchangeFilter,
     ExchangeSummary,
+    Forked,
     KeyChange,
     Miss,
     NewExchange,
@@ -257,6 +259,25 @@ class Store(ABC):
         that writes meanwhile makes rekey refuse, and writes after it from a store that
         had written to the cassette before would break the chain. Raises
         CassetteNotFound.
+        """
+
+    @abstractmethod
+    def fork(
+        self,
+        source: str,
+        target: str,
+        *,
+        upto: int | None = None,
+        edits: Mapping[int, Edit] | None = None,
+    ) -> Forked:
+        """Make the new cassette ``target`` from ``source``'s exchanges up to seq ``upto``
+        (all when None), in one transaction, the answers of ``edits`` (by seq) replaced.
+
+        ``source`` is not changed. Bodies are shared. Each copy keeps its seq, occurrence
+        and key, carries an Origin (``forked``, or ``edited`` with the edit's changes), and
+        the new cassette's chain starts from its provenance, so ``verify`` reports what it
+        was forked from and whether the source still holds it. Raises CassetteNotFound,
+        or StoreError when ``target`` exists or a seq to edit was not copied.
         """
 
     @abstractmethod

@@ -8,6 +8,7 @@ that expands a thousandfold is refused, never held whole.
 
 from __future__ import annotations
 
+import gzip
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -115,3 +116,22 @@ def _zstd(data: bytes, limit: int) -> bytes:
         if len(out) > limit:
             raise TooLarge
     return bytes(out)
+
+
+def encode(body: bytes, coding: str) -> bytes:
+    """``body`` with the ``Content-Encoding`` ``coding`` applied (a list in its order), as an
+    edited answer is stored in the encoding it was recorded in. Raises ValueError for a
+    coding this cannot write."""
+    data = body
+    for name in [part.strip().lower() for part in coding.split(",") if part.strip()]:
+        if name in ("gzip", "x-gzip"):
+            data = gzip.compress(data, mtime=0)
+        elif name == "deflate":
+            data = zlib.compress(data)
+        elif name == "br":
+            data = brotli.compress(data)
+        elif name == "zstd":
+            data = zstandard.ZstdCompressor().compress(data)
+        elif name != "identity":
+            raise ValueError(f"unknown content coding {name!r}")
+    return data

@@ -147,6 +147,26 @@ class Drift:
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an exchange came from, when it is not a recording of the wire as it stands.
+
+    The chain covers it, so a copy says for good what it was copied from: the source's
+    cassette and seq, and the source exchange's own chain value at the time.
+    """
+
+    kind: str
+    """``replayed`` (served from ``cassette`` to a replay that recorded the new run into
+    this one), ``forked`` (copied by a fork), ``edited`` (copied with its answer changed),
+    or ``resent`` (its request sent upstream again; the answer is the new one)."""
+    cassette: str
+    seq: int
+    chain: str
+    """The source exchange's chain value: the exchange exactly as it was."""
+    changes: tuple[str, ...] = ()
+    """For an edited exchange: what was changed, one line each."""
+
+
+@dataclass(frozen=True, slots=True)
 class NewExchange:
     """One exchange to record, already redacted of secrets by the caller."""
 
@@ -186,6 +206,8 @@ class NewExchange:
     stored as unknown."""
     messages: tuple[Message, ...] | None = None
     """The WebSocket messages, in the order they crossed; None when not a WebSocket."""
+    origin: Origin | None = None
+    """Set for an exchange copied from another (see Origin); None for one recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +248,8 @@ class Exchange:
     drift: tuple[Drift, ...] = ()
     """The drift noted on replays, oldest first; always () from lookup(), which the
     replay path calls and which has no use for them."""
+    origin: Origin | None = None
+    """Where it was copied from, if it was (see Origin)."""
 
     @property
     def url(self) -> str:
@@ -254,6 +278,8 @@ class ExchangeSummary:
     """How many replays noted drift on this exchange."""
     websocket_messages: int | None = None
     """How many WebSocket messages it holds; None when not a WebSocket."""
+    origin: str | None = None
+    """The kind of its Origin (``replayed``, ``forked``, ``edited``, ``resent``), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +340,29 @@ class KeyChange:
     new_key: str
     old_occurrence: int
     new_occurrence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """The answer an edited fork gives instead of the recorded one (Store.fork)."""
+
+    response: RecordedResponse
+    facts: Mapping[str, FactValue]
+    """The metadata of the new answer, worked out by the caller as for a recording."""
+    changes: tuple[str, ...]
+    """What was changed, one line each, for show and the case file to say."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forked:
+    """A cassette made from another one's exchanges (Store.fork)."""
+
+    cassette: str
+    source: str
+    exchanges: int
+    upto: int | None
+    """The last seq copied, or None for every one."""
+    head: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +470,12 @@ class VerifyReport:
     """Seq of the first exchange that does not verify; None when ok, or when
     exchanges are missing after the last one present."""
     detail: str
+    head: str | None = None
+    """The chain value the cassette ends at, as recomputed: write it into a ticket at
+    incident time, and a later verify that reports the same head shows nothing changed."""
+    provenance: tuple[str, ...] = ()
+    """For a fork: what it was forked from, and whether the source, where this store has
+    it, still holds those exchanges unchanged."""
 
 
 def format_url(scheme: str, host: str, port: int, path: str) -> str:

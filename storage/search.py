@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from storage.encodings import content_coding, decode
-from storage.records import Exchange, FactValue, Header, NewExchange
+from storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
 
 MAX_TEXT = 64 * 1024
 """Characters kept of one value; the rest of a longer one is not searchable."""
@@ -66,10 +66,21 @@ def searchable(exchange: NewExchange | Exchange) -> list[Searchable]:
     add("metadata", _metadata(exchange))
     if exchange.request_body_ref is None:
         add("request", _values(exchange.request_body, exchange.request_headers))
-    response = exchange.response
-    if response is not None and response.body_ref is None:
-        add("response", _values(response.body, response.headers))
+    if exchange.response is not None:
+        found.update(dict.fromkeys((v.part, v.text) for v in answer_values(exchange.response)))
     return [Searchable(part, text) for part, text in found]
+
+
+def answer_values(response: RecordedResponse) -> list[Searchable]:
+    """The distinct values of an answer alone (an edited answer is indexed this way)."""
+    if response.body_ref is not None:
+        return []
+    found = dict.fromkeys(
+        text
+        for n, value in enumerate(_values(response.body, response.headers))
+        if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
+    )
+    return [Searchable("response", text) for text in found]
 
 
 def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:

@@ -39,6 +39,7 @@ _SUMMARY_COLUMNS = (
     "response_bytes",
     "context",
     "message_count",
+    "origin",
     *FACT_KINDS,
 )
 

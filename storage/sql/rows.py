@@ -30,6 +30,7 @@ from storage.records import (
     Header,
     Message,
     NewExchange,
+    Origin,
     Outcome,
     RecordedResponse,
     format_url,
@@ -60,15 +61,15 @@ def exchange_row(
         "port": exchange.port,
         "path": exchange.path,
         "http_version": exchange.http_version,
-        "request_headers": _headers_json(exchange.request_headers),
+        "request_headers": headers_json(exchange.request_headers),
         "request_body_digest": request_body_digest,
         "started_at": float(exchange.started_at),
         "duration": _float(exchange.duration),
         "status": response.status if response else None,
         "reason": response.reason if response else None,
         "response_http_version": response.http_version if response else None,
-        "response_headers": _headers_json(response.headers) if response else None,
-        "response_trailers": _headers_json(response.trailers) if response else None,
+        "response_headers": headers_json(response.headers) if response else None,
+        "response_trailers": headers_json(response.trailers) if response else None,
         "response_body_digest": response_body_digest,
         "response_bytes": _size(response) if response else 0,
         "chunks": _chunks_json(response.chunks) if response else None,
@@ -78,6 +79,7 @@ def exchange_row(
         "context": json_text(dict(exchange.context)),
         "messages_digest": messages_digest,
         "message_count": None if messages is None else len(messages),
+        "origin": origin_json(exchange.origin),
         "run_id": exchange.context.get("run-id"),
         "stripped": stripped_json(exchange.stripped),
         **fact_columns(exchange.facts),
@@ -138,11 +140,13 @@ def chain_fields(
     named rather than numbered, since ids are private to one database, and the
     canonical form itself (``canonical``, when the row names its blob instead).
 
-    A row without a transcript is digested without ``messages_digest``, exactly as
-    before the column existed, so chains written before schema version 4 still hold."""
+    A row without a transcript is digested without ``messages_digest``, and one without an
+    origin without ``origin``, exactly as before those columns existed, so chains written
+    before schema versions 4 and 5 still hold."""
     fields = {name: row[name] for name in _CHAINED_NAMES}
-    if fields["messages_digest"] is None:
-        del fields["messages_digest"]
+    for optional in ("messages_digest", "origin"):
+        if fields[optional] is None:
+            del fields[optional]
     fields["cassette"] = cassette
     if canonical is not None:
         fields["canonical"] = canonical
@@ -209,6 +213,7 @@ def to_exchange(
         stripped=_stripped(row["stripped"]),
         facts=facts_of(row),
         messages=_messages(row["messages_digest"], bodies),
+        origin=origin_of(row["origin"]),
     )
 
 
@@ -229,6 +234,7 @@ def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:
         facts=facts_of(row),
         drifted=row["drifted"],
         websocket_messages=row["message_count"],
+        origin=json.loads(row["origin"])["kind"] if row["origin"] else None,
     )
 
 
@@ -272,7 +278,7 @@ def _size(response: RecordedResponse) -> int:
     return response.body_ref.size if response.body_ref else len(response.body)
 
 
-def _headers_json(headers: Sequence[Header]) -> str:
+def headers_json(headers: Sequence[Header]) -> str:
     return json_text([[name.decode("latin-1"), value.decode("latin-1")] for name, value in headers])
 
 
@@ -288,6 +294,33 @@ def _chunks_json(chunks: Sequence[Chunk]) -> str:
 
 def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
+
+
+def origin_json(origin: Origin | None) -> str | None:
+    if origin is None:
+        return None
+    return json_text(
+        {
+            "kind": origin.kind,
+            "cassette": origin.cassette,
+            "seq": origin.seq,
+            "chain": origin.chain,
+            "changes": list(origin.changes),
+        }
+    )
+
+
+def origin_of(text: str | None) -> Origin | None:
+    if text is None:
+        return None
+    found = json.loads(text)
+    return Origin(
+        kind=found["kind"],
+        cassette=found["cassette"],
+        seq=found["seq"],
+        chain=found["chain"],
+        changes=tuple(found["changes"]),
+    )
 
 
 def json_text(value: object) -> str:

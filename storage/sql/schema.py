@@ -14,10 +14,11 @@ their form in ``canonical`` with ``canonical_digest`` NULL, and are read as they
 4 adds to ``exchanges`` a column per fact (storage.records.FACT_KINDS), ``run_id``,
 ``stripped``, ``messages_digest`` (a WebSocket's transcript, as a blob) and
 ``message_count``, all NULL in rows written before; and the ``drifts`` table.
-5 adds the search index (``texts``, each distinct searchable value once, and ``text_uses``,
-which exchange holds which value where, with SQLite's FTS5 table ``texts_fts`` or a
-PostgreSQL ``tsvector`` column over the values) and ``misses``, replay's misses as they were
-answered. The migration indexes the exchanges already stored.
+5 adds ``origin`` to exchanges (an exchange copied from another: replayed, forked, edited,
+resent) and to cassettes (a fork's provenance); the search index (``texts``, each distinct
+searchable value once; ``text_uses``, which exchange holds which value where; SQLite's FTS5
+table ``texts_fts`` or a PostgreSQL ``tsvector`` column over the values); and ``misses``,
+replay's misses as they were answered. The migration indexes the exchanges already stored.
 """
 
 import json
@@ -142,6 +143,9 @@ cassettes = Table(
     # The chain value of the last exchange written, so that exchanges deleted from
     # the end of a cassette are detected too.
     Column("head", String(64), nullable=False),
+    # Version 5. A fork's provenance (JSON: source, last seq, the source's head then); its
+    # chain starts from a link over it instead of GENESIS (storage.sql.fork).
+    Column("origin", Text),
 )
 
 blobs = Table(
@@ -205,6 +209,8 @@ exchanges = Table(
     Column("canonical_digest", ForeignKey("blobs.digest")),
     # Version 4. NULL: not a WebSocket. Chained only when set (see storage.sql.rows).
     Column("messages_digest", ForeignKey("blobs.digest")),
+    # Version 5. NULL: recorded from the wire. Chained only when set, like messages_digest.
+    Column("origin", Text),
     # Version 4, derived and so not chained. NULL in rows written before.
     Column("message_count", Integer),
     Column("run_id", ExactText),
@@ -399,6 +405,9 @@ def _add_search_and_misses(conn: Connection) -> None:
 
     for table in (texts, text_uses, misses):
         table.create(conn, checkfirst=True)
+    for table in (exchanges, cassettes):
+        if "origin" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN origin TEXT"))
     create_search(conn)
     backfill(conn)
 

@@ -41,9 +41,11 @@ from storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
+    Edit,
     Exchange,
     ExchangeFilter,
     ExchangeSummary,
+    Forked,
     KeyChange,
     Miss,
     NewExchange,
@@ -59,6 +61,7 @@ from storage.spool import SpoolWriter
 from storage.sql import bodies, listings, rekey
 from storage.sql import search as search_index
 from storage.sql.engine import connect, exclusive, mask, unavailable
+from storage.sql.fork import fork as fork_cassette
 from storage.sql.misses import list_misses
 from storage.sql.reads import ExchangeReader
 from storage.sql.remove import remove_cassette
@@ -300,6 +303,20 @@ class SqlStore(Store):
         self._writer.forget(cassette)
         self._counters.forget(cassette)
         return changes
+
+    def fork(
+        self,
+        source: str,
+        target: str,
+        *,
+        upto: int | None = None,
+        edits: Mapping[int, Edit] | None = None,
+    ) -> Forked:
+        self.flush(PENDING_WAIT_S)
+        what = f"cannot fork cassette {source!r} in store {self._where}"
+        with unavailable(what, self._engine):
+            with exclusive(self._engine) as conn:
+                return fork_cassette(conn, source, target, upto, edits or {}, self._where)
 
     def remove(self, cassette: str) -> Removed:
         self.flush(PENDING_WAIT_S)

@@ -11,10 +11,11 @@ chain covers the form itself.
 
 from sqlalchemy import Connection, select
 
-from storage.chain import GENESIS, exchange_digest, link
+from storage.chain import exchange_digest, link
 from storage.errors import CassetteNotFound
 from storage.records import VerifyReport
 from storage.sql.bodies import Damaged, form, problem
+from storage.sql.fork import provenance, start_of
 from storage.sql.rows import chain_fields
 from storage.sql.schema import CHAINED, cassettes, exchanges
 
@@ -29,6 +30,8 @@ def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport
     query = (
         select(
             cassettes.c.head,
+            cassettes.c.origin.label("cassette_origin"),
+            cassettes.c.id.label("cassette_id"),
             exchanges.c.id,
             exchanges.c.chain,
             exchanges.c.canonical_digest,
@@ -39,10 +42,15 @@ def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport
         .order_by(exchanges.c.id)
     )
     head: str | None = None
-    previous, previous_seq, checked = GENESIS, None, 0
+    cassette_id: int | None = None
+    origin: str | None = None
+    previous: str | None = None
+    previous_seq, checked = None, 0
     body_problems: dict[str, str | None] = {}
     for row in conn.execute(query).mappings():
-        head = row["head"]
+        head, origin, cassette_id = row["head"], row["cassette_origin"], row["cassette_id"]
+        if previous is None:
+            previous = start_of(origin)
         if row["id"] is None:
             break
         seq = row["seq"]
@@ -64,11 +72,19 @@ def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport
         if link(previous, exchange_digest(fields)) != row["chain"]:
             return VerifyReport(cassette, checked, False, seq, _mismatch(seq, previous_seq))
         previous, previous_seq, checked = row["chain"], seq, checked + 1
-    if head is None:
+    if head is None or previous is None or cassette_id is None:
         raise CassetteNotFound(cassette, where)
     if previous != head:
         return VerifyReport(cassette, checked, False, None, _truncated(previous_seq))
-    return VerifyReport(cassette, checked, True, None, f"{checked} exchanges, chain intact")
+    return VerifyReport(
+        cassette,
+        checked,
+        True,
+        None,
+        f"{checked} exchanges, chain intact",
+        head=head,
+        provenance=provenance(conn, cassette_id, origin),
+    )
 
 
 def _mismatch(seq: int, previous_seq: int | None) -> str:

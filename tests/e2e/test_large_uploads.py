@@ -24,6 +24,8 @@ from support.proxy import ProxyProcess
 from support.upstream import ConnectTunnel, Upstream, random_chunks
 
 from addons._flows import FlowInfo, canonical_of
+from addons.routing import Decision
+from addons.state import Mode
 from addons.uploads import LARGE_BODY, RequestBody, opaque_canonical
 from canonicalize import KeyConfig, RequestView, canonicalize
 from storage import open_store
@@ -151,6 +153,7 @@ def _flow(body: bytes, content_type: str, path: str) -> tuple[http.HTTPFlow, Flo
         target=path,
         request_headers=tuple(flow.request.headers.fields),
         secrets=(),
+        decision=Decision(Mode.RECORD, None),
     )
     return flow, info
 

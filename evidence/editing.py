@@ -1,0 +1,182 @@
+"""One recorded answer, changed: the "what if the tool had said…" of an edited fork.
+
+An edit takes the recorded answer and changes what the user asks for: the whole body from a
+file, values at JSON paths (``--set '$.orders=[{"id": "ord_1"}]'``), the status, headers.
+Everything else stays as recorded: the encoding (a gzip answer is edited decoded and
+gzipped again), the framing (``Content-Length`` follows the new body), the time of the first
+byte. Each change is described in one line, which the fork keeps beside the original's chain
+value, so ``show``, the case file and exports can say what was edited and how.
+
+An edited answer is complete: it is served whole, at the recorded time of its first byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from canonicalize import KeyConfig, canonicalize
+from canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
+from evidence.facts import exchange_facts
+from evidence.requests import stored_view
+from storage import Chunk, Edit, Exchange, Header
+from storage.encodings import content_coding, decode, encode
+
+SHOWN = 60
+"""Characters of a value shown in a change's description."""
+
+
+class EditError(ValueError):
+    """An edit that cannot be made; the message says what and where, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """``--set PATH=JSON``: the value to put at every place the path selects."""
+
+    path: JsonPath
+    value: Any
+
+    @classmethod
+    def parse(cls, text: str) -> Assignment:
+        path, sep, value = text.partition("=")
+        if not sep:
+            raise EditError(f"--set {text!r}: expected JSONPATH=JSON, e.g. '$.orders[0].id=\"x\"'")
+        try:
+            parsed_path = parse_path(path.strip())
+        except BadPath as exc:
+            raise EditError(f"--set {text!r}: {exc}") from None
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise EditError(f"--set {text!r}: the value is not JSON ({exc})") from None
+        return cls(parsed_path, parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerEdit:
+    """What to change in one answer; what is not given stays as recorded."""
+
+    body: bytes | None = None
+    """The whole new body, decoded (it is encoded as the answer was)."""
+    sets: tuple[Assignment, ...] = ()
+    status: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers to set, replacing every recorded one of the same name."""
+    source: str = "a file"
+    """What the new body came from, for the description."""
+
+
+def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
+    """The Edit a fork applies to ``exchange``. Raises EditError."""
+    where = f"{exchange.cassette}#{exchange.seq}"
+    recorded = exchange.response
+    if recorded is None:
+        raise EditError(f"{where} has no answer to edit ({exchange.outcome.value})")
+    if recorded.body_ref is not None:
+        raise EditError(f"{where}: the answer is {recorded.body_ref.size} bytes, too large to edit")
+    if edit.body is not None and edit.sets:
+        raise EditError("--response-body and --set cannot be combined: --set edits the recording")
+    changes: list[str] = []
+    coding = content_coding(recorded.headers)
+    body = recorded.body
+    if edit.body is not None or edit.sets:
+        decoded = decode(recorded.body, coding) if coding else recorded.body
+        if decoded is None:
+            raise EditError(f"{where}: the answer's {coding} encoding does not decode")
+        if edit.body is not None:
+            changes.append(f"body replaced with {edit.source} ({len(edit.body)} bytes)")
+            decoded = edit.body
+        else:
+            decoded = _set(decoded, edit.sets, where, changes)
+        body = encode(decoded, coding) if coding else decoded
+    headers = _headers(recorded.headers, edit.headers, changes)
+    headers = _content_length(headers, len(body))
+    status = recorded.status
+    if edit.status is not None and edit.status != status:
+        changes.append(f"status {status} -> {edit.status}")
+        status = edit.status
+    if not changes:
+        raise EditError(
+            f"{where}: nothing to change; give --response-body, --set, --status or --header"
+        )
+    first = recorded.chunks[0].at if recorded.chunks else (recorded.first_byte_at or 0.0)
+    response = dataclasses.replace(
+        recorded,
+        status=status,
+        reason=recorded.reason if status == recorded.status else "",
+        headers=headers,
+        body=body,
+        chunks=(Chunk(0, first),) if body else (),
+        trailers=(),
+    )
+    view = stored_view(exchange)
+    profile = canonicalize(view, config).profile
+    return Edit(response, exchange_facts(view, response, profile), tuple(changes))
+
+
+def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]) -> bytes:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise EditError(f"{where}: --set edits a JSON answer, and this one is not JSON") from None
+    for assignment in sets:
+        places = assignment.path.find(document)
+        if not places:
+            document = _add(document, assignment, where)
+            changes.append(f"{assignment.path.text}: (absent) -> {_short(assignment.value)}")
+            continue
+        for location, old in places:
+            document = _put(document, location, assignment.value)
+            changes.append(f"{render(location)}: {_short(old)} -> {_short(assignment.value)}")
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
+def _add(document: Any, assignment: Assignment, where: str) -> Any:
+    """A new member where the path's parent exists: ``$.a.b=1`` into ``{"a": {}}``."""
+    steps = assignment.path.steps
+    last = steps[-1] if steps else None
+    if isinstance(last, Member):
+        parents = JsonPath(assignment.path.text, steps[:-1]).find(document)
+        if len(parents) == 1 and isinstance(parents[0][1], dict):
+            return _put(document, (*parents[0][0], last.name), assignment.value)
+    raise EditError(f"{where}: --set {assignment.path.text} selects nothing in the answer")
+
+
+def _put(document: Any, location: tuple[str | int, ...], value: Any) -> Any:
+    if not location:
+        return value
+    target = document
+    for key in location[:-1]:
+        target = target[key]
+    target[location[-1]] = value
+    return document
+
+
+def _headers(
+    recorded: Sequence[Header], wanted: Sequence[tuple[str, str]], changes: list[str]
+) -> tuple[Header, ...]:
+    headers = list(recorded)
+    for name, value in wanted:
+        lower = name.lower().encode("latin-1")
+        before = [v.decode("latin-1") for n, v in headers if n.lower() == lower]
+        headers = [(n, v) for n, v in headers if n.lower() != lower]
+        headers.append((name.encode("latin-1"), value.encode("latin-1")))
+        changes.append(f"header {name}: {', '.join(before) or '(absent)'} -> {value}")
+    return tuple(headers)
+
+
+def _content_length(headers: Sequence[Header], size: int) -> tuple[Header, ...]:
+    """A recorded Content-Length follows the new body; a chunked answer stays chunked."""
+    return tuple(
+        (name, str(size).encode()) if name.lower() == b"content-length" else (name, value)
+        for name, value in headers
+    )
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"

@@ -1,0 +1,38 @@
+"""The replay-kit facts of an exchange, from the bytes the store keeps.
+
+The proxy reads them when it records (addons.record), and an edited answer needs them read
+again (evidence.editing); both go through here, so an edit's model, usage and finish reason
+are read exactly as a recording's are. The answer is content-decoded with the store's one
+bounded decoder, since canonicalize knows no content codings.
+"""
+
+from __future__ import annotations
+
+from canonicalize import FACTS_BODY_LIMIT, FactValue, RequestView, ResponseView, facts_of
+from storage import RecordedResponse
+from storage.encodings import content_coding, decode
+
+
+def exchange_facts(
+    request: RequestView, response: RecordedResponse | None, profile: str | None
+) -> dict[str, FactValue]:
+    return facts_of(request, response_view(response), profile)
+
+
+def response_view(response: RecordedResponse | None) -> ResponseView | None:
+    """The answer as canonicalize reads facts from it: decoded, unless too large to read."""
+    if response is None:
+        return None
+    headers = tuple(
+        (name.decode("latin-1"), value.decode("latin-1")) for name, value in response.headers
+    )
+    body: bytes | None = None
+    if response.body_ref is None and len(response.body) <= FACTS_BODY_LIMIT:
+        body = response.body
+        if coding := content_coding(response.headers):
+            # A truncated or unknown coding gives no body; the headers still give facts.
+            body = decode(body, coding, FACTS_BODY_LIMIT)
+    content_type = next((value for name, value in headers if name.lower() == "content-type"), "")
+    return ResponseView(
+        status=response.status, headers=headers, body=body, content_type=content_type
+    )

@@ -1,0 +1,225 @@
+"""``freezeframe resend``: one recorded request sent upstream again, its new answer recorded.
+
+"How does the new model snapshot answer the exact same bytes?" is a question about one
+request, so this sends exactly that: the recorded method, URL, headers and body, with only the
+changes asked for (``--set`` on a JSON body, ``--header``). Secrets were never stored, so a
+header kept as a redaction marker must be given again with ``--header``; the request is not
+sent with a marker in it. The answer is recorded into the ``--into`` cassette as the proxy
+records one (redacted, chunk by chunk with its times, keyed by the same canonicalize), with an
+Origin naming the exchange it was resent from.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from canonicalize.diff import json_differences
+from canonicalize.drift import digests
+from evidence.editing import Assignment, EditError
+from evidence.facts import exchange_facts
+from storage import (
+    Chunk,
+    Exchange,
+    Header,
+    NewExchange,
+    Origin,
+    Outcome,
+    RecordedResponse,
+    Store,
+)
+from storage.encodings import content_coding, decode, encode
+from storage.redaction import Redactor
+
+TIMEOUT_S = 120.0
+_HOP_BY_HOP = frozenset(
+    {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"content-length"}
+)
+MARKER = b"[redacted:"
+
+
+@dataclass(frozen=True, slots=True)
+class Resent:
+    cassette: str
+    seq: int
+    status: int | None
+    outcome: str
+    differences: tuple[tuple[str, str, str], ...]
+    """(what, recorded, new) for each difference between the two answers."""
+
+
+def resend(
+    store: Store,
+    exchange: Exchange,
+    into: str,
+    *,
+    sets: Sequence[Assignment],
+    headers: Sequence[tuple[str, str]],
+    redactor: Redactor,
+    config: KeyConfig,
+    verify: str | bool,
+    proxy: str | None,
+) -> Resent:
+    """Send ``exchange``'s request again and record the answer into ``into``."""
+    where = f"{exchange.cassette}#{exchange.seq}"
+    if exchange.request_body_ref is not None:
+        raise EditError(f"{where}: the request body is too large to resend from here")
+    sent_headers, body = _request(exchange, sets, headers, where)
+    secrets = redactor.secret_values(sent_headers, exchange.path)
+    started = time.time()
+    chunks: list[Chunk] = []
+    received = bytearray()
+    response: RecordedResponse | None = None
+    outcome, error = Outcome.COMPLETE, None
+    with httpx.Client(verify=verify, proxy=proxy, timeout=TIMEOUT_S, trust_env=False) as client:
+        request = client.build_request(
+            exchange.method,
+            exchange.url,
+            headers=[(n.decode("latin-1"), v.decode("latin-1")) for n, v in sent_headers],
+            content=body,
+        )
+        try:
+            answer = client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            outcome, error = Outcome.FAILED, str(exc)
+        else:
+            try:
+                first = time.time() - started
+                try:
+                    for piece in answer.iter_raw():
+                        chunks.append(Chunk(len(received), time.time() - started))
+                        received += piece
+                except httpx.HTTPError as exc:
+                    outcome, error = Outcome.TRUNCATED, str(exc)
+                response = RecordedResponse(
+                    status=answer.status_code,
+                    reason=answer.reason_phrase,
+                    http_version=answer.http_version,
+                    headers=redactor.headers(answer.headers.raw, secrets),
+                    body=redactor.body(bytes(received), secrets),
+                    chunks=tuple(chunks),
+                    first_byte_at=first,
+                )
+            finally:
+                answer.close()
+    stored_headers = redactor.headers(sent_headers, secrets)
+    stored_body = redactor.body(body, secrets)
+    view = _view(exchange, stored_headers, stored_body)
+    canonical = canonicalize(view, config)
+    slot = store.reserve(into, canonical.key)
+    store.submit(
+        NewExchange(
+            cassette=into,
+            key=canonical.key,
+            key_scheme=SCHEME_VERSION,
+            canonical=canonical.form,
+            method=exchange.method,
+            scheme=exchange.scheme,
+            host=exchange.host,
+            port=exchange.port,
+            path=exchange.path,
+            http_version=exchange.http_version,
+            request_headers=stored_headers,
+            request_body=stored_body,
+            started_at=started,
+            duration=time.time() - started,
+            response=response,
+            outcome=outcome,
+            error=redactor.text(error) if error else None,
+            context=dict(exchange.context),
+            slot=slot,
+            stripped=digests(canonical.stripped),
+            facts=exchange_facts(view, response, canonical.profile),
+            origin=Origin("resent", exchange.cassette, exchange.seq, exchange.chain),
+        )
+    )
+    store.flush(30)
+    return Resent(
+        cassette=into,
+        seq=slot.seq,
+        status=response.status if response else None,
+        outcome=outcome.value,
+        differences=_differences(exchange.response, response),
+    )
+
+
+def _request(
+    exchange: Exchange,
+    sets: Sequence[Assignment],
+    headers: Sequence[tuple[str, str]],
+    where: str,
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The request to send: recorded, but for the changes, and never with a marker in it."""
+    replaced = {name.lower().encode("latin-1") for name, _ in headers}
+    sent = [
+        (name, value)
+        for name, value in exchange.request_headers
+        if name.lower() not in _HOP_BY_HOP and name.lower() not in replaced
+    ]
+    sent += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    body = exchange.request_body
+    if sets:
+        coding = content_coding(exchange.request_headers)
+        decoded = decode(body, coding)
+        try:
+            document = json.loads(decoded or b"")
+        except ValueError:
+            raise EditError(f"{where}: --set edits a JSON request, and this one is not") from None
+        for assignment in sets:
+            places = assignment.path.find(document)
+            if not places:
+                raise EditError(f"{where}: --set {assignment.path.text} selects nothing")
+            for location, _ in places:
+                target = document
+                for key in location[:-1]:
+                    target = target[key]
+                if location:
+                    target[location[-1]] = assignment.value
+                else:
+                    document = assignment.value
+        raw = json.dumps(document, ensure_ascii=False).encode()
+        body = encode(raw, coding) if coding else raw
+    for name, value in sent:
+        if MARKER in value:
+            raise EditError(
+                f"{where}: the recorded {name.decode('latin-1')} header is stored redacted; "
+                f"give it with --header '{name.decode('latin-1')}: …' (it was never stored)"
+            )
+    if MARKER in body:
+        raise EditError(f"{where}: the recorded body holds a redacted secret; it cannot be resent")
+    return sent, body
+
+
+def _view(exchange: Exchange, headers: tuple[Header, ...], body: bytes) -> RequestView:
+    """The request as sent, as the proxy would have keyed it (secrets already markers)."""
+    pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+    decoded = decode(body, content_coding(headers)) or body
+    return RequestView.of(
+        exchange.method,
+        exchange.scheme,
+        exchange.host,
+        exchange.port,
+        exchange.path,
+        pairs,
+        decoded,
+    )
+
+
+def _differences(
+    recorded: RecordedResponse | None, new: RecordedResponse | None
+) -> tuple[tuple[str, str, str], ...]:
+    if recorded is None or new is None:
+        return (("answer", "none" if recorded is None else str(recorded.status),
+                 "none" if new is None else str(new.status)),)  # fmt: skip
+    found: list[tuple[str, str, str]] = []
+    if recorded.status != new.status:
+        found.append(("status", str(recorded.status), str(new.status)))
+    old_body = decode(recorded.body, content_coding(recorded.headers)) or recorded.body
+    new_body = decode(new.body, content_coding(new.headers)) or new.body
+    found += [(d.path, d.recorded, d.live) for d in json_differences(new_body, old_body)]
+    return tuple(found)

@@ -1,0 +1,212 @@
+"""The classic case, end to end: an agent returns another user's order; re-enact it, edit the
+tool's answer, re-run the model against the frozen tools, and compare the runs.
+
+The order service is stopped once the incident is recorded: every later run answers the tool
+from a cassette, and the service's request count proves it was never asked again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+from support.order_world import AGENT, TOOLS, ModelServer, OrderService
+from support.proxy import ProxyProcess
+
+pytestmark = pytest.mark.e2e
+
+WRONG = "Your order ord_7001 (standing desk) is processing."
+RIGHT = "Your order ord_8821 (monitor arm) is processing."
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def orders(upstream_ca: trustme.CA) -> Iterator[OrderService]:
+    service = OrderService(upstream_ca).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture
+def model(upstream_ca: trustme.CA) -> Iterator[ModelServer]:
+    server = ModelServer(upstream_ca).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def run_agent(proxy: ProxyProcess, model: ModelServer, orders: OrderService) -> str:
+    from proxy.trust import client_bundle
+
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env |= proxy.client_env(client_bundle(proxy.data_dir))
+    done = subprocess.run(
+        [sys.executable, "-c", AGENT, model.base_url, orders.base_url, "u-1", json.dumps(TOOLS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def freezeframe(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+
+
+def test_the_order_lookup_case_replayed_edited_and_rerun_against_frozen_tools(
+    start_proxy: Callable[..., ProxyProcess],
+    model: ModelServer,
+    orders: OrderService,
+    data_dir: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="orders-bug")
+    assert run_agent(recorder, model, orders) == WRONG, "the incident: another user's order"
+    recorder.stop()
+    orders.stop()
+    model_calls = len(model.requests)
+    assert (model_calls, len(orders.requests)) == (2, 1)
+
+    # 1. Replay re-enacts the wrong answer, the order service stopped, nothing upstream.
+    replayer = start_proxy(mode="replay", cassette="orders-bug")
+    assert run_agent(replayer, model, orders) == WRONG
+    replayer.stop()
+    assert len(model.requests) == model_calls
+
+    # 2. The tool's answer edited to the one right order: the agent answers correctly. The
+    # model is live once the run leaves the recording (its second call carries the edit).
+    right_order = json.dumps(
+        [{"id": "ord_8821", "user": "u-1", "item": "monitor arm", "status": "processing"}]
+    )
+    edited = freezeframe(
+        data_dir,
+        "edit",
+        "orders-bug",
+        "1",
+        "--into",
+        "orders-fix1",
+        "--set",
+        f"$.orders={right_order}",
+    )
+    assert edited.returncode == 0, edited.stderr
+    assert "$.orders: [" in edited.stdout
+    model_host = model.base_url.removeprefix("https://")
+    fixed = start_proxy(
+        mode="replay",
+        cassette="orders-fix1",
+        args=("--live", model_host, "--after-miss", "live"),
+    )
+    assert run_agent(fixed, model, orders) == RIGHT
+    fixed.stop()
+    assert len(model.requests) == model_calls + 1, "only the call after the edit went live"
+    shown = json.loads(freezeframe(data_dir, "show", "orders-fix1", "1", "--json").stdout)
+    assert shown["origin"]["kind"] == "edited" and shown["origin"]["seq"] == 1
+    verified = freezeframe(data_dir, "verify", "orders-fix1")
+    assert verified.returncode == 0, verified.stderr
+
+    # 3. A newer model live against the frozen tools, recorded into a cassette of its own.
+    model.careful = True
+    rerun = start_proxy(
+        mode="replay",
+        cassette="orders-bug",
+        args=("--live", model_host, "--record-into", "orders-careful"),
+    )
+    assert run_agent(rerun, model, orders) == RIGHT
+    rerun.stop()
+    assert len(model.requests) == model_calls + 3
+    rows = json.loads(freezeframe(data_dir, "show", "orders-careful", "--json").stdout)
+    assert [row["origin"] for row in rows] == [None, "replayed", None]
+
+    # The new run replays on its own, the model stopped too this time.
+    model.stop()
+    alone = start_proxy(mode="replay", cassette="orders-careful")
+    assert run_agent(alone, model, orders) == RIGHT
+
+    # 4. The order service was asked once, when the incident was recorded.
+    assert len(orders.requests) == 1
+
+
+def test_nothing_goes_upstream_that_no_route_names(
+    start_proxy: Callable[..., ProxyProcess],
+    model: ModelServer,
+    orders: OrderService,
+    data_dir: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="orders")
+    run_agent(recorder, model, orders)
+    recorder.stop()
+    before = (len(model.requests), len(orders.requests), orders.connections)
+
+    # Only the model is live: the tool's lookup is a miss when it is not recorded.
+    model_host = model.base_url.removeprefix("https://")
+    proxy = start_proxy(
+        mode="replay", cassette="orders", args=("--live", model_host, "--record-into", "new")
+    )
+    model.careful = True
+    done = subprocess.run(
+        [sys.executable, "-c", AGENT, model.base_url, orders.base_url, "u-12", json.dumps(TOOLS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        | proxy.client_env(proxy.data_dir / "ca-bundle.pem"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("I could not look up your orders:")
+    assert "freezeframe_replay_miss" in done.stdout, "the tool's lookup was a miss"
+    proxy.stop()
+    assert (len(orders.requests), orders.connections) == before[1:], "the tool was not asked"
+    assert len(model.requests) == before[0] + 2, "the live model was, twice"
+
+
+def test_resend_asks_a_newer_model_the_exact_same_request(
+    start_proxy: Callable[..., ProxyProcess],
+    model: ModelServer,
+    orders: OrderService,
+    data_dir: Path,
+    upstream_ca_file: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="orders")
+    run_agent(recorder, model, orders)
+    recorder.stop()
+    model.careful = True
+    asked = len(model.requests)
+
+    refused = freezeframe(data_dir, "resend", "orders", "2", "--into", "orders-resent")
+    assert refused.returncode == 1
+    assert "the recorded authorization header is stored redacted" in refused.stderr.lower()
+    assert len(model.requests) == asked
+
+    resent = freezeframe(
+        data_dir, "resend", "orders", "2", "--into", "orders-resent",
+        "--set", '$.model="gpt-4o-2026-06"',
+        "--header", "Authorization: Bearer sk-resend-0123456789abcdefghij",
+        "--upstream-ca", str(upstream_ca_file), "--json",
+    )  # fmt: skip
+    assert resent.returncode == 0, resent.stderr
+    report = json.loads(resent.stdout)
+    assert (report["cassette"], report["seq"], report["status"]) == ("orders-resent", 0, 200)
+    changed = {what: (old, new) for what, old, new in report["differences"]}
+    assert changed["$.choices[0].message.content"] == (f'"{WRONG}"', f'"{RIGHT}"')
+    assert changed["$.system_fingerprint"] == ('"fp_gpt-orders-2026-01"', '"fp_gpt-orders-2026-06"')
+    assert model.requests[-1][2]["model"] == "gpt-4o-2026-06", "the request went with the change"
+    assert len(model.requests) == asked + 1 and len(orders.requests) == 1
+    shown = json.loads(freezeframe(data_dir, "show", "orders-resent", "0", "--json").stdout)
+    assert shown["origin"]["kind"] == "resent" and shown["origin"]["seq"] == 2
+    assert "sk-resend" not in json.dumps(shown), "the key given again was never stored"
