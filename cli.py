@@ -613,11 +613,14 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
     models = [str(r.facts.get("answered_model") or r.facts.get("model") or "-") for r in rows]
     with_model = any(model != "-" for model in models)
     with_drift = any(row.drifted for row in rows)
+    with_origin = any(row.origin for row in rows)
     table = Table("seq", "started", "method", "status", "outcome", "ms", "bytes")
     if with_model:
         table.add_column("model", overflow="fold")
     if with_drift:
         table.add_column("drift", justify="right")
+    if with_origin:
+        table.add_column("origin")
     table.add_column("url", overflow="fold")
     for row, model in zip(rows, models, strict=True):
         cells = [
@@ -631,6 +634,7 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
         ]
         cells += [model] if with_model else []
         cells += [str(row.drifted) if row.drifted else "-"] if with_drift else []
+        cells += [row.origin or "-"] if with_origin else []
         table.add_row(*cells, row.url)
     _console().print(table)
 
@@ -787,6 +791,10 @@ def _view(
 def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
     """Check the cassette's tamper-evident hash chain; exit 1 on any break.
 
+    Prints the chain head the cassette ends at (write it into the ticket: a later verify
+    that prints the same head shows nothing was changed since), and for a fork what it was
+    forked from and whether the source still holds it.
+
     \b
     Example:
         freezeframe verify bug-8821 && echo intact
@@ -800,7 +808,9 @@ def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> No
     if as_json:
         _emit_json(asdict(report))
     elif report.ok:
-        click.echo(f"{cassette}: intact ({report.checked} exchanges)")
+        click.echo(f"{cassette}: intact ({report.checked} exchanges), chain head {report.head}")
+        for line in report.provenance:
+            click.echo(f"  {line}")
     else:
         click.echo(f"{cassette}: BROKEN at #{report.first_break}: {report.detail}", err=True)
     if not report.ok:

@@ -92,10 +92,10 @@ def _syntax_error(message: str, text: str, source: str) -> str:
 
 
 def _where(table: tuple[str | int, ...]) -> str:
-    """Say which rule a complaint is about, since several rules may use the same keys."""
+    """Say which rule or route a complaint is about, since several may use the same keys."""
     if len(table) < 2:
         return ""
-    where = f"rule {int(table[1]) + 1}"
+    where = f"{table[0]} {int(table[1]) + 1}"
     if len(table) >= 4:
         where += f", substitute {int(table[3]) + 1}"
     return f"{where}: "

@@ -413,3 +413,55 @@ def test_rules_reach_the_deepest_body_without_exhausting_the_stack() -> None:
     )
     _, stripped = keyed(OPENAI, json.loads(body), rules)
     assert [entry.rule for entry in stripped] == ["user:1:substitute", "user:1"]
+
+
+def test_routes_are_read_beside_the_rules_and_never_change_a_key() -> None:
+    text = """
+[[rule]]
+ignore = ["$.user"]
+
+[[route]]
+host = "API.openai.com"
+path = "/v1/*"
+mode = "record"
+
+[[route]]
+host = "*.internal"
+"""
+    rules = parse_rules(text, "rules.toml")
+    first, second = rules.routes
+    assert (first.number, first.host, first.path, first.mode) == (
+        1,
+        "api.openai.com",
+        "/v1/*",
+        "record",
+    )
+    assert (second.host, second.path, second.mode) == ("*.internal", "*", "replay")
+    assert rules.route("api.openai.com", "/v1/chat/completions") == first
+    assert rules.route("api.openai.com", "/health") is None
+    assert rules.route("orders.internal", "/orders") == second
+    view = RequestView(
+        method="POST", scheme="https", host="api.openai.com", port=443,
+        path="/v1/chat/completions", query=(), headers=(), body=b'{"model": "m", "user": "u"}',
+        content_type="application/json",
+    )  # fmt: skip
+    with_routes = canonicalize(view, KeyConfig(rules=rules))
+    without = canonicalize(view, KeyConfig(rules=parse_rules('[[rule]]\nignore = ["$.user"]')))
+    assert with_routes.key == without.key
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('[[route]]\nmode = "live"', "rules.toml:2: route 1: unknown mode 'live'; choose one of"),
+        (
+            '[[route]]\nhost = "x"\nport = 8',
+            "rules.toml:3: route 1: unknown key 'port' in [[route]]",
+        ),
+        ("route = 1", "rules.toml:1: 'route' must be an array of tables, written [[route]]"),
+    ],
+)
+def test_a_bad_route_is_refused_naming_its_line(text: str, error: str) -> None:
+    with pytest.raises(RulesError) as caught:
+        parse_rules(text, "rules.toml")
+    assert str(caught.value).startswith(error)
