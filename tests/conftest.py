@@ -16,9 +16,15 @@ from typing import Any
 import psycopg
 import pytest
 import trustme
+from hypothesis import settings
 from support.netns import HostState, become_subreaper
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
+
+# A property's examples are judged on what they show, not on how fast a shared 2-core
+# machine runs them: a deadline there fails tests at random.
+settings.register_profile("freezeframe", deadline=None)
+settings.load_profile("freezeframe")
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432"
 #: CI sets this so that a PostgreSQL that does not answer fails the run instead of

@@ -19,6 +19,13 @@ from typing import Any
 import httpx
 
 START_TIMEOUT = 30.0
+PORT_ATTEMPTS = 3
+
+
+class PortTaken(RuntimeError):
+    """The proxy's own port was taken by another process before it could bind it."""
+
+
 STOP_TIMEOUT = 20.0
 
 
@@ -55,16 +62,12 @@ class ProxyProcess:
             mode,
             "--cassette",
             cassette,
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--admin",
-            f"127.0.0.1:{self.admin_port}",
         ]
         if upstream_ca is not None:
             command += ["--upstream-ca", str(upstream_ca)]
         if store is not None:
             command += ["--store", store]
-        self.command = [*command, *args]
+        self._args = [*command, *args]
         self.env = {**os.environ, **(env or {})}
         for name in list(self.env):
             if name.upper().startswith("FREEZEFRAME_") and not (env and name in env):
@@ -87,7 +90,22 @@ class ProxyProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    @property
+    def command(self) -> list[str]:
+        ports = ["--listen", f"127.0.0.1:{self.port}", "--admin", f"127.0.0.1:{self.admin_port}"]
+        return [*self._args, *ports]
+
     def start(self) -> ProxyProcess:
+        """Start and wait until healthy. A port that another process took between
+        free_port() and the start is picked again, a few times: tests run beside others."""
+        for _ in range(PORT_ATTEMPTS - 1):
+            try:
+                return self._start()
+            except PortTaken:
+                self.port, self.admin_port = free_port(), free_port()
+        return self._start()
+
+    def _start(self) -> ProxyProcess:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             self.command, stdout=log, stderr=log, env=self.env, cwd=Path(__file__).parents[2]
@@ -96,6 +114,12 @@ class ProxyProcess:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                ours = (
+                    f"127.0.0.1:{self.port} (--listen)",
+                    f"127.0.0.1:{self.admin_port} (--admin)",
+                )
+                if "address in use" in self.log and any(port in self.log for port in ours):
+                    raise PortTaken(self.log)
                 raise RuntimeError(
                     f"freezeframe exited with {self.process.returncode}:\n{self.log}"
                 )
