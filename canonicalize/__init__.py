@@ -6,7 +6,15 @@ in every process and every version with the same SCHEME_VERSION.
 """
 
 from .diff import differences, nearest
-from .facts import FACT_NAMES, FACTS_BODY_LIMIT, FactValue, ResponseView, facts_of
+from .facts import (
+    FACT_NAMES,
+    FACTS_BODY_LIMIT,
+    AnswerFacts,
+    FactValue,
+    ResponseView,
+    facts_of,
+    sse_events,
+)
 from .key import SCHEME_VERSION, canonicalize
 from .model import (
     BodyDigest,
@@ -25,6 +33,7 @@ __all__ = [
     "FACTS_BODY_LIMIT",
     "FACT_NAMES",
     "SCHEME_VERSION",
+    "AnswerFacts",
     "BodyDigest",
     "Canonical",
     "Difference",
@@ -44,4 +53,5 @@ __all__ = [
     "load_rules",
     "nearest",
     "parse_rules",
+    "sse_events",
 ]

@@ -272,7 +272,7 @@ def _answer(response: ResponseView) -> dict[str, FactValue]:
     no_content = response.status < 200 or response.status in (204, 304)
     if not body or len(body) > FACTS_BODY_LIMIT or no_content:
         return {}
-    answer = _Answer()
+    answer = AnswerFacts()
     media_type = response.content_type.split(";", 1)[0].strip().lower()
     if media_type == "text/event-stream" or (
         not media_type and body.lstrip().startswith((b"data:", b"event:", b":"))
@@ -285,9 +285,9 @@ def _answer(response: ResponseView) -> dict[str, FactValue]:
     return answer.facts()
 
 
-def _read_stream(body: bytes, answer: "_Answer") -> None:
+def _read_stream(body: bytes, answer: "AnswerFacts") -> None:
     """Feed the stream's events to `answer`, skipping those that cannot hold a fact."""
-    for name, data in _sse_events(body):
+    for name, data in sse_events(body):
         if name in ("", "message"):
             if answer.knows_stream() and _MAY_HOLD_FACTS.search(data) is None:
                 continue
@@ -298,7 +298,7 @@ def _read_stream(body: bytes, answer: "_Answer") -> None:
             answer.read_event(value)
 
 
-def _sse_events(body: bytes) -> Iterator[tuple[str, bytes]]:
+def sse_events(body: bytes) -> Iterator[tuple[str, bytes]]:
     """(event name, data) per event, as the HTML standard's event-stream format defines.
 
     https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation:
@@ -333,10 +333,12 @@ def _json(data: bytes) -> JsonValue:
         return None
 
 
-class _Answer:
+class AnswerFacts:
     """Facts gathered from an answer's objects in order: ids once, outcome and usage last.
 
-    Shapes, by the SDK types (.venv/lib/python3.12/site-packages):
+    Shared with `evidence`, which feeds it the same events as it reassembles an answer, so
+    the case file and the recorded metadata cannot disagree. Shapes, by the SDK types
+    (openai 3.x, anthropic 2.x):
     - openai/types/chat/chat_completion.py and chat_completion_chunk.py, completion.py:
       id, model, system_fingerprint, usage, choices[].finish_reason (the first choice's
       reported, as `choices[0]` is what agents read).
