@@ -25,8 +25,17 @@ from __future__ import annotations
 
 from canonicalize.jsonbody import JsonValue
 from evidence.bodies import as_dict, as_str, json_text
-from evidence.messages import FUNCTION, Message, Prompt, Tool, ToolCall, ToolResult
-from evidence.messages import message, tool_call, tool_result
+from evidence.messages import (
+    FUNCTION,
+    Message,
+    Prompt,
+    Tool,
+    ToolCall,
+    ToolResult,
+    message,
+    tool_call,
+    tool_result,
+)
 from evidence.parts import Part, content_parts, joined_text, part_of
 from evidence.streams import error_text, index_of, listed
 

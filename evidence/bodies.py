@@ -30,7 +30,8 @@ class Body:
 
 
 def request_body(exchange: Exchange) -> Body:
-    return _body("request", exchange.request_body, exchange.request_body_ref, exchange.request_headers)
+    body, ref = exchange.request_body, exchange.request_body_ref
+    return _body("request", body, ref, exchange.request_headers)
 
 
 def response_body(exchange: Exchange) -> Body | None:

@@ -14,7 +14,6 @@ nothing here raises, whatever the bytes.
 
 from __future__ import annotations
 
-import io
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

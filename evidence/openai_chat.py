@@ -193,4 +193,3 @@ class _CallPieces:
 def _add(pieces: list[str], piece: JsonValue) -> None:
     if isinstance(piece, str) and piece:
         pieces.append(piece)
-

@@ -59,7 +59,9 @@ _UNSHOWN_REASONING = "(reasoned; no summary returned)"
 
 def read_prompt(body: dict[str, JsonValue]) -> Prompt:
     raw = body.get("input")
-    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else listed(raw)
+    items: list[dict[str, JsonValue]] = [{"role": "user", "content": raw}]
+    if not isinstance(raw, str):
+        items = listed(raw)
     messages = read_items(items)
     instructions = body.get("instructions")
     written = as_str(instructions)
@@ -75,7 +77,7 @@ def read_prompt(body: dict[str, JsonValue]) -> Prompt:
             "are not in this request"
         )
     if body.get("conversation") is not None:
-        notes.append("belongs to an OpenAI conversation whose earlier turns are not in this request")
+        notes.append("belongs to an OpenAI conversation: its earlier turns are not in this request")
     return Prompt(
         model=as_str(body.get("model")),
         stream=body.get("stream") is True,

@@ -4,9 +4,10 @@ Each API streams an answer as deltas (text a few words at a time, a tool call's 
 few characters at a time) and sends it whole when not streamed. A `Stream` of each provider
 module takes the deltas in order and gives the whole answer in the shape the API sends when
 not streaming, so one reader reads both, and a stream cut off half way still gives every
-delta that arrived. Deltas are kept as lists of pieces and joined once at the end, since
-joining them one by one costs time in the square of a long answer's length. What a stream's events say about ids, usage and finish reasons is read
-by `canonicalize.AnswerFacts`, the reader behind the recorded metadata, not here.
+delta that arrived. Deltas are kept as lists of pieces and joined once at the end: joining
+them one by one costs time in the square of a long answer's length. What a stream's events
+say about ids, usage and finish reasons is read by `canonicalize.AnswerFacts`, the reader
+behind the recorded metadata, not here.
 """
 
 from __future__ import annotations
