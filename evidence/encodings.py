@@ -148,11 +148,15 @@ def _zstd(data: bytes, limit: int) -> bytes:
 
 
 def _br(data: bytes, limit: int) -> bytes:
-    """Brotli's own output limit stops a call early; empty calls then drain what is held."""
+    """Brotli's own output limit stops a call early, and a call on a cut stream returns its
+    output a piece at a time; calls with no more input drain what it holds."""
     stream = brotli.Decompressor()
     out = bytearray(stream.process(data, output_buffer_limit=limit + 1))
-    while len(out) <= limit and not stream.is_finished() and not stream.can_accept_more_data():
-        out += stream.process(b"", output_buffer_limit=limit + 1 - len(out))
+    while len(out) <= limit and not stream.is_finished():
+        piece = stream.process(b"", output_buffer_limit=limit + 1 - len(out))
+        if not piece:
+            break
+        out += piece
     if len(out) > limit:
         raise _TooLarge(bytes(out[:limit]))
     if not stream.is_finished():

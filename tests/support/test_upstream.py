@@ -364,7 +364,7 @@ def test_openai_answers_tool_results_with_text(up: Upstream, ctx: ssl.SSLContext
                     "function": {"name": "get_weather", "arguments": "{}"},
                 }
             ],
-        },  # fmt: skip
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]
     with _oai(up, ctx) as client:
@@ -391,11 +391,11 @@ def test_anthropic_answers_offered_tools_with_tool_use(up: Upstream, ctx: ssl.SS
                     "content": [
                         {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}
                     ],
-                },  # fmt: skip
+                },
                 {
                     "role": "user",
                     "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}],
-                },  # fmt: skip
+                },
             ],
         )
     for message, n in ((whole, 1), (streamed, 2)):

@@ -87,7 +87,7 @@ Endpoints (``n`` = that endpoint's counter)
 * ``POST /v1/chat/completions``: OpenAI chat completion, or SSE chunks with ``"stream": true``.
 * ``POST /v1/messages``: Anthropic message, or its SSE event sequence with ``"stream": true``;
   ``?overload_after=K`` ends the stream after K text deltas with an ``overloaded_error`` event.
-* Both model endpoints answer a request that offers function tools, and whose last message is
+* Both model endpoints answer a request that offers client tools, and whose last message is
   the user's own words, with a call of each tool (only the first when chat's
   ``parallel_tool_calls`` is false): see :func:`tool_arguments` for the arguments, which a
   stream sends TOOL_ARGUMENT_PIECE characters at a time. Once the last message carries tool
@@ -1150,8 +1150,9 @@ class Upstream(_LoopThread):
 
     @staticmethod
     def _tool_uses(body: dict[str, Any], n: int) -> list[dict[str, Any]]:
-        """A ``tool_use`` block for each tool offered, when the user has just spoken."""
-        tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and "name" in t]
+        """A ``tool_use`` block for each client tool offered (one with an ``input_schema``;
+        Anthropic runs the others itself), when the user has just spoken."""
+        tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and "input_schema" in t]
         if not _asks_for_tools(body.get("messages"), tools):
             return []
         text = _last_user_text(body.get("messages"))

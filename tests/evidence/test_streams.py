@@ -1,0 +1,77 @@
+"""Streamed tool-call arguments put back together, wherever the stream split them or was cut."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.exchanges import stored_exchange
+from support.streams import anthropic_stream, chat_stream, responses_stream
+
+from evidence.conversation import conversation_of
+from storage import Exchange, Outcome
+
+ARGUMENTS = st.dictionaries(
+    st.text(min_size=1, max_size=8),
+    st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.none()),
+    max_size=5,
+).map(lambda value: json.dumps(value, ensure_ascii=False))
+
+STREAMS: dict[str, tuple[str, Callable[[list[str]], bytes]]] = {
+    "chat": ("https://api.openai.com/v1/chat/completions", chat_stream),
+    "responses": (
+        "https://api.openai.com/v1/responses",
+        lambda pieces: responses_stream(pieces, finished=False),  # deltas alone, no .done
+    ),
+    "messages": ("https://api.anthropic.com/v1/messages", anthropic_stream),
+}
+
+
+def split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    return [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+
+
+def streamed(api: str, body: bytes) -> Exchange:
+    return stored_exchange(
+        seq=0,
+        url=STREAMS[api][0],
+        request_body=b'{"model": "m", "stream": true}',
+        response_headers=((b"content-type", b"text/event-stream"),),
+        response_body=body,
+    )
+
+
+@given(
+    api=st.sampled_from(sorted(STREAMS)),
+    arguments=ARGUMENTS,
+    cuts=st.lists(st.integers(min_value=0), max_size=12),
+)
+@settings(max_examples=150, deadline=None)
+def test_arguments_split_anywhere_join_back_to_the_whole(
+    api: str, arguments: str, cuts: list[int]
+) -> None:
+    conversation = conversation_of(streamed(api, STREAMS[api][1](split(arguments, cuts))))
+    assert conversation is not None and conversation.answer is not None
+    (call,) = conversation.answer.tool_calls
+    assert call.arguments == arguments
+    assert call.value == json.loads(arguments)
+
+
+@given(api=st.sampled_from(sorted(STREAMS)), arguments=ARGUMENTS, cut=st.integers(min_value=0))
+@settings(max_examples=150, deadline=None)
+def test_a_stream_cut_at_any_byte_gives_a_beginning_of_the_arguments(
+    api: str, arguments: str, cut: int
+) -> None:
+    body = STREAMS[api][1](split(arguments, list(range(0, len(arguments), 3))))
+    cut %= len(body)  # never the whole stream
+    exchange = dataclasses.replace(streamed(api, body[:cut]), outcome=Outcome.TRUNCATED)
+    conversation = conversation_of(exchange)
+    assert conversation is not None and conversation.answer is not None
+    assert not conversation.answer.complete
+    calls = conversation.answer.tool_calls
+    assert len(calls) <= 1
+    assert arguments.startswith(calls[0].arguments if calls else "")
