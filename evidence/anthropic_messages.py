@@ -28,6 +28,7 @@ from evidence.bodies import as_dict, as_str, json_text
 from evidence.messages import (
     FUNCTION,
     Message,
+    MessageMemo,
     Prompt,
     Tool,
     ToolCall,
@@ -42,11 +43,8 @@ from evidence.streams import error_text, index_of, listed
 API = "anthropic.messages"
 
 
-def read_prompt(body: dict[str, JsonValue]) -> Prompt:
-    messages = tuple(
-        read_message(as_str(item.get("role")) or "user", item.get("content"))
-        for item in listed(body.get("messages"))
-    )
+def read_prompt(body: dict[str, JsonValue], memo: MessageMemo) -> Prompt:
+    messages = memo.read(listed(body.get("messages")), _read_item)
     system = [joined_text(content_parts(body.get("system")))]
     system += [m.text for m in messages if m.role == "system"]
     return Prompt(
@@ -76,6 +74,10 @@ def read_message(role: str, content: JsonValue) -> Message:
         else:
             parts.append(part_of(block))
     return message(role, tuple(parts), tuple(calls), tuple(results))
+
+
+def _read_item(item: dict[str, JsonValue]) -> Message:
+    return read_message(as_str(item.get("role")) or "user", item.get("content"))
 
 
 def read_answer(whole: dict[str, JsonValue]) -> Message:
@@ -108,6 +110,7 @@ class MessagesStream:
         self.error: str | None = None
         self._blocks: dict[int, dict[str, JsonValue]] = {}
         self._pieces: dict[tuple[int, str], list[str]] = {}
+        self._stopped: set[int] = set()
 
     def feed(self, event: dict[str, JsonValue]) -> None:
         kind = event.get("type")
@@ -121,6 +124,8 @@ class MessagesStream:
                 piece = delta.get(name)
                 if isinstance(piece, str) and piece:
                     self._pieces.setdefault((at, _FIELD_OF.get(name, name)), []).append(piece)
+        elif kind == "content_block_stop":
+            self._stopped.add(index_of(event.get("index"), len(self._blocks) - 1))
         elif kind == "message_stop":
             self.ended = True
         elif kind == "error":
@@ -130,7 +135,12 @@ class MessagesStream:
         self.ended = True
 
     def whole(self) -> dict[str, JsonValue]:
+        """A ``tool_use`` block cut off before its first input piece has no input yet: its
+        start's ``input: {}`` is a placeholder, the input only once the block stops."""
         blocks = {at: dict(block) for at, block in self._blocks.items()}
+        for at, block in blocks.items():
+            if block.get("type") == "tool_use" and at not in self._stopped:
+                block["input"] = ""
         for (at, name), pieces in self._pieces.items():
             block = blocks.setdefault(at, {"type": "tool_use" if name == "input" else "text"})
             joined = "".join(pieces)

@@ -14,7 +14,7 @@ from canonicalize.jsonbody import JsonValue
 from canonicalize.profiles.anthropic import anthropic_profile
 from canonicalize.profiles.openai import openai_profile
 from evidence import anthropic_messages, openai_chat, openai_responses
-from evidence.messages import Message, Prompt
+from evidence.messages import Message, MessageMemo, Prompt
 from evidence.streams import Stream
 
 
@@ -25,7 +25,7 @@ class ApiReader:
     provider: str
     api: str
     """The profile name, as in the recorded metadata's ``api``."""
-    read_prompt: Callable[[dict[str, JsonValue]], Prompt]
+    read_prompt: Callable[[dict[str, JsonValue], MessageMemo], Prompt]
     read_answer: Callable[[dict[str, JsonValue]], Message]
     """The answer's message, from the answer in its whole (not streamed) shape."""
     stream: Callable[[], Stream]

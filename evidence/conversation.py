@@ -13,7 +13,7 @@ know. What could not be read is said in ``notes``, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from canonicalize.profiles.mcp import is_json_rpc_request
 from evidence.answers import Answer, read_answer
 from evidence.apis import api_of
 from evidence.bodies import as_dict, header, json_ready, parse_json, request_body
-from evidence.messages import Message, Tool, ToolCall, ToolResult
+from evidence.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
 from evidence.parts import Part
 from evidence.windows import ContextUse, context_use
 from storage import Exchange
@@ -63,6 +63,19 @@ class Conversation:
 
 def conversation_of(exchange: Exchange) -> Conversation | None:
     """The conversation of a model call; None for any other exchange."""
+    return _conversation(exchange, {})
+
+
+def conversations_of(exchanges: Iterable[Exchange]) -> Iterator[Conversation | None]:
+    """`conversation_of` each exchange of a run, in the order given (recorded order reads
+    fastest): each request repeats the conversation so far, and only what it adds to the
+    one before is read anew (see `evidence.messages.MessageMemo`)."""
+    memos: dict[str, MessageMemo] = {}
+    for exchange in exchanges:
+        yield _conversation(exchange, memos)
+
+
+def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversation | None:
     api = api_of(exchange.method, exchange.path)
     if api is None:
         return None
@@ -74,7 +87,7 @@ def conversation_of(exchange: Exchange) -> Conversation | None:
     fields = as_dict(value)
     if body.whole and body.data and not fields:
         notes.append("the request body is not a JSON object")
-    prompt = api.read_prompt(fields)
+    prompt = api.read_prompt(fields, memos.setdefault(api.api, MessageMemo()))
     answer, answer_notes = read_answer(api, exchange)
     asked = prompt.model or _recorded(exchange, "model")
     answered = answer.model if answer is not None else None

@@ -7,7 +7,8 @@ The provider modules (`evidence.openai_chat`, `evidence.openai_responses`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from canonicalize.jsonbody import JsonValue
 from evidence.bodies import parse_json
@@ -113,3 +114,30 @@ class Prompt:
     messages: tuple[Message, ...]
     tools: tuple[Tool, ...]
     notes: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class MessageMemo:
+    """The messages of the last request read, so that the next request of the same run,
+    which repeats them before adding its own, reads only what it adds.
+
+    An agent sends the whole conversation with every model call, so reading each request
+    anew costs time in the square of the run's length; comparing the repeated messages
+    with the ones already read (parsed JSON, compared at C speed) does not.
+    """
+
+    _items: list[dict[str, JsonValue]] = field(default_factory=list)
+    _messages: tuple[Message, ...] = ()
+
+    def read(
+        self, items: list[dict[str, JsonValue]], read_one: Callable[[dict[str, JsonValue]], Message]
+    ) -> tuple[Message, ...]:
+        """``items`` read one by one with ``read_one``, those the last request had reused."""
+        shared = 0
+        for before, now in zip(self._items, items, strict=False):
+            if before != now:
+                break
+            shared += 1
+        messages = self._messages[:shared] + tuple(read_one(item) for item in items[shared:])
+        self._items, self._messages = items, messages
+        return messages

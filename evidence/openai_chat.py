@@ -30,6 +30,7 @@ from evidence.messages import (
     CUSTOM,
     FUNCTION,
     Message,
+    MessageMemo,
     Prompt,
     Tool,
     ToolCall,
@@ -44,8 +45,8 @@ API = "openai.chat-completions"
 SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
-def read_prompt(body: dict[str, JsonValue]) -> Prompt:
-    messages = tuple(read_message(item) for item in listed(body.get("messages")))
+def read_prompt(body: dict[str, JsonValue], memo: MessageMemo) -> Prompt:
+    messages = memo.read(listed(body.get("messages")), read_message)
     system = "\n".join(m.text for m in messages if m.role in SYSTEM_ROLES)
     tools = [_tool(item) for item in listed(body.get("tools"))]
     tools += [_function(item, FUNCTION) for item in listed(body.get("functions"))]

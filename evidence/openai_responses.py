@@ -40,6 +40,7 @@ from evidence.messages import (
     CUSTOM,
     FUNCTION,
     Message,
+    MessageMemo,
     Prompt,
     Tool,
     ToolCall,
@@ -57,7 +58,8 @@ _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed
 _UNSHOWN_REASONING = "(reasoned; no summary returned)"
 
 
-def read_prompt(body: dict[str, JsonValue]) -> Prompt:
+def read_prompt(body: dict[str, JsonValue], memo: MessageMemo) -> Prompt:
+    """``memo`` goes unused: items merge into messages, so they are read whole each time."""
     raw = body.get("input")
     items: list[dict[str, JsonValue]] = [{"role": "user", "content": raw}]
     if not isinstance(raw, str):

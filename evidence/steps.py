@@ -33,7 +33,7 @@ from canonicalize.jsonbody import JsonValue, encode_json
 from evidence.conversation import (
     Conversation,
     context_document,
-    conversation_of,
+    conversations_of,
     part_document,
     tool_call_document,
     tool_result_document,
@@ -165,7 +165,11 @@ class _Candidate:
 
 def agent_steps(exchanges: Iterable[Exchange]) -> Steps:
     """The steps of a run: its exchanges (any order; one cassette or run) read and linked."""
-    reads = [_read(exchange) for exchange in sorted(exchanges, key=lambda e: e.seq)]
+    ordered = sorted(exchanges, key=lambda e: e.seq)
+    reads = [
+        _Read(exchange, conversation, None if conversation else mcp_of(exchange))
+        for exchange, conversation in zip(ordered, conversations_of(ordered), strict=True)
+    ]
     seqs = [read.exchange.seq for read in reads]
     requests = list(_requests(reads, seqs))
     executions = _assign(reads, requests)
@@ -186,11 +190,6 @@ def agent_steps(exchanges: Iterable[Exchange]) -> Steps:
         for position, read in enumerate(reads)
     )
     return Steps(steps, find_loops(_tool_calls(steps)))
-
-
-def _read(exchange: Exchange) -> _Read:
-    conversation = conversation_of(exchange)
-    return _Read(exchange, conversation, None if conversation else mcp_of(exchange))
 
 
 def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
