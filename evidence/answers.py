@@ -33,8 +33,11 @@ class Answer:
     streamed: bool
     """It came as server-sent events."""
     complete: bool
-    """It ended properly: every byte arrived, and a stream sent its end event. An error
-    answer that arrived whole is complete; ``error`` tells it."""
+    """It ended properly: a stream sent its end event, a JSON answer parsed whole, any other
+    body arrived to its last byte, and any content coding decoded. The connection may still
+    have ended badly afterwards (a client that stops reading at ``[DONE]`` is recorded as
+    truncated): the step's outcome says so. An error answer that arrived whole is complete;
+    ``error`` tells it."""
     text: str
     """The text parts, one per line (a stream's deltas joined)."""
     parts: tuple[Part, ...]
@@ -84,18 +87,20 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
         value = parse_json(body.data)
         whole = as_dict(value)
         facts.read_event(whole)
-        ended, error = True, error_text(value)
-        if body.data and not whole and body.whole and exchange.outcome is Outcome.COMPLETE:
+        arrived = exchange.outcome is Outcome.COMPLETE
+        ended, error = bool(whole) or arrived, error_text(value)
+        if body.data and not whole and body.whole and arrived:
             notes.append("the answer is not a JSON object")
     if response.status >= 400 and error is None:
         error = f"HTTP {response.status} {response.reason}".strip()
-    notes += _outcome_notes(exchange)
+    if not ended:
+        notes += _outcome_notes(exchange)
     message = api.read_answer(whole)
     found = {**exchange.facts, **facts.facts()}
     answer = Answer(
         status=response.status,
         streamed=streamed,
-        complete=ended and body.whole and exchange.outcome is Outcome.COMPLETE,
+        complete=ended and body.whole,
         text=message.text,
         parts=message.parts,
         tool_calls=message.tool_calls,
@@ -110,9 +115,10 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
 
 
 def _outcome_notes(exchange: Exchange) -> list[str]:
+    """Why an answer that did not end was cut: the recorded outcome, in its own words."""
     why = f": {exchange.error}" if exchange.error else ""
     if exchange.outcome is Outcome.TRUNCATED:
-        return [f"the upstream ended the connection before the answer was over{why}"]
+        return [f"the connection ended before the answer did{why}"]
     if exchange.outcome is Outcome.INCOMPLETE:
         return [f"the proxy stopped while the answer was arriving{why}"]
     return []

@@ -376,9 +376,20 @@ def test_a_stream_cut_off_in_the_middle_of_a_tool_calls_arguments(upstream: Upst
     assert [(c.id, c.name, c.value) for c in got.tool_calls] == [("call_1_0", "get_weather", None)]
     assert got.tool_calls[0].arguments == '{"city": "Pa'
     assert got.finish_reason is None
-    assert conversation.notes == (
-        "the upstream ended the connection before the answer was over: connection reset",
+    assert conversation.notes == ("the connection ended before the answer did: connection reset",)
+
+
+def test_a_client_that_stopped_reading_at_the_end_event_got_a_complete_answer(
+    upstream: Upstream,
+) -> None:
+    sdk = RecordingSdk(upstream)
+    sdk.openai.chat.completions.create(model="gpt-4o", messages=CHAT, stream=True)  # type: ignore[arg-type, call-overload]
+    left = dataclasses.replace(
+        sdk.exchanges[0], outcome=Outcome.TRUNCATED, error="Client disconnected."
     )
+    conversation = read(left)
+    assert conversation.answer is not None and conversation.answer.complete
+    assert conversation.notes == ()
 
 
 def test_a_stream_that_ends_without_its_end_event_is_not_complete() -> None:
