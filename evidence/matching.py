@@ -30,6 +30,7 @@ TEXT_LIMIT = 1024 * 1024
 REASONS_SHOWN = 3
 
 _FORM = "application/x-www-form-urlencoded"
+_INSIDE = "text in the request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,9 @@ class RequestContent:
 class ContentMatch:
     found: int
     """Argument values found in the request."""
+    whole_values: int
+    """Of those, the values found whole: a path segment, a query value, a form field or a
+    body member, rather than inside longer text (as a tracing upload holds them)."""
     looked_for: int
     """Argument values that could be found (see the module's rules)."""
     whole_body: bool
@@ -82,19 +86,20 @@ def content_match(arguments: JsonValue, request: RequestContent) -> ContentMatch
     None when nothing does."""
     if request.body is not None and arguments is not None:
         if isinstance(arguments, dict) and encode_json(arguments) == encode_json(request.body):
-            return ContentMatch(1, 1, True, "the request body is the call's arguments")
+            return ContentMatch(1, 1, 1, True, "the request body is the call's arguments")
     reasons: list[str] = []
-    looked_for = 0
+    looked_for = whole = 0
     for place, value, is_number in _values(arguments):
         looked_for += 1
         reason = _found(value, is_number, request)
         if reason is not None:
+            whole += reason != _INSIDE
             reasons.append(f"{place} {value!r} as {reason}" if place else f"{value!r} as {reason}")
     if not reasons:
         return None
     shown = "; ".join(reasons[:REASONS_SHOWN]) + ("; …" if len(reasons) > REASONS_SHOWN else "")
     counted = f"{len(reasons)} of {looked_for} argument values"
-    return ContentMatch(len(reasons), looked_for, False, f"{shown} ({counted})")
+    return ContentMatch(len(reasons), whole, looked_for, False, f"{shown} ({counted})")
 
 
 def _found(value: str, is_number: bool, request: RequestContent) -> str | None:
@@ -103,7 +108,7 @@ def _found(value: str, is_number: bool, request: RequestContent) -> str | None:
     if value in request.fields:
         return request.fields[value]
     if not is_number and len(value) >= MIN_CONTAINED and value.casefold() in request.text:
-        return "text in the request"
+        return _INSIDE
     return None
 
 

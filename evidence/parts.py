@@ -106,6 +106,8 @@ def _attachment(block: dict[str, JsonValue]) -> str:
     url = url or as_str(fields.get("file_url"))
     file_id = as_str(fields.get("file_id"))
     inline = as_str(fields.get("file_data")) or as_str(fields.get("data"))
+    if inline is not None and inline.startswith("data:"):
+        url = inline  # Responses' file_data may be a data URL
     if url is not None:
         where = _data_url(url) if url.startswith("data:") else _cut(url, URL_LIMIT)
     elif file_id is not None:

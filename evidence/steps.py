@@ -154,9 +154,10 @@ class _Request:
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
-    rank: tuple[int, int, int, int, int]
+    rank: tuple[int, int, int, int, int, int]
     """Exact first; then an MCP call, a body that is the arguments, other content; then
-    more argument values found; then nearer the answer; then the earlier call."""
+    more argument values found whole, then more found at all; then nearer the answer; then
+    the earlier call."""
     request: int
     position: int
     match: Match
@@ -253,7 +254,7 @@ def _assign(reads: list[_Read], requests: list[_Request]) -> dict[int, tuple[int
                     found = _mcp_match(request.call, read.mcp.call)
                     if found is not None:
                         match, score, why = found
-                        rank = (0 if match is Match.EXACT else 1, 0, -score, distance, number)
+                        rank = (0 if match is Match.EXACT else 1, 0, -score, 0, distance, number)
                         candidates.append(_Candidate(rank, number, position, match, why))
                 continue
             if position not in contents:
@@ -265,7 +266,7 @@ def _assign(reads: list[_Read], requests: list[_Request]) -> dict[int, tuple[int
             if content is not None:
                 why = f"{content.why}, {_after(model, read.exchange)}"
                 how = 1 if content.whole_body else 2
-                rank = (1, how, -content.found, distance, number)
+                rank = (1, how, -content.whole_values, -content.found, distance, number)
                 candidates.append(_Candidate(rank, number, position, Match.INFERRED, why))
     chosen: dict[int, tuple[int, Match, str]] = {}
     used: set[int] = set()

@@ -249,6 +249,21 @@ def test_parallel_calls_each_link_to_the_request_that_carried_their_own_argument
     assert paris.executes is not None and paris.executes.call == 0
 
 
+def test_values_found_whole_outrank_more_values_found_inside_a_tracing_upload() -> None:
+    sdk = RecordingSdk()
+    sdk.prepare(chat_answer(("c1", "get_weather", {"city": "Paris", "units": "metric"})))
+    sdk.openai.chat.completions.create(model="gpt-4o", messages=USER)  # type: ignore[arg-type]
+    run = {"outputs": {"text": 'get_weather({"city": "Paris", "units": "metric"})'}}
+    tracing = stored_exchange(
+        seq=1, url="https://api.smith.langchain.com/runs", request_body=json.dumps(run).encode()
+    )
+    tool = stored_exchange(seq=2, method="GET", url="https://w.test/weather?q=Paris")
+    model, traced, ran = steps_of([*sdk.exchanges, tracing, tool]).steps
+    assert model.calls[0].executed_by is not None
+    assert model.calls[0].executed_by.seq == 2
+    assert (traced.linked, ran.linked) == (False, True)
+
+
 def test_unlinked_traffic_stays_in_place_and_a_request_before_the_answer_is_not_its_tool() -> None:
     sdk = RecordingSdk()
     sdk.prepare(chat_answer(("c1", "get_weather", {"city": "Paris"})))
