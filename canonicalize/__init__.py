@@ -9,9 +9,9 @@ from .diff import differences, nearest
 from .facts import (
     FACT_NAMES,
     FACTS_BODY_LIMIT,
-    AnswerFacts,
     FactValue,
     ResponseView,
+    answer_facts,
     facts_of,
     sse_events,
 )
@@ -33,7 +33,6 @@ __all__ = [
     "FACTS_BODY_LIMIT",
     "FACT_NAMES",
     "SCHEME_VERSION",
-    "AnswerFacts",
     "BodyDigest",
     "Canonical",
     "Difference",
@@ -47,6 +46,7 @@ __all__ = [
     "RulesError",
     "Stripped",
     "Substitution",
+    "answer_facts",
     "canonicalize",
     "differences",
     "facts_of",

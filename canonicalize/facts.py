@@ -173,7 +173,7 @@ def facts_of(
     facts.update(_trace(request.headers, value if provider == "mcp" else None))
     if response is not None:
         if is_model_api:
-            facts.update(_answer(response))
+            facts.update(answer_facts(response))
         facts.update(_response_headers(response.headers, provider))
     return {name: fact for name in FACT_NAMES if (fact := facts.get(name)) is not None}
 
@@ -265,14 +265,16 @@ def _header(headers: tuple[tuple[str, str], ...], name: str) -> str | None:
     return ", ".join(values) if values else None
 
 
-def _answer(response: ResponseView) -> dict[str, FactValue]:
-    """What the answer's body says about itself: a whole JSON object or an SSE stream."""
+def answer_facts(response: ResponseView) -> dict[str, FactValue]:
+    """What a model's answer says about itself, from its body: a whole JSON object or an SSE
+    stream. `facts_of` reads an answer through here, and so does `evidence` (the case file),
+    so the two cannot disagree about an answer's ids, usage and finish reason."""
     body = response.body
     # RFC 9110 §6.4.1: 1xx, 204 and 304 answers have no content.
     no_content = response.status < 200 or response.status in (204, 304)
     if not body or len(body) > FACTS_BODY_LIMIT or no_content:
         return {}
-    answer = AnswerFacts()
+    answer = _Answer()
     media_type = response.content_type.split(";", 1)[0].strip().lower()
     if media_type == "text/event-stream" or (
         not media_type and body.lstrip().startswith((b"data:", b"event:", b":"))
@@ -285,7 +287,7 @@ def _answer(response: ResponseView) -> dict[str, FactValue]:
     return answer.facts()
 
 
-def _read_stream(body: bytes, answer: "AnswerFacts") -> None:
+def _read_stream(body: bytes, answer: "_Answer") -> None:
     """Feed the stream's events to `answer`, skipping those that cannot hold a fact."""
     for name, data in sse_events(body):
         if name in ("", "message"):
@@ -333,12 +335,10 @@ def _json(data: bytes) -> JsonValue:
         return None
 
 
-class AnswerFacts:
+class _Answer:
     """Facts gathered from an answer's objects in order: ids once, outcome and usage last.
 
-    Shared with `evidence`, which feeds it the same events as it reassembles an answer, so
-    the case file and the recorded metadata cannot disagree. Shapes, by the SDK types
-    (openai 3.x, anthropic 2.x):
+    Shapes, by the SDK types (openai 3.x, anthropic 2.x):
     - openai/types/chat/chat_completion.py and chat_completion_chunk.py, completion.py:
       id, model, system_fingerprint, usage, choices[].finish_reason (the first choice's
       reported, as `choices[0]` is what agents read).

@@ -1,11 +1,13 @@
 """A model's answer as the agent received it: text, tool calls, and what it says of itself.
 
 The body is read as an SSE stream or as one JSON object, whichever it is (by its content
-type, or by its first bytes when it has none), and every event or object is fed to
-`canonicalize.AnswerFacts`, the reader behind the recorded metadata, for the ids, usage and
-finish reason; the provider's `Stream` puts the text and tool calls back together. An
-answer that did not end properly (cut off by the upstream, a stream without its end event,
-an error event) says so, and gives everything that came before.
+type, or by its first bytes when it has none), and the provider's `Stream` puts the text and
+tool calls back together. Its ids, usage and finish reason are read by
+`canonicalize.answer_facts`, the reader behind the recorded metadata, so the two agree; for
+an answer that reader does not read (one over its FACTS_BODY_LIMIT, or one the store keeps
+out of memory) the recorded metadata fill in what they hold. An answer that did not end
+properly (cut off, a stream without its end event, an error event) says so, and gives
+everything that came before.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from canonicalize import AnswerFacts, sse_events
+from canonicalize import ResponseView, answer_facts, sse_events
 from evidence.apis import ApiReader
 from evidence.bodies import as_dict, media_type, parse_json, response_body
 from evidence.messages import ToolCall
@@ -65,7 +67,6 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     if response is None or body is None:
         return None, (f"no answer came ({exchange.error or exchange.outcome.value})",)
     notes = [body.note] if body.note else []
-    facts = AnswerFacts()
     kind = media_type(response.headers)
     streamed = kind == "text/event-stream" or (
         not kind and body.data.lstrip().startswith(_SSE_START)
@@ -78,7 +79,6 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
                 continue
             event = as_dict(parse_json(data))
             if event:
-                facts.read_event(event)
                 stream.feed(event)
         whole, ended, error = stream.whole(), stream.ended, stream.error
         if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
@@ -86,7 +86,6 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     else:
         value = parse_json(body.data)
         whole = as_dict(value)
-        facts.read_event(whole)
         arrived = exchange.outcome is Outcome.COMPLETE
         ended, error = bool(whole) or arrived, error_text(value)
         if body.data and not whole and body.whole and arrived:
@@ -96,7 +95,9 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     if not ended:
         notes += _outcome_notes(exchange)
     message = api.read_answer(whole)
-    found = {**exchange.facts, **facts.facts()}
+    headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers)
+    view = ResponseView(response.status, headers, body.data, kind)
+    found = {**exchange.facts, **answer_facts(view)}
     answer = Answer(
         status=response.status,
         streamed=streamed,

@@ -6,7 +6,7 @@ module takes the deltas in order and gives the whole answer in the shape the API
 not streaming, so one reader reads both, and a stream cut off half way still gives every
 delta that arrived. Deltas are kept as lists of pieces and joined once at the end: joining
 them one by one costs time in the square of a long answer's length. What a stream's events
-say about ids, usage and finish reasons is read by `canonicalize.AnswerFacts`, the reader
+say about ids, usage and finish reasons is read by `canonicalize.answer_facts`, the reader
 behind the recorded metadata, not here.
 """
 
