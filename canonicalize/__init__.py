@@ -6,7 +6,15 @@ in every process and every version with the same SCHEME_VERSION.
 """
 
 from .diff import differences, nearest
-from .facts import FACT_NAMES, FACTS_BODY_LIMIT, FactValue, ResponseView, facts_of
+from .facts import (
+    FACT_NAMES,
+    FACTS_BODY_LIMIT,
+    FactValue,
+    ResponseView,
+    answer_facts,
+    facts_of,
+    sse_events,
+)
 from .key import SCHEME_VERSION, canonicalize
 from .model import (
     BodyDigest,
@@ -39,10 +47,12 @@ __all__ = [
     "RulesError",
     "Stripped",
     "Substitution",
+    "answer_facts",
     "canonicalize",
     "differences",
     "facts_of",
     "load_rules",
     "nearest",
     "parse_rules",
+    "sse_events",
 ]

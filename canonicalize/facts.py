@@ -173,7 +173,7 @@ def facts_of(
     facts.update(_trace(request.headers, value if provider == "mcp" else None))
     if response is not None:
         if is_model_api:
-            facts.update(_answer(response))
+            facts.update(answer_facts(response))
         facts.update(_response_headers(response.headers, provider))
     return {name: fact for name in FACT_NAMES if (fact := facts.get(name)) is not None}
 
@@ -265,8 +265,10 @@ def _header(headers: tuple[tuple[str, str], ...], name: str) -> str | None:
     return ", ".join(values) if values else None
 
 
-def _answer(response: ResponseView) -> dict[str, FactValue]:
-    """What the answer's body says about itself: a whole JSON object or an SSE stream."""
+def answer_facts(response: ResponseView) -> dict[str, FactValue]:
+    """What a model's answer says about itself, from its body: a whole JSON object or an SSE
+    stream. `facts_of` reads an answer through here, and so does `evidence` (the case file),
+    so the two cannot disagree about an answer's ids, usage and finish reason."""
     body = response.body
     # RFC 9110 §6.4.1: 1xx, 204 and 304 answers have no content.
     no_content = response.status < 200 or response.status in (204, 304)
@@ -287,7 +289,7 @@ def _answer(response: ResponseView) -> dict[str, FactValue]:
 
 def _read_stream(body: bytes, answer: "_Answer") -> None:
     """Feed the stream's events to `answer`, skipping those that cannot hold a fact."""
-    for name, data in _sse_events(body):
+    for name, data in sse_events(body):
         if name in ("", "message"):
             if answer.knows_stream() and _MAY_HOLD_FACTS.search(data) is None:
                 continue
@@ -298,7 +300,7 @@ def _read_stream(body: bytes, answer: "_Answer") -> None:
             answer.read_event(value)
 
 
-def _sse_events(body: bytes) -> Iterator[tuple[str, bytes]]:
+def sse_events(body: bytes) -> Iterator[tuple[str, bytes]]:
     """(event name, data) per event, as the HTML standard's event-stream format defines.
 
     https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation:
@@ -336,7 +338,7 @@ def _json(data: bytes) -> JsonValue:
 class _Answer:
     """Facts gathered from an answer's objects in order: ids once, outcome and usage last.
 
-    Shapes, by the SDK types (.venv/lib/python3.12/site-packages):
+    Shapes, by the SDK types (openai 3.x, anthropic 2.x):
     - openai/types/chat/chat_completion.py and chat_completion_chunk.py, completion.py:
       id, model, system_fingerprint, usage, choices[].finish_reason (the first choice's
       reported, as `choices[0]` is what agents read).

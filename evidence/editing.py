@@ -23,7 +23,7 @@ from canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
 from evidence.facts import exchange_facts
 from evidence.requests import stored_view
 from storage import Chunk, Edit, Exchange, Header
-from storage.encodings import content_coding, decode, encode
+from storage.encodings import content_codings, decode_body, encode
 
 SHOWN = 60
 """Characters of a value shown in a change's description."""
@@ -81,18 +81,19 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
     if edit.body is not None and edit.sets:
         raise EditError("--response-body and --set cannot be combined: --set edits the recording")
     changes: list[str] = []
-    coding = content_coding(recorded.headers)
+    codings = content_codings(recorded.headers)
     body = recorded.body
     if edit.body is not None or edit.sets:
-        decoded = decode(recorded.body, coding) if coding else recorded.body
-        if decoded is None:
-            raise EditError(f"{where}: the answer's {coding} encoding does not decode")
+        found = decode_body(recorded.body, recorded.headers)
+        if not found.whole:
+            raise EditError(f"{where}: the answer does not decode whole ({found.note})")
+        decoded = found.data
         if edit.body is not None:
             changes.append(f"body replaced with {edit.source} ({len(edit.body)} bytes)")
             decoded = edit.body
         else:
             decoded = _set(decoded, edit.sets, where, changes)
-        body = encode(decoded, coding) if coding else decoded
+        body = encode(decoded, codings)
     headers = _headers(recorded.headers, edit.headers, changes)
     headers = _content_length(headers, len(body))
     status = recorded.status

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from canonicalize import FACTS_BODY_LIMIT, FactValue, RequestView, ResponseView, facts_of
 from storage import RecordedResponse
-from storage.encodings import content_coding, decode
+from storage.encodings import decode_body
 
 
 def exchange_facts(
@@ -28,10 +28,9 @@ def response_view(response: RecordedResponse | None) -> ResponseView | None:
     )
     body: bytes | None = None
     if response.body_ref is None and len(response.body) <= FACTS_BODY_LIMIT:
-        body = response.body
-        if coding := content_coding(response.headers):
-            # A truncated or unknown coding gives no body; the headers still give facts.
-            body = decode(body, coding, FACTS_BODY_LIMIT)
+        decoded = decode_body(response.body, response.headers, FACTS_BODY_LIMIT)
+        # A truncated or unknown coding gives no body; the headers still give facts.
+        body = decoded.data if decoded.whole else None
     content_type = next((value for name, value in headers if name.lower() == "content-type"), "")
     return ResponseView(
         status=response.status, headers=headers, body=body, content_type=content_type

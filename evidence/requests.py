@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from canonicalize import RequestView
 from storage import Exchange
-from storage.encodings import content_coding, decode
+from storage.encodings import decode_body
 
 
 def stored_view(exchange: Exchange) -> RequestView:
@@ -21,8 +21,9 @@ def stored_view(exchange: Exchange) -> RequestView:
         for name, value in exchange.request_headers
     )
     body = exchange.request_body
-    if coding := content_coding(exchange.request_headers):
-        body = decode(body, coding) or body
+    decoded = decode_body(body, exchange.request_headers)
+    if decoded.whole:
+        body = decoded.data
     return RequestView.of(
         exchange.method,
         exchange.scheme,

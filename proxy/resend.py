@@ -33,7 +33,7 @@ from storage import (
     RecordedResponse,
     Store,
 )
-from storage.encodings import content_coding, decode, encode
+from storage.encodings import content_codings, decode_body, encode
 from storage.redaction import Redactor
 
 TIMEOUT_S = 120.0
@@ -164,10 +164,9 @@ def _request(
     sent += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     body = exchange.request_body
     if sets:
-        coding = content_coding(exchange.request_headers)
-        decoded = decode(body, coding)
+        found = decode_body(body, exchange.request_headers)
         try:
-            document = json.loads(decoded or b"")
+            document = json.loads(found.data if found.whole else b"")
         except ValueError:
             raise EditError(f"{where}: --set edits a JSON request, and this one is not") from None
         for assignment in sets:
@@ -183,7 +182,7 @@ def _request(
                 else:
                     document = assignment.value
         raw = json.dumps(document, ensure_ascii=False).encode()
-        body = encode(raw, coding) if coding else raw
+        body = encode(raw, content_codings(exchange.request_headers))
     for name, value in sent:
         if MARKER in value:
             raise EditError(
@@ -198,7 +197,8 @@ def _request(
 def _view(exchange: Exchange, headers: tuple[Header, ...], body: bytes) -> RequestView:
     """The request as sent, as the proxy would have keyed it (secrets already markers)."""
     pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
-    decoded = decode(body, content_coding(headers)) or body
+    found = decode_body(body, headers)
+    decoded = found.data if found.whole else body
     return RequestView.of(
         exchange.method,
         exchange.scheme,
@@ -219,7 +219,7 @@ def _differences(
     found: list[tuple[str, str, str]] = []
     if recorded.status != new.status:
         found.append(("status", str(recorded.status), str(new.status)))
-    old_body = decode(recorded.body, content_coding(recorded.headers)) or recorded.body
-    new_body = decode(new.body, content_coding(new.headers)) or new.body
+    old_body = decode_body(recorded.body, recorded.headers).data
+    new_body = decode_body(new.body, new.headers).data
     found += [(d.path, d.recorded, d.live) for d in json_differences(new_body, old_body)]
     return tuple(found)

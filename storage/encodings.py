@@ -1,9 +1,17 @@
-"""Content-Encoding decoding for what reads stored bodies, with the decoded size capped.
+"""Content codings undone (and done again), once, for every reader of recorded bodies.
 
-Bodies are stored as they crossed the wire, compressed if they were sent compressed. Whatever
-reads their meaning (the search index here, the read model in ``evidence``) decodes them
-through this one function, which stops at ``limit`` bytes: a hostile body of a few kilobytes
-that expands a thousandfold is refused, never held whole.
+The store keeps bodies as they crossed the wire, ``Content-Encoding`` and all, because replay
+must send the very bytes a client received. Whoever reads what a body says (a conversation,
+a tool call's arguments in a request) must undo the coding first, and they all do it here:
+gzip and deflate with the standard library, zstd with zstandard, br with brotli (which
+mitmproxy pins, and which freezeframe depends on for this): the search index here, the read
+model in ``evidence``, edits and resends. An edited answer is encoded again (``encode``) in
+the coding it was recorded in.
+
+Decoding is bounded: a few kilobytes of hostile input can inflate to gigabytes, so output
+stops at ``limit`` bytes. A body cut off mid-stream (an answer whose upstream went away)
+gives what decoded before the cut. Either way the result says it is not whole, and why;
+nothing here raises, whatever the bytes.
 """
 
 from __future__ import annotations
@@ -11,127 +19,176 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import brotli
 import zstandard
 
+from storage.records import Header
+
 MAX_DECODED = 64 * 1024 * 1024
-"""The most any decoded body may hold: larger ones are refused (None)."""
-_STEP = 1024 * 1024
+"""The most bytes one body decodes to; the rest of a larger one is not read."""
+
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ZLIB_WBITS = zlib.MAX_WBITS
+_RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
+_MAX_GZIP_MEMBERS = 64
+"""RFC 1952 allows members one after another; a body of more than this many is no real one."""
+_ZSTD_MAX_RATIO = 128 * 1024 // 4
+_ZSTD_MIN_SLICE = 64
 
 
-class TooLarge(Exception):
-    """The decoded body would exceed the limit."""
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A body with its content codings undone, as far as they could be."""
+
+    data: bytes
+    """The decoded bytes; when not ``whole``, those that decoded before the trouble."""
+    whole: bool
+    """Every byte decoded, within the limit."""
+    note: str | None = None
+    """Why the body is not whole: an unknown coding, a cut-off stream, the size limit."""
 
 
-def decode(body: bytes, coding: str, limit: int = MAX_DECODED) -> bytes | None:
-    """``body`` with the ``Content-Encoding`` ``coding`` undone (a list is undone last
-    coding first); None when it does not decode, names an unknown coding, or would exceed
-    ``limit`` bytes decoded."""
-    data = body
-    for name in reversed([part.strip().lower() for part in coding.split(",") if part.strip()]):
+class _Cut(Exception):
+    """The coded stream ended before its end; ``args[0]`` holds what decoded."""
+
+
+class _TooLarge(Exception):
+    """The output passed the limit; ``args[0]`` holds the first ``limit`` bytes."""
+
+
+def content_codings(headers: Sequence[Header]) -> tuple[str, ...]:
+    """The codings applied to a body, in the order they were applied.
+
+    RFC 9110 §8.4: ``Content-Encoding`` lists them in that order, and repeated header lines
+    join as one list. ``identity`` means none and is left out.
+    """
+    codings: list[str] = []
+    for name, value in headers:
+        if name.lower() == b"content-encoding":
+            for token in value.decode("latin-1").split(","):
+                coding = token.strip().lower()
+                if coding and coding != "identity":
+                    codings.append(coding)
+    return tuple(codings)
+
+
+def decode_body(data: bytes, headers: Sequence[Header], limit: int = MAX_DECODED) -> Decoded:
+    """``data`` as its ``Content-Encoding`` headers say to decode it."""
+    return decode(data, content_codings(headers), limit)
+
+
+def decode(data: bytes, codings: Sequence[str], limit: int = MAX_DECODED) -> Decoded:
+    """Undo ``codings`` (in the order applied, so the last is undone first)."""
+    for coding in reversed(codings):
+        decoder = _DECODERS.get(coding)
+        if decoder is None:
+            return Decoded(b"", False, f"content coding {coding!r} is not one freezeframe reads")
         try:
-            data = _decoder(name)(data, limit)
-        except (TooLarge, ValueError, zlib.error, zstandard.ZstdError, brotli.error):
-            return None
-    return data
-
-
-def content_coding(headers: Sequence[tuple[bytes, bytes]]) -> str:
-    """Every ``Content-Encoding`` value of raw headers, joined as one list."""
-    return ", ".join(
-        value.decode("latin-1") for name, value in headers if name.lower() == b"content-encoding"
-    )
-
-
-def _decoder(name: str) -> Callable[[bytes, int], bytes]:
-    if name in ("identity", ""):
-        return _identity
-    if name in ("gzip", "x-gzip"):
-        return _gzip
-    if name == "deflate":
-        return _deflate
-    if name == "br":
-        return _brotli
-    if name == "zstd":
-        return _zstd
-    raise ValueError(f"unknown content coding {name!r}")
-
-
-def _identity(data: bytes, limit: int) -> bytes:
+            data = decoder(data, limit)
+        except _Cut as cut:
+            return Decoded(cut.args[0], False, f"the {coding} stream is cut off")
+        except _TooLarge as large:
+            return Decoded(large.args[0], False, f"decodes to more than {limit:,} bytes")
+        except (zlib.error, zstandard.ZstdError, brotli.error) as error:
+            return Decoded(b"", False, f"the {coding} stream is damaged: {error}")
     if len(data) > limit:
-        raise TooLarge
-    return data
+        return Decoded(data[:limit], False, f"larger than {limit:,} bytes")
+    return Decoded(data, True)
 
 
-def _inflate(data: bytes, limit: int, wbits: int) -> bytes:
-    inflater = zlib.decompressobj(wbits)
+def _zlib(data: bytes, limit: int, wbits: int) -> bytes:
+    """One zlib, gzip or raw deflate stream; gzip members that follow one another too."""
     out = bytearray()
-    pending = data
-    while pending:
-        out += inflater.decompress(pending, _STEP)
+    rest = data
+    for _ in range(_MAX_GZIP_MEMBERS):
+        stream = zlib.decompressobj(wbits)
+        out += stream.decompress(rest, limit + 1 - len(out))
         if len(out) > limit:
-            raise TooLarge
-        pending = inflater.unconsumed_tail
-        if inflater.eof:
-            break
-    out += inflater.flush()
-    if len(out) > limit:
-        raise TooLarge
-    return bytes(out)
+            raise _TooLarge(bytes(out[:limit]))
+        if not stream.eof:  # output stopped short of the limit: the input ran out
+            raise _Cut(bytes(out))
+        rest = stream.unused_data
+        if wbits != _GZIP_WBITS or not rest.strip(b"\0"):
+            return bytes(out)
+    raise zlib.error(f"more than {_MAX_GZIP_MEMBERS} gzip members")
 
 
 def _gzip(data: bytes, limit: int) -> bytes:
-    return _inflate(data, limit, 16 + zlib.MAX_WBITS)
+    return _zlib(data, limit, _GZIP_WBITS)
 
 
 def _deflate(data: bytes, limit: int) -> bytes:
-    """zlib-wrapped, as the standard says, or raw deflate, as some servers send it."""
+    """RFC 9110 §8.4.1.2 means the zlib format; some servers send a raw deflate stream."""
     try:
-        return _inflate(data, limit, zlib.MAX_WBITS)
+        return _zlib(data, limit, _ZLIB_WBITS)
     except zlib.error:
-        return _inflate(data, limit, -zlib.MAX_WBITS)
-
-
-def _brotli(data: bytes, limit: int) -> bytes:
-    decompressor = brotli.Decompressor()
-    out = bytearray(decompressor.process(data, output_buffer_limit=_STEP))
-    while not decompressor.is_finished():
-        if len(out) > limit:
-            raise TooLarge
-        piece = decompressor.process(b"", output_buffer_limit=_STEP)
-        if not piece and decompressor.can_accept_more_data():
-            raise ValueError("brotli stream ends early")
-        out += piece
-    if len(out) > limit:
-        raise TooLarge
-    return bytes(out)
+        return _zlib(data, limit, _RAW_DEFLATE_WBITS)
 
 
 def _zstd(data: bytes, limit: int) -> bytes:
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    """Frames one after another (RFC 8878 §3.1), fed in slices so that output stays bounded.
+
+    The decompressor itself has no output limit, so each slice is at most the budget left
+    divided by zstd's largest expansion: an RLE block is 4 bytes for 128 KiB of output.
+    """
     out = bytearray()
-    while piece := reader.read(_STEP):
-        out += piece
-        if len(out) > limit:
-            raise TooLarge
+    rest = data
+    while rest:
+        stream = zstandard.ZstdDecompressor().decompressobj()
+        offset = 0
+        while not stream.eof and offset < len(rest):
+            size = max(_ZSTD_MIN_SLICE, (limit + 1 - len(out)) // _ZSTD_MAX_RATIO)
+            out += stream.decompress(rest[offset : offset + size])
+            offset += size
+            if len(out) > limit:
+                raise _TooLarge(bytes(out[:limit]))
+        if not stream.eof:
+            raise _Cut(bytes(out))
+        rest = stream.unused_data + rest[offset:]
     return bytes(out)
 
 
-def encode(body: bytes, coding: str) -> bytes:
-    """``body`` with the ``Content-Encoding`` ``coding`` applied (a list in its order), as an
-    edited answer is stored in the encoding it was recorded in. Raises ValueError for a
-    coding this cannot write."""
+def _br(data: bytes, limit: int) -> bytes:
+    """Brotli's own output limit stops a call early, and a call on a cut stream returns its
+    output a piece at a time; calls with no more input drain what it holds."""
+    stream = brotli.Decompressor()
+    out = bytearray(stream.process(data, output_buffer_limit=limit + 1))
+    while len(out) <= limit and not stream.is_finished():
+        piece = stream.process(b"", output_buffer_limit=limit + 1 - len(out))
+        if not piece:
+            break
+        out += piece
+    if len(out) > limit:
+        raise _TooLarge(bytes(out[:limit]))
+    if not stream.is_finished():
+        raise _Cut(bytes(out))
+    return bytes(out)
+
+
+_DECODERS: dict[str, Callable[[bytes, int], bytes]] = {
+    "gzip": _gzip,
+    "x-gzip": _gzip,  # RFC 9110 §8.4.1.3: a recipient should treat it as gzip
+    "deflate": _deflate,
+    "br": _br,
+    "zstd": _zstd,
+}
+
+
+def encode(body: bytes, codings: Sequence[str]) -> bytes:
+    """``body`` with ``codings`` applied in order, as an edited answer is stored in the
+    encoding it was recorded in. Raises ValueError for a coding this cannot write."""
     data = body
-    for name in [part.strip().lower() for part in coding.split(",") if part.strip()]:
-        if name in ("gzip", "x-gzip"):
+    for coding in codings:
+        if coding in ("gzip", "x-gzip"):
             data = gzip.compress(data, mtime=0)
-        elif name == "deflate":
+        elif coding == "deflate":
             data = zlib.compress(data)
-        elif name == "br":
+        elif coding == "br":
             data = brotli.compress(data)
-        elif name == "zstd":
+        elif coding == "zstd":
             data = zstandard.ZstdCompressor().compress(data)
-        elif name != "identity":
-            raise ValueError(f"unknown content coding {name!r}")
+        else:
+            raise ValueError(f"content coding {coding!r} is not one freezeframe writes")
     return data

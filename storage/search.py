@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from storage.encodings import content_coding, decode
+from storage.encodings import decode_body
 from storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
 
 MAX_TEXT = 64 * 1024
@@ -108,9 +108,8 @@ def _facts(facts: Mapping[str, FactValue]) -> Iterator[str]:
 def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
     if not body:
         return
-    coding = content_coding(headers)
-    decoded = decode(body, coding, MAX_BODY) if coding else body[:MAX_BODY]
-    if decoded is None:
+    decoded = decode_body(body, headers, MAX_BODY).data  # what decodes, cut or capped
+    if not decoded:
         return
     try:
         text = decoded.decode("utf-8")

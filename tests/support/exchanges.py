@@ -1,13 +1,13 @@
-"""One plausible exchange for the storage tests to record, any field of it replaced."""
+"""One plausible exchange for the tests to record or read, any field of it replaced."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from storage import Chunk, NewExchange, Outcome, RecordedResponse, Slot
+from storage import Chunk, Exchange, NewExchange, Outcome, RecordedResponse, Slot
 
-__all__ = ["plausible_exchange", "plausible_response"]
+__all__ = ["plausible_exchange", "plausible_response", "stored_exchange"]
 
 
 def plausible_response(**changes: Any) -> RecordedResponse:
@@ -51,5 +51,62 @@ def plausible_exchange(
         error=None,
         context={"run-id": "run-1"},
         slot=slot,
+    )
+    return dataclasses.replace(exchange, **changes)
+
+
+def stored_exchange(
+    *,
+    seq: int,
+    method: str = "POST",
+    url: str = "https://api.example.com/v1/chat",
+    request_headers: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),),
+    request_body: bytes = b"",
+    status: int | None = 200,
+    response_headers: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),),
+    response_body: bytes = b"",
+    started_at: float | None = None,
+    duration: float = 0.5,
+    first_byte_at: float = 0.1,
+    **changes: Any,
+) -> Exchange:
+    """An exchange as a store gives it back, at ``seq`` of cassette ``c``: ``url`` split into
+    scheme, host, port and path; answered with ``status`` and ``response_body`` (no answer
+    at all when ``status`` is None); started ``seq`` seconds after 1 700 000 000 unless
+    ``started_at`` says when. Keywords replace any other field."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    host, _, port = authority.partition(":")
+    response = None
+    if status is not None:
+        response = plausible_response(
+            status=status,
+            headers=response_headers,
+            body=response_body,
+            chunks=(Chunk(0, first_byte_at),),
+            first_byte_at=first_byte_at,
+        )
+    exchange = Exchange(
+        cassette="c",
+        seq=seq,
+        occurrence=0,
+        key=f"k{seq}",
+        key_scheme=1,
+        canonical=b"{}",
+        method=method,
+        scheme=scheme,
+        host=host,
+        port=int(port) if port else {"http": 80, "https": 443}[scheme],
+        path=slash + path,
+        http_version="HTTP/1.1",
+        request_headers=request_headers,
+        request_body=request_body,
+        started_at=1_700_000_000.0 + seq if started_at is None else started_at,
+        duration=duration,
+        response=response,
+        outcome=Outcome.COMPLETE if response is not None else Outcome.FAILED,
+        error=None if response is not None else "connection refused",
+        context={},
+        chain="0" * 64,
     )
     return dataclasses.replace(exchange, **changes)

@@ -279,6 +279,134 @@ def test_anthropic_raw_stream_events(up: Upstream, ctx: ssl.SSLContext) -> None:
     assert set(kinds[2:-3]) == {"content_block_delta"}  # the SDK drops "ping"
 
 
+# --- tool calls ---------------------------------------------------------------------------
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "parameters": {
+            "type": "object",
+            "properties": {"zone": {"type": "string"}, "city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+CITY = [{"role": "user", "content": "Paris"}]
+
+
+def test_openai_answers_offered_tools_with_parallel_calls(
+    up: Upstream, ctx: ssl.SSLContext
+) -> None:
+    with _oai(up, ctx) as client:
+        whole = client.chat.completions.create(model="m", messages=CITY, tools=[WEATHER, TIME])  # type: ignore[arg-type, list-item]
+        with client.chat.completions.stream(
+            model="m",
+            messages=CITY,  # type: ignore[arg-type]
+            tools=[WEATHER, TIME],  # type: ignore[list-item]
+        ) as stream:
+            streamed = stream.get_final_completion()
+        one = client.chat.completions.create(
+            model="m",
+            messages=CITY,  # type: ignore[arg-type]
+            tools=[WEATHER, TIME],  # type: ignore[list-item]
+            parallel_tool_calls=False,
+        )
+    for answer, n in ((whole, 1), (streamed, 2)):
+        choice = answer.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        calls = choice.message.tool_calls or []
+        assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in calls] == [  # type: ignore[union-attr]
+            (f"call_{n}_0", "get_weather", {"city": "Paris"}),
+            (f"call_{n}_1", "get_time", {"city": "Paris"}),
+        ]
+    assert [c.function.name for c in one.choices[0].message.tool_calls or []] == ["get_weather"]  # type: ignore[union-attr]
+
+
+def test_openai_streams_tool_arguments_a_few_characters_at_a_time(
+    up: Upstream, ctx: ssl.SSLContext
+) -> None:
+    with _oai(up, ctx) as client:
+        stream = client.chat.completions.create(
+            model="m",
+            messages=CITY,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+            stream=True,
+        )
+        with stream:
+            chunks = list(stream)
+    pieces = [
+        call.function.arguments
+        for chunk in chunks
+        for call in chunk.choices[0].delta.tool_calls or []
+        if call.function and call.function.arguments
+    ]
+    assert len(pieces) > 3
+    assert json.loads("".join(pieces)) == {"city": "Paris"}
+
+
+def test_openai_answers_tool_results_with_text(up: Upstream, ctx: ssl.SSLContext) -> None:
+    turn = [
+        *CITY,
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    with _oai(up, ctx) as client:
+        answer = client.chat.completions.create(model="m", messages=turn, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    assert answer.choices[0].finish_reason == "stop"
+    assert answer.choices[0].message.content == "answer 1 to: Paris"
+
+
+def test_anthropic_answers_offered_tools_with_tool_use(up: Upstream, ctx: ssl.SSLContext) -> None:
+    tools = [{"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}]  # type: ignore[index]
+    with _ant(up, ctx) as client:
+        whole = client.messages.create(model="c", max_tokens=50, messages=CITY, tools=tools)  # type: ignore[arg-type]
+        with client.messages.stream(model="c", max_tokens=50, messages=CITY, tools=tools) as s:  # type: ignore[arg-type]
+            kinds = [event.type for event in s]
+            streamed = s.get_final_message()
+        done = client.messages.create(
+            model="c",
+            max_tokens=50,
+            tools=tools,  # type: ignore[arg-type]
+            messages=[
+                *CITY,  # type: ignore[list-item]
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}],
+                },
+            ],
+        )
+    for message, n in ((whole, 1), (streamed, 2)):
+        assert message.stop_reason == "tool_use"
+        use = message.content[0]
+        assert use.type == "tool_use"
+        assert (use.id, use.name, use.input) == (f"toolu_{n}_0", "get_weather", {"city": "Paris"})
+    assert kinds.count("input_json") > 3  # the SDK's event for each input_json_delta
+    assert done.stop_reason == "end_turn" and done.content[0].type == "text"
+
+
 # --- httpx: failure modes, encodings, counters ---------------------------------------------
 
 

@@ -87,6 +87,11 @@ Endpoints (``n`` = that endpoint's counter)
 * ``POST /v1/chat/completions``: OpenAI chat completion, or SSE chunks with ``"stream": true``.
 * ``POST /v1/messages``: Anthropic message, or its SSE event sequence with ``"stream": true``;
   ``?overload_after=K`` ends the stream after K text deltas with an ``overloaded_error`` event.
+* Both model endpoints answer a request that offers client tools, and whose last message is
+  the user's own words, with a call of each tool (only the first when chat's
+  ``parallel_tool_calls`` is false): see :func:`tool_arguments` for the arguments, which a
+  stream sends TOOL_ARGUMENT_PIECE characters at a time. Once the last message carries tool
+  results (or offers no tools) they answer with text as before.
 * ``GET|POST /tool/counter``: ``{"count": n, "echo": <json body or query>}``.
 * ``DELETE /tool/records/<id>``: ``{"deleted": id, "remaining": k, "n": n}``; ``up.deleted``.
 * ``/v1/ratelimited`` (any method): 429 whose body is cut at 40% then a clean close.
@@ -140,6 +145,7 @@ import zstandard
 
 __all__ = [
     "ENCODERS",
+    "TOOL_ARGUMENT_PIECE",
     "ConnectTunnel",
     "SeenRequest",
     "Upstream",
@@ -150,6 +156,7 @@ __all__ = [
     "make_ca",
     "rate_limit_body",
     "server_ssl_context",
+    "tool_arguments",
     "write_ca_pem",
 ]
 
@@ -169,6 +176,7 @@ MAX_GAP = 10.0
 MAX_BYTES = 64 * 1024 * 1024
 MAX_STREAMED_BYTES = 1024 * 1024 * 1024
 MAX_SSE_EVENTS = 10_000
+TOOL_ARGUMENT_PIECE = 4
 RATE_LIMIT_BODY_SIZE = 300
 RATE_LIMIT_SENT_FRACTION = 0.4
 
@@ -589,6 +597,34 @@ def _last_user_text(messages: Any) -> str:
     return ""
 
 
+def tool_arguments(schema: Any, text: str) -> dict[str, str]:
+    """The arguments the upstream calls a tool with: the user's last words as the value of
+    the schema's first required property (else its first property); ``{}`` when it has none."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return {}
+    required = [name for name in schema.get("required") or [] if name in properties]
+    return {(required or list(properties))[0]: text}
+
+
+def _pieces(text: str, size: int = TOOL_ARGUMENT_PIECE) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _asks_for_tools(messages: Any, tools: Any) -> bool:
+    """Tools are offered and the last message is the user's own words, not tool results."""
+    if not tools or not isinstance(messages, list) or not messages:
+        return False
+    last = messages[-1]
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return False
+    content = last.get("content")
+    return not (
+        isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+
+
 def _int_param(query: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
     try:
         value = int(query.get(name, default))
@@ -936,7 +972,12 @@ class Upstream(_LoopThread):
             ("x-ratelimit-limit-requests", "10000"),
             ("x-ratelimit-remaining-requests", str(max(0, 10000 - n))),
         ]
+        calls = self._chat_tool_calls(body, n)
+        finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+            if calls:
+                message.update(content=None, tool_calls=calls)
             answer = {
                 "id": f"chatcmpl-{n}",
                 "object": "chat.completion",
@@ -946,9 +987,9 @@ class Upstream(_LoopThread):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "message": message,
                         "logprobs": None,
-                        "finish_reason": "stop",
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
@@ -977,14 +1018,61 @@ class Upstream(_LoopThread):
             return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
 
         frames = [chunk(choice({"role": "assistant", "content": "", "refusal": None}))]
-        frames += [chunk(choice({"content": piece})) for piece in _words(text)]
-        frames.append(chunk(choice({}, "stop")))
+        if calls:
+            frames += self._chat_tool_call_frames(calls, chunk, choice)
+        else:
+            frames += [chunk(choice({"content": piece})) for piece in _words(text)]
+        frames.append(chunk(choice({}, finish)))
         if include_usage:
             usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
             frames.append(chunk([], usage))
         frames.append(b"data: [DONE]\n\n")
         extra.append(("cache-control", "no-cache"))
         return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
+
+    @staticmethod
+    def _chat_tool_calls(body: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        """A call of each function tool offered (of the first alone when
+        ``parallel_tool_calls`` is false), when the user has just spoken."""
+        tools = [
+            tool["function"]
+            for tool in body.get("tools") or []
+            if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
+        ]
+        if not _asks_for_tools(body.get("messages"), tools):
+            return []
+        if body.get("parallel_tool_calls") is False:
+            tools = tools[:1]
+        text = _last_user_text(body.get("messages"))
+        return [
+            {
+                "id": f"call_{n}_{i}",
+                "type": "function",
+                "function": {
+                    "name": str(tool.get("name")),
+                    "arguments": json.dumps(tool_arguments(tool.get("parameters"), text)),
+                },
+            }
+            for i, tool in enumerate(tools)
+        ]
+
+    @staticmethod
+    def _chat_tool_call_frames(
+        calls: list[dict[str, Any]],
+        chunk: Callable[[list[dict[str, Any]]], bytes],
+        choice: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    ) -> list[bytes]:
+        """Each call as OpenAI streams it: id, type and name first with empty arguments, then
+        the arguments a few characters per chunk."""
+        frames = []
+        for index, call in enumerate(calls):
+            function = call["function"]
+            head = {**call, "index": index, "function": {"name": function["name"], "arguments": ""}}
+            frames.append(chunk(choice({"tool_calls": [head]})))
+            for piece in _pieces(function["arguments"]):
+                delta = {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                frames.append(chunk(choice(delta)))
+        return frames
 
     # -- Anthropic --
     async def _messages(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
@@ -998,13 +1086,15 @@ class Upstream(_LoopThread):
             ("anthropic-ratelimit-requests-limit", "1000"),
             ("anthropic-ratelimit-requests-remaining", str(max(0, 1000 - n))),
         ]
+        uses = self._tool_uses(body, n)
+        stop = "tool_use" if uses else "end_turn"
         message: dict[str, Any] = {
             "id": f"msg_{n}",
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": uses or [{"type": "text", "text": text}],
+            "stop_reason": stop,
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         }
@@ -1017,31 +1107,39 @@ class Upstream(_LoopThread):
             "stop_reason": None,
             "usage": {"input_tokens": 10, "output_tokens": 1},
         }
-        events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": start},
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-            {"type": "ping"},
-        ]
-        events += [
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
-            for p in _words(text)
-        ]
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+        if uses:
+            events += self._tool_use_events(uses)
+        else:
+            events += [
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+                {"type": "ping"},
+            ]
+            events += [
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": p},
+                }
+                for p in _words(text)
+            ]
         overload_after = _int_param(req.query, "overload_after", -1, -1, MAX_SSE_EVENTS)
         if overload_after >= 0:  # the stream dies mid-way with Anthropic's error event
-            events = events[: 3 + overload_after]
+            events = events[: (1 if uses else 3) + overload_after]
             events.append(
                 {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             )
         else:
+            if not uses:
+                events.append({"type": "content_block_stop", "index": 0})
             events += [
-                {"type": "content_block_stop", "index": 0},
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
                     "usage": {"output_tokens": 5},
                 },
                 {"type": "message_stop"},
@@ -1049,6 +1147,38 @@ class Upstream(_LoopThread):
         frames = [b"event: %s\ndata: %s\n\n" % (e["type"].encode(), _compact(e)) for e in events]
         extra.append(("cache-control", "no-cache"))
         return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
+
+    @staticmethod
+    def _tool_uses(body: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        """A ``tool_use`` block for each client tool offered (one with an ``input_schema``;
+        Anthropic runs the others itself), when the user has just spoken."""
+        tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and "input_schema" in t]
+        if not _asks_for_tools(body.get("messages"), tools):
+            return []
+        text = _last_user_text(body.get("messages"))
+        return [
+            {
+                "type": "tool_use",
+                "id": f"toolu_{n}_{i}",
+                "name": str(tool["name"]),
+                "input": tool_arguments(tool.get("input_schema"), text),
+            }
+            for i, tool in enumerate(tools)
+        ]
+
+    @staticmethod
+    def _tool_use_events(uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each block as Anthropic streams it: started with an empty input, the input as
+        ``input_json_delta`` pieces, then stopped."""
+        events: list[dict[str, Any]] = []
+        for index, use in enumerate(uses):
+            start = {**use, "input": {}}
+            events.append({"type": "content_block_start", "index": index, "content_block": start})
+            for piece in _pieces(json.dumps(use["input"])):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
+            events.append({"type": "content_block_stop", "index": index})
+        return events
 
     # -- tools --
     async def _counter(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:

@@ -1,0 +1,72 @@
+"""Which recorded requests are model calls, and the reader for each API.
+
+The API is told by the path's end, as ``canonicalize`` tells it (its profiles), so a model
+call here is one the key and the recorded metadata treat as one, on any host: OpenAI's and
+Anthropic's own, Azure's deployments, and the servers that copy their endpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from canonicalize.jsonbody import JsonValue
+from canonicalize.profiles.anthropic import anthropic_profile
+from canonicalize.profiles.openai import openai_profile
+from evidence import anthropic_messages, openai_chat, openai_responses
+from evidence.messages import Message, MessageMemo, Prompt
+from evidence.streams import Stream
+
+
+@dataclass(frozen=True, slots=True)
+class ApiReader:
+    """How one API's requests, answers and streams are read."""
+
+    provider: str
+    api: str
+    """The profile name, as in the recorded metadata's ``api``."""
+    read_prompt: Callable[[dict[str, JsonValue], MessageMemo], Prompt]
+    read_answer: Callable[[dict[str, JsonValue]], Message]
+    """The answer's message, from the answer in its whole (not streamed) shape."""
+    stream: Callable[[], Stream]
+
+
+READERS = {
+    reader.api: reader
+    for reader in (
+        ApiReader(
+            "openai",
+            openai_chat.API,
+            openai_chat.read_prompt,
+            openai_chat.read_answer,
+            openai_chat.ChatStream,
+        ),
+        ApiReader(
+            "openai",
+            openai_responses.API,
+            openai_responses.read_prompt,
+            openai_responses.read_answer,
+            openai_responses.ResponsesStream,
+        ),
+        ApiReader(
+            "anthropic",
+            anthropic_messages.API,
+            anthropic_messages.read_prompt,
+            anthropic_messages.read_answer,
+            anthropic_messages.MessagesStream,
+        ),
+    )
+}
+"""Chat Completions, Responses and Messages; embeddings, legacy completions and token
+counting are not conversations."""
+
+
+def api_of(method: str, path: str) -> ApiReader | None:
+    """The reader for a request to ``path`` (its query string, if any, is ignored)."""
+    if method.upper() != "POST":
+        return None
+    path = path.split("?", 1)[0]
+    profile = openai_profile(path) or anthropic_profile(path)
+    if profile is None or path.endswith("/count_tokens"):
+        return None
+    return READERS.get(profile.name)
