@@ -36,6 +36,7 @@ from evidence import (
     search_document,
     summary_document,
 )
+from evidence.compare import RunDiff, compare_runs, diff_document
 from evidence.editing import AnswerEdit, Assignment, edited
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
@@ -57,6 +58,7 @@ from proxy.serve import StartupError
 from proxy.trust import java_truststore, upstream_bundle
 from proxy.wiring import SHELLS, client_environment, render
 from storage import (
+    Exchange,
     ExchangeFilter,
     ExchangeSummary,
     Store,
@@ -1118,6 +1120,80 @@ def resend(
         click.echo("the new answer is the same as the recorded one")
     for what, recorded, new in resent.differences:
         click.echo(f"  {what}: {recorded} -> {new}")
+
+
+@main.command(name="diff")
+@click.argument("a")
+@click.argument("b")
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -> None:
+    """Compare two runs step by step; exit 0 when they are equivalent, 1 when they differ.
+
+    A and B are cassettes, or CASSETTE@RUN_ID for the exchanges of one run. Model calls
+    are aligned by position, tool calls by what they called; for each step the request's
+    differing JSON paths, the answer's differences (text, tool calls chosen, finish reason;
+    a tool's status and body) and, apart, what does not change behaviour (model snapshot,
+    system_fingerprint, usage, timing). The first step where they diverge is named.
+
+    \b
+    Example:
+        freezeframe diff orders-bug orders-careful
+        freezeframe diff bug-8821@run-1 bug-8821@run-2 --json
+    """
+    opened = _open(data_dir, store)
+    try:
+        compared = compare_runs(a, _run(opened, a), b, _run(opened, b))
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(diff_document(compared))
+    else:
+        _print_diff(compared)
+    sys.exit(0 if compared.equivalent else 1)
+
+
+def _run(store: Store, spec: str) -> list[Exchange]:
+    """The exchanges of ``CASSETTE`` or ``CASSETTE@RUN_ID`` (a cassette may have '@' in
+    its name: the whole text is tried as a name first)."""
+    cassette, run = spec, None
+    if "@" in spec and not store.has_cassette(spec):
+        cassette, _, run = spec.rpartition("@")
+    validate_cassette_name(cassette)
+    where = ExchangeFilter.parse(run_id=run) if run else None
+    rows = store.exchanges(cassette, where)
+    if run and not rows:
+        raise ValueError(f"{spec}: cassette {cassette!r} has no exchange of run {run!r}")
+    return [store.exchange(cassette, row.seq) for row in rows]
+
+
+def _print_diff(compared: RunDiff) -> None:
+    first = compared.first_divergence
+    if first is None:
+        click.echo(f"{compared.a} and {compared.b} are equivalent, step for step")
+    else:
+        pair = compared.steps[first]
+        where = (
+            f"#{pair.a if pair.a is not None else '-'} / #{pair.b if pair.b is not None else '-'}"
+        )
+        click.echo(
+            f"{compared.a} and {compared.b} diverge at step {first + 1} ({where}): {pair.title}"
+        )
+    for n, pair in enumerate(compared.steps, start=1):
+        left = f"#{pair.a}" if pair.a is not None else "-"
+        right = f"#{pair.b}" if pair.b is not None else "-"
+        mark = "≠" if pair.diverges else "="
+        alone = " (only in A)" if pair.b is None else " (only in B)" if pair.a is None else ""
+        click.echo(f"{n:>3} {left:>5} {mark} {right:<5} {pair.kind:<5} {pair.title}{alone}")
+        for kind, changes in (
+            ("request", pair.request),
+            ("answer", pair.answer),
+            ("metadata", pair.metadata),
+            ("timing", pair.timing),
+        ):
+            for change in changes:
+                click.echo(f"      {kind} {change.what}: {change.a} -> {change.b}")
 
 
 def _header_pair(text: str) -> tuple[str, str]:

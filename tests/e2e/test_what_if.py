@@ -133,6 +133,23 @@ def test_the_order_lookup_case_replayed_edited_and_rerun_against_frozen_tools(
     rows = json.loads(freezeframe(data_dir, "show", "orders-careful", "--json").stdout)
     assert [row["origin"] for row in rows] == [None, "replayed", None]
 
+    # diff names the step where the runs part: the final answer, not the frozen tool.
+    compared = freezeframe(data_dir, "diff", "orders-bug", "orders-careful", "--json")
+    assert compared.returncode == 1, compared.stderr
+    report = json.loads(compared.stdout)
+    assert report["first_divergence"] == 2
+    first, tool, last = report["steps"]
+    assert (first["kind"], first["diverges"], first["request"], first["answer"]) == (
+        "model", False, [], []
+    )  # fmt: skip
+    assert {c["what"] for c in first["metadata"]} >= {"system_fingerprint"}
+    assert (tool["kind"], tool["diverges"]) == ("http", False), "the tool was frozen"
+    assert last["diverges"] and last["answer"][0] == {"what": "text", "a": WRONG, "b": RIGHT}
+    text = freezeframe(data_dir, "diff", "orders-bug", "orders-careful").stdout
+    assert text.startswith("orders-bug and orders-careful diverge at step 3 (#2 / #2)")
+    same = freezeframe(data_dir, "diff", "orders-bug", "orders-bug")
+    assert same.returncode == 0 and "equivalent" in same.stdout
+
     # The new run replays on its own, the model stopped too this time.
     model.stop()
     alone = start_proxy(mode="replay", cassette="orders-careful")

@@ -1,0 +1,225 @@
+"""Two runs of an agent, side by side: where they part, and how each step differs.
+
+A what-if ends in a comparison: the run that went wrong against the run with the fix. Both
+are read as agent steps (evidence.steps) and aligned step by step: model calls by their
+position among model calls, tool calls and other traffic by what they called (method, host
+and path, or an MCP tool's name), so an edited tool answer lines up with the original and a
+step one run took and the other did not stands alone.
+
+Each aligned pair says what differs in the request (the JSON paths of its canonical form: the
+prompt that changed), in the answer (a model's text, the tool calls it chose and their
+arguments, its finish reason; a tool's status and body paths), and in the metadata that does
+not change behaviour (model snapshot, ``system_fingerprint``, usage, timing). The runs
+*diverge* at the first step whose request or answer differs in what it says, or that one run
+has and the other has not; metadata alone never makes runs differ.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from canonicalize.diff import differences, json_differences
+from evidence.bodies import response_body
+from evidence.steps import MODEL, Step, agent_steps
+from storage import Exchange
+
+SHOWN = 120
+"""Characters of a value shown in a difference."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference: where, and the value in run A and in run B."""
+
+    what: str
+    a: str
+    b: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepPair:
+    """A step of run A and the step of run B it aligns with (None: that run has none)."""
+
+    a: int | None
+    """The step's seq in run A."""
+    b: int | None
+    kind: str
+    title: str
+    request: tuple[Change, ...] = ()
+    answer: tuple[Change, ...] = ()
+    metadata: tuple[Change, ...] = ()
+    """Differences that do not change behaviour: snapshot, fingerprint, usage, ids."""
+    timing: tuple[Change, ...] = ()
+
+    @property
+    def diverges(self) -> bool:
+        return self.a is None or self.b is None or bool(self.request or self.answer)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDiff:
+    a: str
+    b: str
+    steps: tuple[StepPair, ...]
+
+    @property
+    def first_divergence(self) -> int | None:
+        """The index in ``steps`` of the first pair that diverges."""
+        return next((n for n, pair in enumerate(self.steps) if pair.diverges), None)
+
+    @property
+    def equivalent(self) -> bool:
+        return self.first_divergence is None
+
+
+def compare_runs(
+    a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Exchange]
+) -> RunDiff:
+    """Align the runs ``a`` and ``b`` (their exchanges, in recorded order) step by step."""
+    a_steps, b_steps = agent_steps(a).steps, agent_steps(b).steps
+    a_by_seq = {exchange.seq: exchange for exchange in a}
+    b_by_seq = {exchange.seq: exchange for exchange in b}
+    matcher = difflib.SequenceMatcher(
+        a=_signatures(a_steps), b=_signatures(b_steps), autojunk=False
+    )
+    pairs: list[StepPair] = []
+    for tag, a_from, a_to, b_from, b_to in matcher.get_opcodes():
+        if tag == "equal":
+            for left, right in zip(a_steps[a_from:a_to], b_steps[b_from:b_to], strict=True):
+                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq]))
+            continue
+        pairs += [_alone(step, in_a=True) for step in a_steps[a_from:a_to]]
+        pairs += [_alone(step, in_a=False) for step in b_steps[b_from:b_to]]
+    return RunDiff(a_name, b_name, tuple(pairs))
+
+
+def diff_document(diff: RunDiff) -> dict[str, Any]:
+    """The JSON of a comparison (``diff --json``, the admin API)."""
+    first = diff.first_divergence
+    return {
+        "a": diff.a,
+        "b": diff.b,
+        "equivalent": diff.equivalent,
+        "first_divergence": None if first is None else first,
+        "steps": [asdict(pair) | {"diverges": pair.diverges} for pair in diff.steps],
+    }
+
+
+def _signatures(steps: Sequence[Step]) -> list[tuple[str, ...]]:
+    """What a step is aligned by: a model call by its position among model calls; anything
+    else by what it called."""
+    signatures: list[tuple[str, ...]] = []
+    models = 0
+    for step in steps:
+        if step.kind == MODEL:
+            signatures.append((MODEL, str(models)))
+            models += 1
+        elif step.mcp is not None and step.mcp.call is not None:
+            signatures.append(("mcp", step.mcp.call.name))
+        else:
+            parts = urlsplit(step.url)
+            signatures.append((step.kind, step.method, parts.netloc, parts.path))
+    return signatures
+
+
+def _alone(step: Step, *, in_a: bool) -> StepPair:
+    return StepPair(
+        a=step.seq if in_a else None,
+        b=None if in_a else step.seq,
+        kind=step.kind,
+        title=step.title,
+    )
+
+
+def _pair(left: Step, right: Step, a: Exchange, b: Exchange) -> StepPair:
+    request = tuple(
+        Change(d.path, d.recorded, d.live) for d in differences(b.canonical, a.canonical)
+    )
+    answer: list[Change] = []
+    metadata: list[Change] = []
+    if left.kind == MODEL and left.conversation is not None and right.conversation is not None:
+        _model_answers(left, right, answer, metadata)
+    else:
+        _other_answers(a, b, answer)
+    timing = _changes(
+        ("duration", _ms(left.duration), _ms(right.duration)),
+        ("first byte", _ms(_first_byte(a)), _ms(_first_byte(b))),
+    )
+    return StepPair(
+        a=left.seq,
+        b=right.seq,
+        kind=left.kind,
+        title=left.title,
+        request=request,
+        answer=tuple(answer),
+        metadata=tuple(metadata),
+        timing=timing,
+    )
+
+
+def _model_answers(
+    left: Step, right: Step, answer: list[Change], metadata: list[Change]
+) -> None:
+    assert left.conversation is not None and right.conversation is not None
+    x, y = left.conversation.answer, right.conversation.answer
+    if x is None or y is None:
+        if (x is None) != (y is None):
+            answer.append(Change("answer", _none_or("answer", x), _none_or("answer", y)))
+        return
+    answer += _changes(
+        ("text", x.text, y.text),
+        ("tool calls", _calls(x.tool_calls), _calls(y.tool_calls)),
+        ("finish reason", x.finish_reason or "-", y.finish_reason or "-"),
+        ("status", str(x.status), str(y.status)),
+    )
+    metadata += _changes(
+        ("model asked", left.conversation.model or "-", right.conversation.model or "-"),
+        ("model answered", x.model or "-", y.model or "-"),
+        ("system_fingerprint", x.system_fingerprint or "-", y.system_fingerprint or "-"),
+        ("usage", _usage(x.usage), _usage(y.usage)),
+    )
+
+
+def _other_answers(a: Exchange, b: Exchange, answer: list[Change]) -> None:
+    x, y = a.response, b.response
+    answer += _changes(
+        ("status", str(x.status) if x else "-", str(y.status) if y else "-"),
+        ("outcome", a.outcome.value, b.outcome.value),
+    )
+    old, new = response_body(a), response_body(b)
+    if old is None or new is None:
+        return
+    answer += [Change(d.path, d.recorded, d.live) for d in json_differences(new.data, old.data)]
+
+
+def _changes(*triples: tuple[str, str, str]) -> tuple[Change, ...]:
+    return tuple(Change(what, _short(x), _short(y)) for what, x, y in triples if x != y)
+
+
+def _calls(calls: Sequence[Any]) -> str:
+    return "; ".join(f"{call.name}({call.arguments})" for call in calls) or "-"
+
+
+def _usage(usage: Any) -> str:
+    return ", ".join(f"{name} {value}" for name, value in sorted(usage.items())) or "-"
+
+
+def _none_or(what: str, value: object) -> str:
+    return "-" if value is None else what
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def _first_byte(exchange: Exchange) -> float | None:
+    return exchange.response.first_byte_at if exchange.response else None
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
