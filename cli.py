@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import secrets
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -294,6 +295,11 @@ _RUN_OPTIONS = [
         "--after-miss",
         "miss, or live: --live routes replay until the run first misses, then go upstream.",
         default="miss",
+    ),
+    _setting(
+        "--replay-session",
+        "Count replay positions in the store under NAME, shared by replicas replaying together.",
+        metavar="NAME",
     ),
 ]
 
@@ -1089,10 +1095,11 @@ def resend(
     validate_cassette_name(cassette)
     validate_cassette_name(target)
     directory = Path(data_dir).expanduser()
-    verify: str | bool = True
+    verify: ssl.SSLContext | bool = True
     if upstream_ca:
         settings_module.check_certificates(Path(upstream_ca).expanduser(), "upstream CA")
-        verify = str(upstream_bundle(directory, Path(upstream_ca).expanduser()))
+        bundle = upstream_bundle(directory, Path(upstream_ca).expanduser())
+        verify = ssl.create_default_context(cafile=str(bundle))
     proxy = settings_module.UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None
     opened = _open(data_dir, store)
     try:

@@ -12,6 +12,8 @@ import enum
 import threading
 from collections import Counter
 
+from storage import Store
+
 
 class Mode(enum.StrEnum):
     RECORD = "record"
@@ -106,6 +108,21 @@ class Tally:
             )
 
 
+class SharedPositions:
+    """Replay positions counted in the store, so proxy replicas that replay one session
+    together (``--replay-session``) hand out each recording once, in order per key."""
+
+    def __init__(self, store: Store, session: str) -> None:
+        self._store = store
+        self.session = session
+
+    def next(self, cassette: str, key: str) -> int:
+        return self._store.claim(self.session, cassette, key)
+
+    def reset(self) -> None:
+        self._store.release(self.session)
+
+
 class RuntimeState:
     """Mode, default cassette, replay pace, and the replay position of every (cassette, key).
 
@@ -114,7 +131,12 @@ class RuntimeState:
     """
 
     def __init__(
-        self, mode: Mode, cassette: str, pace: float = RECORDED_PACE, annotate: bool = False
+        self,
+        mode: Mode,
+        cassette: str,
+        pace: float = RECORDED_PACE,
+        annotate: bool = False,
+        shared: SharedPositions | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._mode = mode
@@ -122,6 +144,7 @@ class RuntimeState:
         self._pace = pace
         self.annotate = annotate
         self.tally = Tally()
+        self._shared = shared
         self._served: Counter[tuple[str, str]] = Counter()
         self._diverged: set[str] = set()
 
@@ -150,6 +173,8 @@ class RuntimeState:
                 self._pace = pace
             self._served.clear()
             self._diverged.clear()
+        if self._shared is not None:
+            self._shared.reset()
 
     def diverged(self, run: str) -> bool:
         """Whether the run (its run id, or "" for requests without one) has missed since
@@ -162,7 +187,10 @@ class RuntimeState:
             self._diverged.add(run)
 
     def next_occurrence(self, cassette: str, key: str) -> int:
-        """Claim the next replay position for this key: 0 for the first request, and so on."""
+        """Claim the next replay position for this key: 0 for the first request, and so on;
+        in the store when replicas share the session."""
+        if self._shared is not None:
+            return self._shared.next(cassette, key)
         with self._lock:
             slot = (cassette, key)
             n = self._served[slot]
@@ -173,3 +201,5 @@ class RuntimeState:
         with self._lock:
             self._served.clear()
             self._diverged.clear()
+        if self._shared is not None:
+            self._shared.reset()

@@ -76,9 +76,7 @@ class RunDiff:
         return self.first_divergence is None
 
 
-def compare_runs(
-    a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Exchange]
-) -> RunDiff:
+def compare_runs(a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Exchange]) -> RunDiff:
     """Align the runs ``a`` and ``b`` (their exchanges, in recorded order) step by step."""
     a_steps, b_steps = agent_steps(a).steps, agent_steps(b).steps
     a_by_seq = {exchange.seq: exchange for exchange in a}
@@ -161,9 +159,7 @@ def _pair(left: Step, right: Step, a: Exchange, b: Exchange) -> StepPair:
     )
 
 
-def _model_answers(
-    left: Step, right: Step, answer: list[Change], metadata: list[Change]
-) -> None:
+def _model_answers(left: Step, right: Step, answer: list[Change], metadata: list[Change]) -> None:
     assert left.conversation is not None and right.conversation is not None
     x, y = left.conversation.answer, right.conversation.answer
     if x is None or y is None:
@@ -222,4 +218,3 @@ def _first_byte(exchange: Exchange) -> float | None:
 
 def _short(text: str) -> str:
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
-

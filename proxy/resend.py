@@ -12,6 +12,7 @@ Origin naming the exchange it was resent from.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ def resend(
     headers: Sequence[tuple[str, str]],
     redactor: Redactor,
     config: KeyConfig,
-    verify: str | bool,
+    verify: ssl.SSLContext | bool,
     proxy: str | None,
 ) -> Resent:
     """Send ``exchange``'s request again and record the answer into ``into``."""

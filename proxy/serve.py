@@ -21,7 +21,7 @@ from mitmproxy.addons.proxyserver import Proxyserver
 
 from addons import AddressBook
 from addons.capture import Capture
-from addons.state import Mode, RuntimeState
+from addons.state import Mode, RuntimeState, SharedPositions
 from proxy.admin import AdminServer, create_app
 from proxy.master import build_master
 from proxy.notices import empty_cassette
@@ -198,7 +198,12 @@ async def _run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    state = RuntimeState(settings.mode, settings.cassette, settings.replay_pace, settings.annotate)
+    shared = None
+    if settings.replay_session is not None:
+        shared = SharedPositions(store, settings.replay_session)
+    state = RuntimeState(
+        settings.mode, settings.cassette, settings.replay_pace, settings.annotate, shared
+    )
     proxy_master = build_master(
         settings,
         store,

@@ -170,6 +170,8 @@ class Settings:
     """``--record-into``: in replay, where the new run (live and replayed) is recorded."""
     after_miss: str = "miss"
     """``--after-miss``: ``miss``, or ``live``: live routes replay until the run misses."""
+    replay_session: str | None = None
+    """``--replay-session``: replay positions counted in the store, shared by replicas."""
 
     @property
     def store_url(self) -> str:
@@ -203,6 +205,14 @@ def parse_live(value: str) -> Route:
         mode="record",
         port=int(port_text) if colon else None,
     )
+
+
+def _session(value: str) -> str:
+    if not _NAME.fullmatch(value.strip()):
+        raise ValueError(
+            f"--replay-session {value!r}: letters, digits, '.', '_' and '-', at most 64"
+        )
+    return value.strip()
 
 
 def _after_miss(value: str, live: tuple[str, ...]) -> str:
@@ -257,6 +267,7 @@ def build(
     live: tuple[str, ...] = (),
     record_into: str | None = None,
     after_miss: str = "miss",
+    replay_session: str | None = None,
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
@@ -291,4 +302,5 @@ def build(
         live=tuple(parse_live(value) for value in live if value.strip()),
         record_into=validate_cassette_name(record_into) if record_into else None,
         after_miss=_after_miss(after_miss, live),
+        replay_session=_session(replay_session) if replay_session else None,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -52,12 +53,16 @@ def system_ca_file() -> Path:
 
 
 def write_bundle(dest: Path, extra: list[Path]) -> Path:
-    """System CAs plus ``extra``, replaced atomically so a reader never sees half a file."""
+    """System CAs plus ``extra``, replaced atomically so a reader never sees half a file,
+    through a temporary file of its own, so two writers at once never share one."""
     parts = [system_ca_file().read_bytes()]
     parts += [path.read_bytes() for path in extra]
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(b"\n".join(part.rstrip(b"\n") + b"\n" for part in parts))
-    os.replace(tmp, dest)
+    with tempfile.NamedTemporaryFile(
+        dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp", delete=False
+    ) as handle:
+        handle.write(b"\n".join(part.rstrip(b"\n") + b"\n" for part in parts))
+    os.chmod(handle.name, 0o644)
+    os.replace(handle.name, dest)
     return dest
 
 

@@ -160,6 +160,16 @@ class Store(ABC):
         """How many recordings of this key the cassette has, counting submitted ones."""
 
     @abstractmethod
+    def claim(self, session: str, cassette: str, key: str) -> int:
+        """The next occurrence of ``key`` that replay session ``session`` serves, counted in
+        the store, so that proxy replicas replaying one session together hand out each
+        recording once: 0 for the first claim, and so on. One round trip, atomic."""
+
+    @abstractmethod
+    def release(self, session: str) -> None:
+        """Start replay session ``session`` from the top: forget what it has claimed."""
+
+    @abstractmethod
     def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
         """The recording with this key and occurrence, bodies loaded; None if there is none.
 

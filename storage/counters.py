@@ -1,9 +1,11 @@
 """Slot and recording counters kept in memory, so the request path never waits on I/O.
 
-A cassette's counters are loaded from the database the first time it is touched;
-from then on the store is their only writer, so memory is the truth. The counters
-also remember which submitted exchanges the writer thread has not yet written,
-which lets readers tell "not recorded" from "not written yet".
+A cassette's counters are loaded from the database the first time it is touched; from
+then on they propose each request's slot. The database decides (storage.sql.writer): when
+another process has taken a slot, the exchange is stored in the next free one and the
+counters move past it (moved). The counters also remember which submitted exchanges the
+writer thread has not yet written, which lets readers tell "not recorded" from "not
+written yet".
 """
 
 import threading
@@ -74,6 +76,18 @@ class Counters:
             counts = self._cassettes.get(cassette)
             if not ok and counts is not None:
                 counts.recorded[key] -= 1
+
+    def moved(self, exchange: NewExchange, stored: Slot) -> None:
+        """The writer stored ``exchange`` at ``stored``, not at its slot: another process
+        records into the cassette too. Later slots are proposed after it."""
+        with self._lock:
+            counts = self._cassettes.get(exchange.cassette)
+            if counts is None:
+                return
+            counts.next_seq = max(counts.next_seq, stored.seq + 1)
+            counts.next_occurrence[exchange.key] = max(
+                counts.next_occurrence.get(exchange.key, 0), stored.occurrence + 1
+            )
 
     def forget(self, cassette: str) -> None:
         """Drop a cassette's counters, to be loaded again when next touched: its keys or

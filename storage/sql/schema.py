@@ -18,7 +18,8 @@ their form in ``canonical`` with ``canonical_digest`` NULL, and are read as they
 resent) and to cassettes (a fork's provenance); the search index (``texts``, each distinct
 searchable value once; ``text_uses``, which exchange holds which value where; SQLite's FTS5
 table ``texts_fts`` or a PostgreSQL ``tsvector`` column over the values); and ``misses``,
-replay's misses as they were answered. The migration indexes the exchanges already stored.
+replay's misses as they were answered; and ``replay_positions``, where proxy replicas that
+share a replay session count occurrences. The migration indexes the exchanges already stored.
 """
 
 import json
@@ -274,6 +275,16 @@ misses = Table(
 )
 """Replay's misses, as the client was answered: observations, not part of any chain."""
 
+replay_positions = Table(
+    "replay_positions",
+    metadata,
+    Column("session", ExactText, primary_key=True),
+    Column("cassette", ExactText, primary_key=True),
+    Column("key", ExactText, primary_key=True),
+    Column("next", Integer, nullable=False),
+)
+"""A shared replay session's next occurrence per key, for proxy replicas replaying together."""
+
 _SQLITE_SEARCH = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS texts_fts USING fts5("
     "body, content='texts', content_rowid='id', tokenize='unicode61')"
@@ -403,7 +414,7 @@ def _add_search_and_misses(conn: Connection) -> None:
     stored is built here, once (storage.sql.search.backfill)."""
     from storage.sql.search import backfill  # it reads rows with this module's tables
 
-    for table in (texts, text_uses, misses):
+    for table in (texts, text_uses, misses, replay_positions):
         table.create(conn, checkfirst=True)
     for table in (exchanges, cassettes):
         if "origin" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:

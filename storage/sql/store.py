@@ -58,7 +58,7 @@ from storage.records import (
     format_url,
 )
 from storage.spool import SpoolWriter
-from storage.sql import bodies, listings, rekey
+from storage.sql import bodies, listings, positions, rekey
 from storage.sql import search as search_index
 from storage.sql.engine import connect, exclusive, mask, unavailable
 from storage.sql.fork import fork as fork_cassette
@@ -103,7 +103,7 @@ class SqlStore(Store):
         self._where = where
         self._cache = blobs.BlobCache()
         self._counters = Counters(self._load_counts)
-        self._writer = Writer(engine, self._counters.written, where)
+        self._writer = Writer(engine, self._counters.written, where, self._counters.moved)
         self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -159,6 +159,16 @@ class SqlStore(Store):
     def count(self, cassette: str, key: str) -> int:
         self._check_open()
         return self._counters.count(cassette, key)
+
+    def claim(self, session: str, cassette: str, key: str) -> int:
+        with unavailable(f"cannot claim a replay position in store {self._where}", self._engine):
+            with self._engine.begin() as conn:
+                return positions.claim(conn, session, cassette, key)
+
+    def release(self, session: str) -> None:
+        with unavailable(f"cannot reset replay session in store {self._where}", self._engine):
+            with self._engine.begin() as conn:
+                positions.release(conn, session)
 
     def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
         found = self._read(self._reader.lookup, cassette, key, occurrence)
@@ -300,7 +310,6 @@ class SqlStore(Store):
         with unavailable(f"cannot rekey in store {self._where}", self._engine):
             with exclusive(self._engine) as conn:
                 rekey.apply(conn, self._engine, cassette, planned, {c.seq: c for c in changes})
-        self._writer.forget(cassette)
         self._counters.forget(cassette)
         return changes
 
@@ -325,7 +334,7 @@ class SqlStore(Store):
         ):
             with exclusive(self._engine) as conn:
                 removed = remove_cassette(conn, cassette, self._where)
-        self._writer.forget(cassette, digests=True)
+        self._writer.forget(digests=True)
         self._counters.forget(cassette)
         return removed
 

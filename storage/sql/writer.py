@@ -2,8 +2,19 @@
 
 The proxy hands over a finished exchange from its event loop and must not wait
 for a disk or a network, so submit() only puts it on a queue that one thread
-drains (datasette's ``_send_to_write_thread``). One writer also gives one order:
-the hash chain links exchanges in the order this thread inserts them.
+drains (datasette's ``_send_to_write_thread``). The hash chain links exchanges in
+the order they are inserted.
+
+The database is the truth about a cassette, because several processes may write one
+(proxy replicas on one PostgreSQL, two proxies on one SQLite file). Each batch runs in a
+transaction that holds the cassettes it writes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL:
+the cassette rows ``FOR UPDATE``) and reads their chain heads there, so two writers chain
+one after the other, never from the same head. A slot (seq, occurrence) comes from this
+process's counters, taken when the request arrived; when another process has taken it
+meanwhile, the insert fails on the unique constraints and the batch is written again with
+the slots the database still has free (the next seq, the key's next occurrence). So a
+cassette recorded by several processes at once has every exchange once, no seq twice, and
+a chain that verifies.
 
 A batch is committed when the queue momentarily empties or BATCH_SIZE exchanges
 have accumulated. If a batch fails, its exchanges are retried one by one, so one
@@ -29,6 +40,7 @@ or canonical form with an insert-if-absent, compressing it only when it is not
 among the digests it already knows to be stored (KnownDigests).
 """
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -38,14 +50,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Dialect, Engine, bindparam, insert, select, update
+from sqlalchemy import Dialect, Engine, bindparam, func, insert, select, update
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.pool import PoolProxiedConnection
 
 from storage import blobs, transcript
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import StoreClosed, StoreError
-from storage.records import BlobRef, Miss, NewExchange
+from storage.records import BlobRef, Miss, NewExchange, Slot
 from storage.search import Searchable, searchable
 from storage.spool import SpooledBlob
 from storage.sql.engine import insert_ignore, reason
@@ -89,8 +101,27 @@ class _Statements:
         self.add_cassette = Prepared(
             insert_ignore(engine, cassettes), dialect, ("name", "created_at", "head")
         )
-        self.tip = Prepared(
-            select(cassettes.c.id, cassettes.c.head).where(cassettes.c.name == bindparam("name")),
+        tip = select(cassettes.c.id, cassettes.c.head).where(cassettes.c.name == bindparam("name"))
+        # SQLite has no row locks: its writer's transaction is exclusive instead.
+        self.tip = Prepared(tip if dialect.name == "sqlite" else tip.with_for_update(), dialect)
+        in_cassette = exchanges.c.cassette_id == bindparam("cassette_id")
+        self.seq_taken = Prepared(
+            select(exchanges.c.id).where(in_cassette, exchanges.c.seq == bindparam("seq")),
+            dialect,
+        )
+        self.occurrence_taken = Prepared(
+            select(exchanges.c.id).where(
+                in_cassette,
+                exchanges.c.key == bindparam("key"),
+                exchanges.c.occurrence == bindparam("occurrence"),
+            ),
+            dialect,
+        )
+        self.last_seq = Prepared(select(func.max(exchanges.c.seq)).where(in_cassette), dialect)
+        self.last_occurrence = Prepared(
+            select(func.max(exchanges.c.occurrence)).where(
+                in_cassette, exchanges.c.key == bindparam("key")
+            ),
             dialect,
         )
         self.noted = Prepared(
@@ -167,25 +198,34 @@ class _Tip:
     head: str
 
 
+Moved = Callable[[NewExchange, Slot], None]
+"""Told when an exchange was stored at another slot than the one it was given."""
+
+
 class Writer:
     """Owns the writer thread. ``done(exchange, ok)`` is called from that thread
     once an exchange is committed (ok) or given up on (not ok)."""
 
     def __init__(
-        self, engine: Engine, done: Callable[[NewExchange, bool], None], where: str
+        self,
+        engine: Engine,
+        done: Callable[[NewExchange, bool], None],
+        where: str,
+        moved: Moved,
     ) -> None:
         self._engine = engine
         self._done = done
+        self._moved = moved
         self._where = where
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._tips: dict[str, _Tip] = {}
-        self._stale: set[str] = set()
-        """Cassettes whose tip was rewritten elsewhere (rekey, remove): read it again."""
+        self._ids: dict[str, int] = {}
+        """Cassette row ids by name, for indexing what was just written."""
         self._forget_digests = False
         """Whether blobs were deleted since the writer last looked (remove)."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
         self._search = SearchIndex(engine)
+        self._sqlite = engine.dialect.name == "sqlite"
         self._connection: PoolProxiedConnection | None = None
         """The writer thread's own connection, kept between batches."""
         self._lost = False
@@ -217,12 +257,9 @@ class Writer:
         if not finished:
             raise StoreError(f"store {self._where} did not finish writing within {timeout}s")
 
-    def forget(self, cassette: str, *, digests: bool = False) -> None:
-        """Read the cassette's chain head from the database again before the next write:
-        it was rewritten by another connection (rekey) or removed; with ``digests``, also
-        forget which blobs are stored, because some were deleted."""
+    def forget(self, *, digests: bool) -> None:
+        """Forget which blobs are stored, because some were deleted (a cassette removed)."""
         with self._lock:
-            self._stale.add(cassette)
             self._forget_digests |= digests
 
     def stop(self) -> None:
@@ -327,15 +364,19 @@ class Writer:
             blob.discard()
 
     @contextmanager
-    def _transaction(self) -> Iterator[DBAPICursor]:
+    def _transaction(self, *, exclusive: bool = False) -> Iterator[DBAPICursor]:
         """A cursor in a transaction on the writer's connection, committed at the end
         of the block or rolled back; a connection that cannot even roll back is
-        dropped, and the next transaction checks out another."""
+        dropped, and the next transaction checks out another. ``exclusive``: on SQLite,
+        the database's write lock is taken at the start, so what the transaction reads
+        (a chain head) is still true when it writes."""
         if self._connection is None:
             self._connection = self._engine.raw_connection()
         connection = self._connection
         cursor = connection.cursor()
         try:
+            if exclusive and self._sqlite:
+                cursor.execute("BEGIN IMMEDIATE")
             yield cursor
             cursor.close()
             connection.commit()
@@ -353,16 +394,17 @@ class Writer:
         # Any exception, not only database errors: a malformed exchange must not
         # kill the thread every later exchange depends on.
         try:
-            self._commit(batch)
+            written = self._commit(batch, resolve=again)
         except Exception as exc:
             lost, self._lost = self._lost, False
-            if not again and (lost or self._known):
-                # The kept connection may have died with the server since the last batch,
-                # or a blob taken for stored or a cassette been deleted behind the store's
-                # back: try once more, on a fresh connection, storing every blob the batch
-                # uses, with every cassette's chain head read again.
-                self._known.clear()
-                self._tips.clear()
+            if not again:
+                # Another process may have taken a slot (the unique constraints said so),
+                # the kept connection may have died with the server, or a blob taken for
+                # stored been deleted behind the store's back: try once more, on a fresh
+                # connection if need be, storing every blob the batch uses, in the slots
+                # the database still has free.
+                if lost or self._known:
+                    self._known.clear()
                 self._write(batch, again=True)
                 return
             if len(batch) == 1:
@@ -375,11 +417,13 @@ class Writer:
                 reason(exc, self._engine.url),
             )
             for exchange in batch:
-                self._write([exchange])
+                self._write([exchange], again=True)
         else:
-            for exchange in batch:
-                self._done(exchange, True)
-            self._index(batch)
+            for given, stored in zip(batch, written, strict=True):
+                self._done(given, True)
+                if stored.slot != given.slot:
+                    self._moved(given, stored.slot)
+            self._index(written)
 
     def _give_up(self, exchange: NewExchange, exc: Exception) -> None:
         log.error(
@@ -391,29 +435,30 @@ class Writer:
         )
         self._done(exchange, False)
 
-    def _commit(self, batch: list[NewExchange]) -> None:
-        """Insert a batch in one transaction, chaining each exchange to the one before.
+    def _commit(self, batch: list[NewExchange], *, resolve: bool) -> list[NewExchange]:
+        """Insert a batch in one transaction that holds its cassettes, chaining each exchange
+        to the one before from the head the database has now. With ``resolve``, a slot that
+        is taken is replaced by the next free one first. Returns the exchanges as stored.
 
-        Tips advance in a local copy that replaces the known tips only once the
-        transaction has committed, so a rolled-back batch leaves no trace; so do the
-        known digests.
+        The known digests change only once the transaction has committed, so a rolled-back
+        batch leaves no trace.
         """
         with self._lock:
-            stale, self._stale = self._stale, set()
             forget_digests, self._forget_digests = self._forget_digests, False
-        for name in stale:
-            self._tips.pop(name, None)
         if forget_digests:
             self._known.clear()
             self._search.forget()
         tips: dict[str, _Tip] = {}
         bodies: dict[str, bytes] = {}
         rows = []
+        written: list[NewExchange] = []
         statements = self._statements
-        with self._transaction() as cursor:
+        with self._transaction(exclusive=True) as cursor:
             for exchange in batch:
                 name = exchange.cassette
-                tip = tips.get(name) or self._tips.get(name) or self._tip(cursor, name)
+                tip = tips.get(name) or self._tip(cursor, name)
+                if resolve:
+                    exchange = self._free_slot(cursor, tip.cassette_id, exchange, written)
                 response = exchange.response
                 messages = exchange.messages
                 row = exchange_row(
@@ -429,6 +474,7 @@ class Writer:
                 row["canonical_digest"] = _named(exchange.canonical, None, bodies)
                 row["canonical"] = b""
                 rows.append(row)
+                written.append(exchange)
                 tips[name] = _Tip(tip.cassette_id, head)
             missing = [
                 blob_row(name, data) for name, data in bodies.items() if name not in self._known
@@ -440,8 +486,55 @@ class Writer:
                 statements.set_head.execute(
                     cursor, {"cassette_id": tip.cassette_id, "head": tip.head}
                 )
-        self._tips.update(tips)
+        self._ids.update({name: tip.cassette_id for name, tip in tips.items()})
         self._known.add(bodies)
+        return written
+
+    def _free_slot(
+        self,
+        cursor: DBAPICursor,
+        cassette_id: int,
+        exchange: NewExchange,
+        earlier: list[NewExchange],
+    ) -> NewExchange:
+        """``exchange`` in its slot if the database (and this batch) has it free, else in
+        the cassette's next seq and its key's next occurrence."""
+        slot = exchange.slot
+        ours = {e.slot.seq for e in earlier if e.cassette == exchange.cassette}
+        key = exchange.key
+        occurrences = {
+            e.slot.occurrence for e in earlier if e.cassette == exchange.cassette and e.key == key
+        }
+        ids = {
+            "cassette_id": cassette_id,
+            "seq": slot.seq,
+            "key": key,
+            "occurrence": slot.occurrence,
+        }
+        seq_taken = slot.seq in ours or self._statements.seq_taken.first(cursor, ids) is not None
+        occurrence_taken = (
+            slot.occurrence in occurrences
+            or self._statements.occurrence_taken.first(cursor, ids) is not None
+        )
+        if not seq_taken and not occurrence_taken:
+            return exchange
+        seq, occurrence = slot.seq, slot.occurrence
+        if seq_taken:
+            found = self._statements.last_seq.first(cursor, ids)
+            seq = max([-1 if found is None or found[0] is None else found[0], *ours]) + 1
+        if occurrence_taken:
+            found = self._statements.last_occurrence.first(cursor, ids)
+            last = -1 if found is None or found[0] is None else found[0]
+            occurrence = max([last, *occurrences]) + 1
+        log.info(
+            "exchange %d of cassette %r is stored as %d (occurrence %d): another process "
+            "recording into it had taken its place",
+            slot.seq,
+            exchange.cassette,
+            seq,
+            occurrence,
+        )
+        return dataclasses.replace(exchange, slot=Slot(seq, occurrence))
 
     def _index(self, batch: list[NewExchange]) -> None:
         """Make a committed batch searchable; a failure costs the index, never the batch."""
@@ -459,9 +552,9 @@ class Writer:
             with self._transaction() as cursor:
                 rows = []
                 for exchange, values in held:
-                    tip = self._tips[exchange.cassette]
                     found = self._statements.exchange_id.first(
-                        cursor, {"cassette_id": tip.cassette_id, "seq": exchange.slot.seq}
+                        cursor,
+                        {"cassette_id": self._ids[exchange.cassette], "seq": exchange.slot.seq},
                     )
                     if found is not None:
                         rows.append((found[0], values))
@@ -524,7 +617,8 @@ class Writer:
             )
 
     def _tip(self, cursor: DBAPICursor, name: str) -> _Tip:
-        """Find or create a cassette; read once per cassette, then kept in memory."""
+        """Find or create a cassette, and read its chain head in this transaction, holding
+        the cassette until it commits (on SQLite the whole transaction is exclusive)."""
         self._statements.add_cassette.execute(
             cursor, {"name": name, "created_at": time.time(), "head": GENESIS}
         )

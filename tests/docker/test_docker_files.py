@@ -53,6 +53,7 @@ SCHEMA_SHA256 = "d549057ebc2925f39f62799eab0db7b9e2c18b35b6c00595199116da3ed10e6
 
 BASE = DOCKER / "docker-compose.yml"
 POSTGRES = DOCKER / "docker-compose.postgres.yml"
+REPLICAS = DOCKER / "docker-compose.replicas.yml"
 IMAGE_BASE = "python:3.12-slim"
 #: PATH as the python:3.12-slim image sets it, which the Dockerfile's ENV PATH extends.
 BASE_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -122,10 +123,14 @@ def merge(base: Any, override: Any, where: str = "") -> Any:
     return override
 
 
-def compose(env: Mapping[str, str] | None = None, *, postgres: bool = False) -> dict[str, Any]:
+def compose(
+    env: Mapping[str, str] | None = None, *, postgres: bool = False, replicas: bool = False
+) -> dict[str, Any]:
     doc = load_yaml(BASE)
     if postgres:
         doc = merge(doc, load_yaml(POSTGRES))
+    if replicas:
+        doc = merge(doc, load_yaml(REPLICAS))
     return doc if env is None else interpolate(doc, env)
 
 
@@ -296,7 +301,22 @@ COMPOSE_DOCUMENTS: dict[str, Callable[[], Any]] = {
     "merged, interpolated, replay": lambda: compose(
         {"FREEZEFRAME_MODE": "replay", "OPENAI_API_KEY": "sk-x"}, postgres=True
     ),
+    "docker-compose.replicas.yml": lambda: load_yaml(REPLICAS),
+    "merged with replicas, interpolated": lambda: compose({}, postgres=True, replicas=True),
 }
+
+
+def test_two_replicas_answer_to_one_name_and_share_the_store_and_the_ca() -> None:
+    services = compose({}, postgres=True, replicas=True)["services"]
+    first, second = services["freezeframe"], services["freezeframe-2"]
+    assert second["networks"]["default"]["aliases"] == ["freezeframe"]
+    assert second["environment"]["FREEZEFRAME_STORE"] == first["environment"]["FREEZEFRAME_STORE"]
+    assert first["environment"]["FREEZEFRAME_REPLAY_SESSION"] == "compose"
+    assert second["environment"]["FREEZEFRAME_REPLAY_SESSION"] == "compose"
+    assert second["volumes"] == ["freezeframe-data:/data"]
+    assert second["depends_on"]["freezeframe"] == {"condition": "service_healthy"}
+    assert "ports" not in second, "the host's ports belong to the first replica"
+    assert services["agent"]["environment"]["HTTPS_PROXY"] == "http://freezeframe:8080"
 
 
 @pytest.mark.parametrize("name", COMPOSE_DOCUMENTS)
