@@ -297,6 +297,11 @@ _RUN_OPTIONS = [
         default="miss",
     ),
     _setting(
+        "--max-age",
+        "Remove cassettes with no exchange newer than this (30d, 12h), at start and hourly.",
+        metavar="DURATION",
+    ),
+    _setting(
         "--replay-session",
         "Count replay positions in the store under NAME, shared by replicas replaying together.",
         metavar="NAME",
@@ -1247,6 +1252,45 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
     click.echo(
         f"removed cassette {cassette!r}: {removed.exchanges} exchanges, {removed.bodies} "
         f"bodies ({_size(removed.freed)}) that no other cassette used"
+    )
+
+
+@main.command()
+@_store_options
+@click.option("--dry-run", is_flag=True, help="Count what would be removed; remove nothing.")
+@click.option(
+    "--grace",
+    default="1h",
+    show_default=True,
+    metavar="DURATION",
+    help="Leave bodies stored more recently than this (an exchange may still name them).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: bool) -> None:
+    """Remove the bodies and search values no cassette uses, and say what that freed.
+
+    Bodies a cassette no longer uses are left by failed imports, exchanges that were never
+    written, and stores from before schema 5 (rm and edits remove theirs at once). Safe
+    while proxies record into the store.
+
+    \b
+    Example:
+        freezeframe gc --dry-run
+    """
+    seconds = settings_module.parse_duration(grace, "--grace")
+    opened = _open(data_dir, store)
+    try:
+        found = opened.collect(seconds, dry_run=dry_run)
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(asdict(found) | {"dry_run": dry_run})
+        return
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{verb} {found.bodies} bodies no cassette uses ({_size(found.freed)}) "
+        f"and {found.values} search values"
     )
 
 

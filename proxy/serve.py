@@ -25,6 +25,7 @@ from addons.state import Mode, RuntimeState, SharedPositions
 from proxy.admin import AdminServer, create_app
 from proxy.master import build_master
 from proxy.notices import empty_cassette
+from proxy.retention import keep_sweeping
 from proxy.settings import Address, Settings
 from proxy.trust import client_bundle, upstream_bundle
 from storage import CassetteNotFound, Store, open_store
@@ -218,10 +219,13 @@ async def _run(
     embedded.capture = capture
     admin = AdminServer(create_app(store, state, settings), settings.admin)
     admin_task: asyncio.Task[None] | None = None
+    sweeper: asyncio.Task[None] | None = None
     try:
         admin_socket = _bind(settings.admin, "admin API")
         await _start_proxy(proxy_master, settings)
         admin_task = asyncio.create_task(admin.serve(sockets=[admin_socket]))
+        if settings.max_age is not None:
+            sweeper = asyncio.create_task(keep_sweeping(store, settings.max_age, stop))
         await proxy_master.running()
         log.info(
             "freezeframe %s: proxy on %s, admin on http://%s, cassette %r, store %s, data dir %s",
@@ -252,6 +256,9 @@ async def _run(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await _stop_proxy(proxy_master)
+        if sweeper is not None:
+            stop.set()
+            await sweeper
         if admin_task is not None:
             admin.should_exit = True
             await asyncio.gather(admin_task, return_exceptions=True)

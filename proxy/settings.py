@@ -172,6 +172,8 @@ class Settings:
     """``--after-miss``: ``miss``, or ``live``: live routes replay until the run misses."""
     replay_session: str | None = None
     """``--replay-session``: replay positions counted in the store, shared by replicas."""
+    max_age: float | None = None
+    """``--max-age``: seconds after its last exchange that a cassette is removed."""
 
     @property
     def store_url(self) -> str:
@@ -205,6 +207,18 @@ def parse_live(value: str) -> Route:
         mode="record",
         port=int(port_text) if colon else None,
     )
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(value: str, what: str) -> float:
+    """``90s``, ``15m``, ``12h``, ``30d``, ``2w``: seconds."""
+    found = _DURATION.fullmatch(value.strip().lower())
+    if found is None or float(found.group(1)) <= 0:
+        raise ValueError(f"{what} {value!r}: expected a duration such as 30d, 12h or 15m")
+    return float(found.group(1)) * _UNITS[found.group(2)]
 
 
 def _session(value: str) -> str:
@@ -268,6 +282,7 @@ def build(
     record_into: str | None = None,
     after_miss: str = "miss",
     replay_session: str | None = None,
+    max_age: str | None = None,
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
@@ -303,4 +318,5 @@ def build(
         record_into=validate_cassette_name(record_into) if record_into else None,
         after_miss=_after_miss(after_miss, live),
         replay_session=_session(replay_session) if replay_session else None,
+        max_age=parse_duration(max_age, "--max-age") if max_age else None,
     )

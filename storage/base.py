@@ -29,6 +29,7 @@ from storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
+    Collected,
     Edit,
     Exchange,
     ExchangeFilter,
@@ -289,6 +290,14 @@ class Store(ABC):
         was forked from and whether the source still holds it. Raises CassetteNotFound,
         or StoreError when ``target`` exists or a seq to edit was not copied.
         """
+
+    @abstractmethod
+    def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
+        """Delete the bodies (and canonical forms and transcripts) no exchange names, which
+        were stored more than ``grace`` seconds ago, and the search values no exchange
+        holds; with ``dry_run`` only count them. Safe while proxies write to the store: a
+        body younger than ``grace`` may be named by an exchange still on its way, and one
+        deleted as an exchange names it is stored again by the writer."""
 
     @abstractmethod
     def remove(self, cassette: str) -> Removed:

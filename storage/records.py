@@ -436,6 +436,18 @@ class Miss:
 
 
 @dataclass(frozen=True, slots=True)
+class Collected:
+    """What garbage collection found (and, unless a dry run, deleted)."""
+
+    bodies: int
+    """Bodies, canonical forms and transcripts no exchange names."""
+    freed: int
+    """Their compressed size in bytes."""
+    values: int
+    """Search values no exchange holds."""
+
+
+@dataclass(frozen=True, slots=True)
 class Removed:
     """What removing a cassette took out of the store."""
 

@@ -456,3 +456,38 @@ def test_exec_refuses_capture_and_isolation_that_cannot_work_in_one_line(
 ) -> None:
     result = invoke("exec", "--data-dir", str(data_dir), *args, "--", "true")
     assert_one_line_error(result, fragment)
+
+
+def test_gc_says_what_it_would_free_then_frees_it(data_dir: Path) -> None:
+    from support.database import run_sql
+
+    from storage.blobs import compress, digest
+
+    left = b"a body a failed import left behind"
+    run_sql(
+        store_url(data_dir),
+        "INSERT INTO blobs (digest, size, stored_size, data, parts, stored_at) "
+        "VALUES (:d, :s, :ss, :data, 0, 0)",
+        d=digest(left), s=len(left), ss=len(compress(left)), data=compress(left),
+    )  # fmt: skip
+    dry = invoke("gc", "--dry-run", "--data-dir", str(data_dir)).stdout
+    assert dry.startswith("would remove 1 bodies no cassette uses")
+    done = json.loads(invoke("gc", "--json", "--data-dir", str(data_dir)).stdout)
+    assert (done["bodies"], done["dry_run"]) == (1, False)
+    assert json.loads(invoke("gc", "--json", "--data-dir", str(data_dir)).stdout)["bodies"] == 0
+    assert invoke("verify", "bug-8821", "--data-dir", str(data_dir)).exit_code == 0
+    assert_one_line_error(
+        invoke("gc", "--grace", "soon", "--data-dir", str(data_dir)), "--grace 'soon'"
+    )
+
+
+def test_max_age_removes_cassettes_nobody_recorded_into_for_that_long(data_dir: Path) -> None:
+    from proxy.retention import sweep
+
+    with open_store(store_url(data_dir)) as store:
+        removed = sweep(store, max_age=30 * 86400, now=1_790_000_000.0 + 31 * 86400)
+        assert [r.cassette for r in removed] == ["bug-8821", "other"]
+        assert store.cassette_names() == []
+    record(data_dir, "fresh", 1)
+    with open_store(store_url(data_dir)) as store:
+        assert sweep(store, max_age=30 * 86400, now=1_790_000_000.0 + 86400) == []

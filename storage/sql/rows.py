@@ -12,6 +12,7 @@ that is not finite) is stored as unknown.
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -254,6 +255,7 @@ def blob_row(name: str, data: bytes) -> dict[str, Scalar]:
         "stored_size": len(stored),
         "data": stored,
         "parts": 0,
+        "stored_at": time.time(),
     }
 
 

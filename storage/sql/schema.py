@@ -160,6 +160,9 @@ blobs = Table(
     # SQLite cannot relax a NOT NULL column without copying the table).
     Column("data", LargeBinary, nullable=False),
     Column("parts", Integer, nullable=False, server_default=text("0")),
+    # Version 5. When it was stored (epoch seconds), so that gc leaves a body alone while
+    # the exchange that will name it may still be on its way; NULL: stored before.
+    Column("stored_at", Double),
 )
 
 blob_parts = Table(
@@ -416,9 +419,10 @@ def _add_search_and_misses(conn: Connection) -> None:
 
     for table in (texts, text_uses, misses, replay_positions):
         table.create(conn, checkfirst=True)
-    for table in (exchanges, cassettes):
-        if "origin" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
-            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN origin TEXT"))
+    for table, column in ((exchanges, "origin"), (cassettes, "origin"), (blobs, "stored_at")):
+        if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            definition = CreateColumn(table.c[column]).compile(dialect=conn.dialect)
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {definition}"))
     create_search(conn)
     backfill(conn)
 

@@ -41,6 +41,7 @@ from storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
+    Collected,
     Edit,
     Exchange,
     ExchangeFilter,
@@ -62,6 +63,7 @@ from storage.sql import bodies, listings, positions, rekey
 from storage.sql import search as search_index
 from storage.sql.engine import connect, exclusive, mask, unavailable
 from storage.sql.fork import fork as fork_cassette
+from storage.sql.gc import collect
 from storage.sql.misses import list_misses
 from storage.sql.reads import ExchangeReader
 from storage.sql.remove import remove_cassette
@@ -326,6 +328,15 @@ class SqlStore(Store):
         with unavailable(what, self._engine):
             with exclusive(self._engine) as conn:
                 return fork_cassette(conn, source, target, upto, edits or {}, self._where)
+
+    def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
+        self.flush(PENDING_WAIT_S)
+        with unavailable(f"cannot collect garbage in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                found = collect(conn, grace, dry_run=dry_run)
+        if not dry_run:
+            self._writer.forget(digests=True)
+        return found
 
     def remove(self, cassette: str) -> Removed:
         self.flush(PENDING_WAIT_S)

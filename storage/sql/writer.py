@@ -75,7 +75,7 @@ BATCH_SIZE = 64
 KNOWN_DIGESTS = 16_384
 """How many digests of stored blobs the writer remembers (about 4 MB of them)."""
 
-_BLOB_COLUMNS = ("digest", "size", "stored_size", "data", "parts")
+_BLOB_COLUMNS = ("digest", "size", "stored_size", "data", "parts", "stored_at")
 _EXCHANGE_COLUMNS = tuple(column.name for column in exchanges.c if column.name != "id")
 
 
@@ -338,7 +338,12 @@ class Writer:
             # Not skipped when the digest is known: the spool is the only copy left.
             with self._transaction() as cursor:
                 parts = blob.parts()
-                row = {"digest": ref.digest, "size": ref.size, "stored_size": blob.stored_size}
+                row = {
+                    "digest": ref.digest,
+                    "size": ref.size,
+                    "stored_size": blob.stored_size,
+                    "stored_at": time.time(),
+                }
                 if blob.count == 1:
                     row |= {"data": next(parts), "parts": 0}
                 else:
