@@ -18,6 +18,7 @@ from addons.routing import Decision
 from addons.state import Mode
 from canonicalize import Canonical, KeyConfig, RequestView, canonicalize
 from storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
+from storage.encodings import HELD_DECODED, decode_body
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.proxy")
@@ -72,11 +73,28 @@ def canonical_of(
 ) -> Canonical:
     """Compute the request key once per flow; replay and record both need it."""
     if info.canonical is None:
-        decoded = flow.request.get_content(strict=False) or b""
-        body = redactor.body(decoded, info.secrets)
+        body = redactor.body(decoded_body(flow, info), info.secrets)
         info.view = request_view(flow, info, body)
         info.canonical = canonicalize(info.view, config)
     return info.canonical
+
+
+def decoded_body(flow: http.HTTPFlow, info: FlowInfo | None = None) -> bytes:
+    """The request body with its content codings undone, as keys and ids are read from it.
+
+    Decoded by storage's bounded decoder, never mitmproxy's, which has no limit: a small
+    body that expands a thousandfold must not take the proxy down. A body that does not
+    decode whole (damaged, an unknown coding, or larger than HELD_DECODED decoded) is read
+    as it was sent, as a stored one is read again (evidence.requests), and the log says so.
+    """
+    raw = flow.request.raw_content or b""
+    found = decode_body(raw, flow.request.headers.fields, HELD_DECODED)
+    if found.whole:
+        return found.data
+    if found.note is not None:
+        where = display_url(flow, info) if info is not None else flow.request.pretty_url
+        log.warning("%s %s: body keyed as sent: %s", flow.request.method, where, found.note)
+    return raw
 
 
 def request_view(flow: http.HTTPFlow, info: FlowInfo, body: bytes) -> RequestView:

@@ -5,8 +5,9 @@ client the very bytes it received. But a gzip, br, zstd or deflate body hides wh
 holds from a pattern scan, and secrets must never reach the store. So an encoded body is
 also decoded and scanned; only when that finds a secret is the redacted body encoded again
 with the same coding and stored in place of the original, which costs byte-exactness for
-that one body and says so in the log. A body that does not decode (cut off mid-stream) is
-stored as received: there is nothing whole to scan.
+that one body and says so in the log. A body that does not decode whole (cut off
+mid-stream, or larger than storage.encodings.HELD_DECODED decoded: a compression bomb) is
+stored as received: there is nothing whole to scan, and holding it would cost the proxy.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from mitmproxy.net import encoding
-
 from storage import Header
+from storage.encodings import HELD_DECODED, content_codings, decode_body, encode
 from storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
@@ -30,21 +30,20 @@ def scrub_encoded(
     ``data`` is the body as sent, ``headers`` its message's headers; a rewritten body gets a
     matching ``Content-Length``.
     """
-    coding = _coding(headers)
-    if not coding or not data:
+    codings = content_codings(headers)
+    if not codings or not data:
         return None
-    try:
-        decoded = encoding.decode(data, coding)
-    except ValueError:
+    found = decode_body(data, headers, HELD_DECODED)
+    if not found.whole:
         return None
-    scrubbed = redactor.body(decoded, known)
-    if scrubbed == decoded:
+    scrubbed = redactor.body(found.data, known)
+    if scrubbed == found.data:
         return None
-    body = encoding.encode(scrubbed, coding)
+    body = encode(scrubbed, codings)
     log.warning(
         "a secret inside a %s-encoded body was redacted; that body is stored re-encoded, "
         "not byte-exact",
-        coding,
+        ", ".join(codings),
     )
     length = str(len(body)).encode("ascii")
     fixed = tuple(
@@ -52,10 +51,3 @@ def scrub_encoded(
         for name, value in headers
     )
     return body, fixed
-
-
-def _coding(headers: Sequence[Header]) -> str:
-    for name, value in headers:
-        if name.lower() == b"content-encoding":
-            return value.decode("latin-1").strip().lower()
-    return ""

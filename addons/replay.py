@@ -19,7 +19,14 @@ from typing import Any
 from mitmproxy import http
 
 from addons import annotate, answers
-from addons._flows import FlowInfo, canonical_of, display_url, info_of, response_from
+from addons._flows import (
+    FlowInfo,
+    canonical_of,
+    decoded_body,
+    display_url,
+    info_of,
+    response_from,
+)
 from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
 from addons.state import INSTANT_PACE, Mode, RuntimeState
 from addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
@@ -277,7 +284,7 @@ class Replay:
         original = jsonrpc_rewritable(exchange.request_body, recorded)
         if original is None:
             return recorded, []
-        live = jsonrpc_id(flow.request.get_content(strict=False) or b"")
+        live = jsonrpc_id(decoded_body(flow))
         if live is None or live == original:
             return recorded, []
         body, edits = rewrite_jsonrpc_id(recorded.body, original, live)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from canonicalize import RequestView
 from storage import Exchange
-from storage.encodings import decode_body
+from storage.encodings import HELD_DECODED, decode_body
 
 
 def stored_view(exchange: Exchange) -> RequestView:
@@ -21,7 +21,7 @@ def stored_view(exchange: Exchange) -> RequestView:
         for name, value in exchange.request_headers
     )
     body = exchange.request_body
-    decoded = decode_body(body, exchange.request_headers)
+    decoded = decode_body(body, exchange.request_headers, HELD_DECODED)
     if decoded.whole:
         body = decoded.data
     return RequestView.of(

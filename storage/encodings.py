@@ -28,6 +28,10 @@ from storage.records import Header
 
 MAX_DECODED = 64 * 1024 * 1024
 """The most bytes one body decodes to; the rest of a larger one is not read."""
+HELD_DECODED = 16 * 1024 * 1024
+"""The most a body the proxy holds decodes to, when it is keyed or scanned for secrets (the
+proxy, and rekey and explain, which must key as it does): decoding costs memory while it
+runs, and a body that would decode to more is read as sent."""
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _ZLIB_WBITS = zlib.MAX_WBITS
