@@ -39,6 +39,7 @@ from evidence import (
 )
 from evidence.compare import RunDiff, compare_runs, diff_document
 from evidence.editing import AnswerEdit, Assignment, edited
+from evidence.inert import inert
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
 from proxy.command import CAPTURES, Confinement, run_command
@@ -448,12 +449,17 @@ def env(shell: str, admin: str, data_dir: str) -> None:
     click.echo(render(environment, shell), nl=False)
 
 
+class _InertFormatter(logging.Formatter):
+    """Log lines carry recorded text (URLs, errors, run ids): never a terminal command."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return inert(super().format(record))
+
+
 def _configure_logging(debug: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=[handler])
     logging.getLogger("mitmproxy").setLevel(logging.DEBUG if debug else logging.WARNING)
     for noisy in ("hpack", "passlib", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -612,8 +618,18 @@ def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool)
         click.echo(f"no misses kept for cassette {cassette!r}")
         return
     for miss in found:
-        click.echo(f"{_time(miss.at)}  {miss.method} {miss.url}")
-        click.echo(f"  {miss.message}")
+        _say(f"{_time(miss.at)}  {miss.method} {miss.url}")
+        _say(f"  {miss.message}")
+
+
+def _say(line: str) -> None:
+    """A line that carries recorded text, which must not command the terminal."""
+    click.echo(inert(line, newlines=False))
+
+
+def _cell(text: str) -> str:
+    """A table cell of recorded text: inert, and never read as rich markup."""
+    return escape(inert(text, newlines=False))
 
 
 def _heading(line: str) -> str:
@@ -648,7 +664,7 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
         cells += [model] if with_model else []
         cells += [str(row.drifted) if row.drifted else "-"] if with_drift else []
         cells += [row.origin or "-"] if with_origin else []
-        table.add_row(*cells, row.url)
+        table.add_row(*(_cell(cell) for cell in cells), _cell(row.url))
     _console().print(table)
 
 
@@ -934,8 +950,8 @@ def search(
             hit.method,
             str(hit.status) if hit.status is not None else "-",
             ", ".join(hit.parts),
-            escape(hit.match),
-            hit.url,
+            _cell(hit.match),
+            _cell(hit.url),
         )
     _console().print(table)
 
@@ -1045,7 +1061,7 @@ def edit(
         return
     click.echo(f"forked {cassette!r} into {target!r} with #{seq} edited:")
     for line in made.changes:
-        click.echo(f"  {line}")
+        _say(f"  {line}")
 
 
 @main.command()
@@ -1131,7 +1147,7 @@ def resend(
     if not resent.differences:
         click.echo("the new answer is the same as the recorded one")
     for what, recorded, new in resent.differences:
-        click.echo(f"  {what}: {recorded} -> {new}")
+        _say(f"  {what}: {recorded} -> {new}")
 
 
 @main.command(name="diff")
@@ -1189,15 +1205,13 @@ def _print_diff(compared: RunDiff) -> None:
         where = (
             f"#{pair.a if pair.a is not None else '-'} / #{pair.b if pair.b is not None else '-'}"
         )
-        click.echo(
-            f"{compared.a} and {compared.b} diverge at step {first + 1} ({where}): {pair.title}"
-        )
+        _say(f"{compared.a} and {compared.b} diverge at step {first + 1} ({where}): {pair.title}")
     for n, pair in enumerate(compared.steps, start=1):
         left = f"#{pair.a}" if pair.a is not None else "-"
         right = f"#{pair.b}" if pair.b is not None else "-"
         mark = "≠" if pair.diverges else "="
         alone = " (only in A)" if pair.b is None else " (only in B)" if pair.a is None else ""
-        click.echo(f"{n:>3} {left:>5} {mark} {right:<5} {pair.kind:<5} {pair.title}{alone}")
+        _say(f"{n:>3} {left:>5} {mark} {right:<5} {pair.kind:<5} {pair.title}{alone}")
         for kind, changes in (
             ("request", pair.request),
             ("answer", pair.answer),
@@ -1205,7 +1219,7 @@ def _print_diff(compared: RunDiff) -> None:
             ("timing", pair.timing),
         ):
             for change in changes:
-                click.echo(f"      {kind} {change.what}: {change.a} -> {change.b}")
+                _say(f"      {kind} {change.what}: {change.a} -> {change.b}")
 
 
 def _header_pair(text: str) -> tuple[str, str]:

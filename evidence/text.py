@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from evidence.inert import inert
+
 BODY_LINES = 40
 BODY_CHARS = 6000
 CHUNKS_SHOWN = 10
@@ -23,7 +25,13 @@ HEX_WIDTH = 16
 
 
 def exchange_lines(document: dict[str, Any], *, full: bool = False) -> Iterator[str]:
-    """The lines of one exchange; headings start with ``== ``."""
+    """The lines of one exchange; headings start with ``== ``. Every line is inert: recorded
+    text cannot command the terminal it is printed on."""
+    for line in _lines(document, full):
+        yield inert(line, newlines=False)
+
+
+def _lines(document: dict[str, Any], full: bool) -> Iterator[str]:
     request, response = document["request"], document["response"]
     yield f"== #{document['seq']} {request['method']} {request['url']}"
     status = "-" if response is None else f"{response['status']} {response['reason']}".strip()

@@ -491,3 +491,28 @@ def test_max_age_removes_cassettes_nobody_recorded_into_for_that_long(data_dir: 
     record(data_dir, "fresh", 1)
     with open_store(store_url(data_dir)) as store:
         assert sweep(store, max_age=30 * 86400, now=1_790_000_000.0 + 86400) == []
+
+
+def test_recorded_escape_sequences_never_reach_the_terminal(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
+    record(data, "odd", 1, answer=f"plain text {hostile}".encode())
+    outputs = [
+        invoke("show", "odd", "0", "--data-dir", str(data)).stdout,
+        invoke("show", "odd", "0", "--full", "--data-dir", str(data)).stdout,
+        invoke("search", "pwned", "--data-dir", str(data)).stdout,
+    ]
+    for output in outputs:
+        assert not any(c in output for c in "\x1b\x07\x9b"), repr(output)
+    assert "\\x1b]0;pwned\\x07" in outputs[0]
+    assert "pwned" in outputs[2], "the search found it, and printed it inert"
+
+
+def test_log_lines_are_inert() -> None:
+    import logging
+
+    formatter = cli._InertFormatter("%(message)s")
+    line = formatter.format(
+        logging.LogRecord("x", logging.INFO, "f", 1, "recorded %s", ("\x1b]52;c;Zm9v\x07",), None)
+    )
+    assert line == "recorded \\x1b]52;c;Zm9v\\x07"
