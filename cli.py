@@ -298,6 +298,11 @@ _RUN_OPTIONS = [
         default="miss",
     ),
     _setting(
+        "--durability",
+        "batched, or strict: an answer's end reaches the client once its exchange is stored.",
+        default="batched",
+    ),
+    _setting(
         "--max-age",
         "Remove cassettes with no exchange newer than this (30d, 12h), at start and hourly.",
         metavar="DURATION",

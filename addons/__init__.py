@@ -33,8 +33,10 @@ def default_addons(
     addresses: AddressBook,
     routing: Routing,
     admin: str,
+    strict: bool = False,
 ) -> list[object]:
-    """``admin`` is the admin API's ``host:port``, which freezeframe's answers name."""
+    """``admin`` is the admin API's ``host:port``, which freezeframe's answers name;
+    ``strict``: an answer being recorded ends only once it is committed."""
     reenactor = Reenactor(store, redactor)
     return [
         Capture(state, addresses),  # first: a captured request gets its name before anyone looks
@@ -43,5 +45,5 @@ def default_addons(
         RequestContext(state, redactor, routing),
         reenactor,
         Replay(store, state, key_config, redactor, reenactor, admin),
-        Record(store, state, key_config, redactor),
+        Record(store, state, key_config, redactor, strict=strict),
     ]

@@ -12,6 +12,7 @@ writer thread; the request path only builds a record and enqueues it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -53,6 +54,23 @@ from storage.redaction import Redactor
 log = logging.getLogger("freezeframe.record")
 
 STOPPED = "the proxy was stopped while this exchange was in flight"
+DURABLE_WAIT_S = 30.0
+"""How long --durability strict holds an answer's end for its commit."""
+
+
+def _end_after_the_hook(flow: http.HTTPFlow) -> None:
+    """Make the client know the answer is whole only from its end of message, which is sent
+    after the ``response`` hook: HTTP/2 ends a stream that way anyway; an HTTP/1.1 answer of
+    known length is sent chunked instead (transfer framing only: the bytes are the same, and
+    the recording keeps the upstream's headers)."""
+    response = flow.response
+    assert response is not None
+    if response.http_version != "HTTP/1.1" or flow.request.method == "HEAD":
+        return
+    if response.status_code in (204, 304) or "content-length" not in response.headers:
+        return
+    del response.headers["content-length"]
+    response.headers["transfer-encoding"] = "chunked"
 
 
 class _Recording:
@@ -128,9 +146,16 @@ class _Recording:
 
 class Record:
     def __init__(
-        self, store: Store, state: RuntimeState, key_config: KeyConfig, redactor: Redactor
+        self,
+        store: Store,
+        state: RuntimeState,
+        key_config: KeyConfig,
+        redactor: Redactor,
+        *,
+        strict: bool = False,
     ) -> None:
         self._store = store
+        self._strict = strict  # --durability strict: an answer ends once it is committed
         self._state = state
         self._key_config = key_config
         self._redactor = redactor
@@ -293,18 +318,40 @@ class Record:
         if recording is not None:
             flow.response.stream = recording.tee
             recording.upstream_headers = flow.response.headers.fields
+            if self._strict:
+                _end_after_the_hook(flow)
             if self._state.annotate and recording.slot is not None:
                 headers = annotate.recorded(recording.info.record_cassette, recording.slot.seq)
                 flow.response.headers.fields += headers
         elif flow.response.stream is False:
             flow.response.stream = True  # passthrough streams too; nothing to keep
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    async def response(self, flow: http.HTTPFlow) -> None:
+        """Runs before the answer's end reaches the client (the last chunk's terminator, or
+        HTTP/2's end of stream), so ``--durability strict`` holds that end until the
+        exchange is committed, and cuts the answer off if it cannot be."""
         if flow.websocket is not None:
             return  # a WebSocket is submitted with its messages when it ends
         recording = self._inflight.pop(flow.id, None)
-        if recording is not None:
+        if recording is None:
+            return
+        if not self._strict:
             self._submit(recording, Outcome.COMPLETE, None)
+            return
+        exchange = self._exchange(recording, Outcome.COMPLETE, None)
+        try:
+            stored = await asyncio.to_thread(self._store.submit_durably, exchange, DURABLE_WAIT_S)
+        except StoreError:
+            stored = False
+        self._recorded(recording, exchange)
+        if not stored:
+            log.error(
+                "%s %s: not committed to the store, so the answer is cut off before its end "
+                "(--durability strict)",
+                flow.request.method,
+                display_url(flow, recording.info),
+            )
+            flow.kill()
 
     def error(self, flow: http.HTTPFlow) -> None:
         recording = self._inflight.pop(flow.id, None)
@@ -349,6 +396,28 @@ class Record:
         return dataclasses.replace(response, body=body, headers=headers, chunks=chunks)
 
     def _submit(self, recording: _Recording, outcome: Outcome, error: str | None) -> None:
+        exchange = self._exchange(recording, outcome, error)
+        self._store.submit(exchange)
+        self._recorded(recording, exchange)
+
+    def _recorded(self, recording: _Recording, exchange: NewExchange) -> None:
+        flow, info = recording.flow, recording.info
+        response = exchange.response
+        self._state.tally.recorded(exchange.outcome.value)
+        log.info(
+            "recorded %s#%d %s %s %s %s %.0f ms%s",
+            info.record_cassette,
+            exchange.slot.seq,
+            flow.request.method,
+            display_url(flow, info),
+            response.status if response is not None else "-",
+            exchange.outcome.value,
+            (exchange.duration or 0.0) * 1000,
+            f": {exchange.error}" if exchange.error else "",
+        )
+
+    def _exchange(self, recording: _Recording, outcome: Outcome, error: str | None) -> NewExchange:
+        """The exchange to store, as the flow went."""
         flow, info = recording.flow, recording.info
         self._reserve(recording)
         canonical = info.canonical
@@ -407,16 +476,4 @@ class Record:
             facts=recorded_facts(info, self._view(flow, info), response),
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
-        self._store.submit(exchange)
-        self._state.tally.recorded(outcome.value)
-        log.info(
-            "recorded %s#%d %s %s %s %s %.0f ms%s",
-            info.record_cassette,
-            recording.slot.seq,
-            flow.request.method,
-            display_url(flow, info),
-            response.status if response is not None else "-",
-            outcome.value,
-            (exchange.duration or 0.0) * 1000,
-            f": {exchange.error}" if exchange.error else "",
-        )
+        return exchange

@@ -76,6 +76,7 @@ def build_master(
                 after_miss_live=settings.after_miss == "live",
             ),
             admin=str(settings.admin),
+            strict=settings.durability == "strict",
         ),
     )
     opts.update(**mitmproxy_options(settings, upstream_trust, extra_modes))

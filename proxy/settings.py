@@ -174,6 +174,8 @@ class Settings:
     """``--replay-session``: replay positions counted in the store, shared by replicas."""
     max_age: float | None = None
     """``--max-age``: seconds after its last exchange that a cassette is removed."""
+    durability: str = "batched"
+    """``--durability``: ``batched``, or ``strict``: an answer ends once it is committed."""
 
     @property
     def store_url(self) -> str:
@@ -219,6 +221,13 @@ def parse_duration(value: str, what: str) -> float:
     if found is None or float(found.group(1)) <= 0:
         raise ValueError(f"{what} {value!r}: expected a duration such as 30d, 12h or 15m")
     return float(found.group(1)) * _UNITS[found.group(2)]
+
+
+def _durability(value: str) -> str:
+    choice = value.strip().lower()
+    if choice not in ("batched", "strict"):
+        raise ValueError(f"--durability {value!r}: choose batched or strict")
+    return choice
 
 
 def _session(value: str) -> str:
@@ -283,6 +292,7 @@ def build(
     after_miss: str = "miss",
     replay_session: str | None = None,
     max_age: str | None = None,
+    durability: str = "batched",
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
@@ -319,4 +329,5 @@ def build(
         after_miss=_after_miss(after_miss, live),
         replay_session=_session(replay_session) if replay_session else None,
         max_age=parse_duration(max_age, "--max-age") if max_age else None,
+        durability=_durability(durability),
     )

@@ -113,6 +113,12 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def submit_durably(self, exchange: NewExchange, timeout: float) -> bool:
+        """submit(), then wait until the exchange is committed: True once it is, False when
+        the store could not write it or ``timeout`` seconds passed. Blocks: call it off the
+        event loop."""
+
+    @abstractmethod
     def note_drift(
         self, cassette: str, seq: int, paths: Sequence[str], context: Mapping[str, str]
     ) -> None:

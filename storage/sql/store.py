@@ -105,7 +105,8 @@ class SqlStore(Store):
         self._where = where
         self._cache = blobs.BlobCache()
         self._counters = Counters(self._load_counts)
-        self._writer = Writer(engine, self._counters.written, where, self._counters.moved)
+        self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
+        self._writer = Writer(engine, self._written, where, self._counters.moved)
         self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -136,6 +137,27 @@ class SqlStore(Store):
         except StoreClosed:
             self._counters.written(exchange, ok=False)
             raise
+
+    def submit_durably(self, exchange: NewExchange, timeout: float) -> bool:
+        committed = threading.Event()
+        outcome: list[bool] = []
+        with self._lock:
+            self._durable[id(exchange)] = (committed, outcome)
+        try:
+            self.submit(exchange)
+            return committed.wait(timeout) and outcome == [True]
+        finally:
+            with self._lock:
+                self._durable.pop(id(exchange), None)
+
+    def _written(self, exchange: NewExchange, ok: bool) -> None:
+        """The writer is done with ``exchange``: count it, and wake who waits for it."""
+        self._counters.written(exchange, ok)
+        with self._lock:
+            waiting = self._durable.get(id(exchange))
+        if waiting is not None:
+            waiting[1].append(ok)
+            waiting[0].set()
 
     def flush(self, timeout: float | None = None) -> None:
         self._writer.flush(timeout)
