@@ -184,7 +184,12 @@ class Replay:
         """The recording to serve, freezeframe's own answer, or None: forward (auto, or a
         live route whose run has just missed)."""
         occurrence = self._state.next_occurrence(info.cassette, canonical.key)
-        exchange = self._store.lookup(info.cassette, canonical.key, occurrence)
+        try:
+            exchange = self._store.lookup(info.cassette, canonical.key, occurrence)
+        except StoreError:
+            # Unanswered, so not served: the retry after the store is back gets this one.
+            self._state.give_back(info.cassette, canonical.key, occurrence)
+            raise
         if exchange is None:
             if mode is not Mode.REPLAY:
                 return None

@@ -197,6 +197,16 @@ class RuntimeState:
             self._served[slot] = n + 1
             return n
 
+    def give_back(self, cassette: str, key: str, occurrence: int) -> None:
+        """Return a position that was claimed and not served (the store failed), when it
+        is still the last one claimed; positions counted in the store stay taken."""
+        if self._shared is not None:
+            return
+        with self._lock:
+            slot = (cassette, key)
+            if self._served[slot] == occurrence + 1:
+                self._served[slot] = occurrence
+
     def reset(self) -> None:
         with self._lock:
             self._served.clear()

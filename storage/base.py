@@ -94,6 +94,11 @@ class Store(ABC):
         """Where the store is, as its URL with any password masked: safe to log or show."""
 
     @abstractmethod
+    def health(self) -> str | None:
+        """None when the store is answering and the last exchange submitted could be
+        written; else one line saying what is wrong. Asks the database (a trivial read)."""
+
+    @abstractmethod
     def reserve(self, cassette: str, key: str) -> Slot:
         """Claim the next position in a cassette for a request that has just arrived.
 

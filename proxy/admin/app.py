@@ -93,8 +93,15 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         )
 
     async def health(request: Request) -> JSONResponse:
+        problem = await run_in_threadpool(store.health)
         return JSONResponse(
-            {"status": "ok", **about, **mode_document(), "tally": state.tally.document()}
+            {
+                "status": "ok" if problem is None else "degraded",
+                **about,
+                **mode_document(),
+                "store_problem": problem,
+                "tally": state.tally.document(),
+            }
         )
 
     async def ca_pem(request: Request) -> Response:

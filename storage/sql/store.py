@@ -123,6 +123,16 @@ class SqlStore(Store):
     def location(self) -> str:
         return self._where
 
+    def health(self) -> str | None:
+        if self._writer.failing is not None:
+            return f"cannot write to store {self._where}: {self._writer.failing}"
+        try:
+            with self._connect() as conn:
+                conn.execute(select(1))
+        except StoreError as exc:
+            return str(exc)
+        return None
+
     def reserve(self, cassette: str, key: str) -> Slot:
         self._check_open()
         return self._counters.reserve(cassette, key)

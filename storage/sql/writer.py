@@ -230,6 +230,9 @@ class Writer:
         """The writer thread's own connection, kept between batches."""
         self._lost = False
         """Whether the last failed transaction lost its connection."""
+        self.failing: str | None = None
+        """Why the last exchange the writer gave up on could not be stored; None once one
+        is stored again. Read by Store.health() from other threads."""
         self._stopping = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(
@@ -424,6 +427,7 @@ class Writer:
             for exchange in batch:
                 self._write([exchange], again=True)
         else:
+            self.failing = None
             for given, stored in zip(batch, written, strict=True):
                 self._done(given, True)
                 if stored.slot != given.slot:
@@ -431,6 +435,7 @@ class Writer:
             self._index(written)
 
     def _give_up(self, exchange: NewExchange, exc: Exception) -> None:
+        self.failing = reason(exc, self._engine.url)
         log.error(
             "could not store exchange %d of cassette %r in %s, dropping it: %s",
             exchange.slot.seq,

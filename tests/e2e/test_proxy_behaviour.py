@@ -160,6 +160,7 @@ def test_admin_api_reports_health_serves_the_ca_and_switches_mode(
         "ca_bundle": str((proxy.data_dir / "ca-bundle.pem").absolute()),
         "store": "-",
         "version": "-",
+        "store_problem": None,
         "tally": {
             "recorded": 0,
             "recorded_by_outcome": {},
