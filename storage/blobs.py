@@ -5,6 +5,11 @@ same answer replayed to several runs), so a body is addressed by its content:
 the digest of its raw bytes is its name, and storing a body that is already
 there is a no-op. The digest also lets ``verify`` detect a body changed in place.
 
+A body may be stored as a *delta*: compressed with another stored body, its *base*, as
+zstd's dictionary, so that what the base already holds costs a few bytes (storage.deltas
+chooses bases: an agent's requests repeat its whole conversation so far). Reading it back
+means reading its base first, and its base's base: the chain is at most MAX_DEPTH long.
+
 A body written as a stream (see storage.spool) is compressed in independent
 frames of PART_SIZE input bytes each, its *parts*, so that it can be written and
 read back one part at a time, never whole. A body of one part is stored like any
@@ -22,6 +27,10 @@ COMPRESSION_LEVEL = 3
 """zstd's default: most of the size win at a small fraction of the CPU of higher levels."""
 
 CACHE_BYTES = 32 * 1024 * 1024
+
+MAX_DEPTH = 16
+"""The longest chain of bases a body may need to be read: a writer stores a body whole
+rather than deeper, and a reader refuses a longer chain as damaged (or a cycle)."""
 
 PART_SIZE = 1024 * 1024
 """Raw bytes per part of a streamed body: what a blob writer or reader holds at once."""
@@ -54,6 +63,20 @@ def compress(data: bytes) -> bytes:
 def decompress(data: bytes) -> bytes:
     """Raises zstandard.ZstdError if ``data`` is not a zstd frame with its size recorded."""
     return _codecs.decompressor.decompress(data)
+
+
+def compress_against(data: bytes, base: bytes) -> bytes:
+    """``data`` compressed with the raw bytes of ``base`` as its dictionary."""
+    return zstandard.ZstdCompressor(level=COMPRESSION_LEVEL, dict_data=_raw(base)).compress(data)
+
+
+def decompress_against(stored: bytes, base: bytes) -> bytes:
+    """Raises zstandard.ZstdError if ``stored`` is not a frame compressed against ``base``."""
+    return zstandard.ZstdDecompressor(dict_data=_raw(base)).decompress(stored)
+
+
+def _raw(base: bytes) -> zstandard.ZstdCompressionDict:
+    return zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
 def compress_part(data: bytes | bytearray) -> bytes:

@@ -1,9 +1,11 @@
 """Reading bodies back: whole when small, by reference and part by part when large.
 
-A body is in one ``blobs`` row (``parts`` = 0, ``data`` one zstd frame) or, when it
-was streamed in, in ``parts`` rows of ``blob_parts``. Callers get bodies up to
-INLINE_LIMIT as bytes whichever way they are stored, and larger ones as a BlobRef
-whose parts are read one statement each, so no read holds more than one part.
+A body is in one ``blobs`` row (``parts`` = 0, ``data`` one zstd frame, compressed on its
+own or against a ``base``: storage.deltas) or, when it was streamed in, in ``parts`` rows of
+``blob_parts``. Callers get bodies up to INLINE_LIMIT as bytes whichever way they are
+stored, and larger ones as a BlobRef whose parts are read one statement each, so no read
+holds more than one part. A body stored against a base is read after its base, from the
+cache when it is there; the chain is at most MAX_DEPTH long, or the body is damaged.
 """
 
 from collections.abc import Iterator
@@ -16,10 +18,14 @@ from storage.records import BlobRef
 from storage.sql.schema import blob_parts
 from storage.sql.schema import blobs as blobs_table
 
-LAYOUT = select(blobs_table.c.size, blobs_table.c.parts, blobs_table.c.data).where(
+LAYOUT = select(
+    blobs_table.c.size, blobs_table.c.parts, blobs_table.c.data, blobs_table.c.base
+).where(blobs_table.c.digest == bindparam("digest"))
+"""How a body is stored: its size, its number of parts, its data when whole, and its base."""
+
+_BASE = select(blobs_table.c.parts, blobs_table.c.data, blobs_table.c.base).where(
     blobs_table.c.digest == bindparam("digest")
 )
-"""How a body is stored: its size, its number of parts, and its data when whole."""
 
 _PART = select(blob_parts.c.data).where(
     blob_parts.c.digest == bindparam("digest"), blob_parts.c.idx == bindparam("idx")
@@ -49,11 +55,17 @@ def load(
         return found
     data_column = blobs_table.c.data if whole else case((_LOADED, blobs_table.c.data), else_=null())
     query = select(
-        blobs_table.c.digest, blobs_table.c.size, blobs_table.c.parts, data_column
+        blobs_table.c.digest,
+        blobs_table.c.size,
+        blobs_table.c.parts,
+        data_column,
+        blobs_table.c.base,
     ).where(blobs_table.c.digest.in_(wanted))
-    for name, size, parts, stored in conn.execute(query):
-        body = resolve(name, size, parts, stored, cache, limit)
-        if body is None:
+    for name, size, parts, stored, base in conn.execute(query).all():
+        body = resolve(name, size, parts, stored, cache, limit, base)
+        if body is None and base is not None and stored is not None:
+            body = unchain(conn, name, stored, base, cache)
+        elif body is None:
             body = b"".join(part(conn, name, index) for index in range(parts))
             cache.put(name, body)
         found[name] = body
@@ -69,11 +81,13 @@ def resolve(
     stored: bytes | None,
     cache: blobs.BlobCache,
     limit: int | None = blobs.INLINE_LIMIT,
+    base: str | None = None,
 ) -> bytes | BlobRef | None:
     """A body from what a query found of its blob row (all None: no row): cached, or
     decompressed and cached from ``stored``, or a BlobRef when larger than ``limit``.
-    None when it must be read in parts or ``stored`` was not fetched: load() it.
-    Raises Damaged for a missing body or one that cannot be decompressed."""
+    None when it must be read in parts, ``stored`` was not fetched, or its ``base`` is not
+    in the cache: load() it. Raises Damaged for a missing body or one that cannot be
+    decompressed."""
     if limit is not None and size is not None and size > limit:
         return BlobRef(name, size)
     data = cache.get(name)
@@ -83,12 +97,58 @@ def resolve(
         raise Damaged(f"body {name[:16]} is missing")
     if parts or stored is None:
         return None
-    try:
-        data = blobs.decompress(stored)
-    except zstandard.ZstdError:
-        raise Damaged(f"body {name[:16]} cannot be decompressed") from None
+    if base is None:
+        data = _decompressed(name, stored)
+    else:
+        based_on = cache.get(base)
+        if based_on is None:
+            return None
+        data = _against(name, stored, based_on)
     cache.put(name, data)
     return data
+
+
+def unchain(
+    conn: Connection, name: str, stored: bytes, base: str, cache: blobs.BlobCache | None
+) -> bytes:
+    """A body stored against ``base``: its chain of bases is read back to one in the
+    ``cache`` (None: read everything from the database) or stored on its own, and each is
+    decompressed against the one before. Raises Damaged for a missing or damaged base, or
+    a chain longer than MAX_DEPTH (a cycle, in a store edited by hand)."""
+    pending = [(name, stored)]
+    data = None if cache is None else cache.get(base)
+    while data is None:
+        if len(pending) > blobs.MAX_DEPTH:
+            raise Damaged(f"body {name[:16]} needs more than {blobs.MAX_DEPTH} bases")
+        found = conn.execute(_BASE, {"digest": base}).first()
+        if found is None or found[0]:
+            raise Damaged(f"body {pending[-1][0][:16]} is stored against {base[:16]}, not there")
+        _, stored_base, next_base = found
+        if next_base is None:
+            data = _decompressed(base, stored_base)
+        else:
+            pending.append((base, stored_base))
+            base = next_base
+            data = None if cache is None else cache.get(base)
+    for pending_name, pending_stored in reversed(pending):
+        data = _against(pending_name, pending_stored, data)
+        if cache is not None:
+            cache.put(pending_name, data)
+    return data
+
+
+def _decompressed(name: str, stored: bytes) -> bytes:
+    try:
+        return blobs.decompress(stored)
+    except zstandard.ZstdError:
+        raise Damaged(f"body {name[:16]} cannot be decompressed") from None
+
+
+def _against(name: str, stored: bytes, base: bytes) -> bytes:
+    try:
+        return blobs.decompress_against(stored, base)
+    except zstandard.ZstdError:
+        raise Damaged(f"body {name[:16]} cannot be decompressed against its base") from None
 
 
 def part(conn: Connection, name: str, index: int) -> bytes:
@@ -117,7 +177,12 @@ def form(conn: Connection, name: str) -> bytes:
     found = conn.execute(LAYOUT, {"digest": name}).first()
     if found is None:
         raise Damaged(blobs.problem(name, None))
-    _, parts, stored = found
+    _, parts, stored, base = found
+    if base is not None and not parts:
+        data = unchain(conn, name, stored, base, None)
+        if blobs.digest(data) != name:
+            raise Damaged(f"body {name[:16]} does not match its digest")
+        return data
     if parts:
         stored_parts = [conn.scalar(_PART, {"digest": name, "idx": i}) for i in range(parts)]
         if reason := blobs.parts_problem(name, stored_parts):
@@ -138,7 +203,13 @@ def problem(conn: Connection, name: str) -> str | None:
     found = conn.execute(LAYOUT, {"digest": name}).first()
     if found is None:
         return blobs.problem(name, None)
-    _, parts, stored = found
+    _, parts, stored, base = found
+    if parts == 0 and base is not None:
+        try:
+            form(conn, name)
+        except Damaged as exc:
+            return str(exc)
+        return None
     if parts == 0:
         return blobs.problem(name, stored)
     stored_parts = (conn.scalar(_PART, {"digest": name, "idx": index}) for index in range(parts))

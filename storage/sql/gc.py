@@ -4,7 +4,8 @@ search values.
 Removing a cassette takes its bodies with it (storage.sql.remove), but bodies are left
 behind by an import that failed half way, by a body streamed in for an exchange that was
 never written, and by stores written before schema 5. ``collect`` finds them by what the
-exchanges name, and leaves alone a body stored less than ``grace`` seconds ago: the
+exchanges name, keeps one another body is stored against (storage.deltas), and leaves
+alone a body stored less than ``grace`` seconds ago: the
 exchange that will name it may still be on its way (a large request body is stored when it
 ends, its exchange when the answer ends), in this process or in another one sharing the
 store.
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import Connection, and_, delete, exists, func, or_, select, text
+from sqlalchemy import Connection, and_, exists, func, or_, select, text
 
 from storage.records import Collected
-from storage.sql.remove import IN_LIST
-from storage.sql.schema import blob_parts, exchanges, texts
+from storage.sql.remove import IN_LIST, deletable, delete_blobs
 from storage.sql.schema import blobs as blobs_table
+from storage.sql.schema import exchanges, texts
 
 _NAMED_BY = (
     exchanges.c.request_body_digest,
@@ -37,24 +38,26 @@ def collect(conn: Connection, grace: float, *, dry_run: bool) -> Collected:
         select(1).where(or_(*(column == blobs_table.c.digest for column in _NAMED_BY)))
     )
     old = or_(blobs_table.c.stored_at.is_(None), blobs_table.c.stored_at < before)
-    orphans = conn.execute(
-        select(blobs_table.c.digest, blobs_table.c.stored_size).where(and_(unnamed, old))
-    ).all()
+    sizes = dict(
+        conn.execute(
+            select(blobs_table.c.digest, blobs_table.c.stored_size).where(and_(unnamed, old))
+        ).all()
+    )
+    digests = deletable(conn, set(sizes))
     unused = conn.scalar(
         select(func.count())
         .select_from(texts)
         .where(texts.c.id.not_in(select(text("text_id FROM text_uses"))))
     )
     found = Collected(
-        bodies=len(orphans), freed=sum(int(size) for _, size in orphans), values=int(unused or 0)
+        bodies=len(digests),
+        freed=sum(int(sizes[digest]) for digest in digests),
+        values=int(unused or 0),
     )
     if dry_run:
         return found
-    digests = [digest for digest, _ in orphans]
     for start in range(0, len(digests), IN_LIST):
-        batch = digests[start : start + IN_LIST]
-        conn.execute(delete(blob_parts).where(blob_parts.c.digest.in_(batch)))
-        conn.execute(delete(blobs_table).where(blobs_table.c.digest.in_(batch)))
+        delete_blobs(conn, digests[start : start + IN_LIST])
     gone = "id NOT IN (SELECT text_id FROM text_uses)"
     if conn.dialect.name == "sqlite":
         conn.execute(

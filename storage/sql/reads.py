@@ -4,7 +4,8 @@ lookup() runs on the proxy's event loop for every replayed request, so it is one
 SELECT compiled once (storage.sql.prepared) on a connection the thread keeps. The
 SELECT joins the blobs of the request body, the response body and the canonical
 form and brings along their compressed data when small (JOINED_LIMIT), so a hit
-needs no second query; a body found in the blob cache is not even decompressed.
+needs no second query; a body found in the blob cache is not even decompressed, and one
+stored against a base (storage.deltas) that is cached costs one decompression.
 Only a body that is larger, or was streamed in parts, is read with another query,
 and so is a WebSocket's transcript when it is not cached: joining its blob too would
 cost every other lookup, and WebSockets are few.
@@ -53,6 +54,7 @@ def _whole_exchange() -> Any:
             blob.c.size.label(f"{which}_size"),
             blob.c.parts.label(f"{which}_parts"),
             case((joined, blob.c.data), else_=null()).label(f"{which}_data"),
+            blob.c.base.label(f"{which}_base"),
         ]
     return select(*columns).select_from(tables)
 
@@ -114,7 +116,13 @@ class ExchangeReader:
                 continue
             data = row[f"{which}_data"]
             body = bodies.resolve(
-                name, row[f"{which}_size"], row[f"{which}_parts"], data, self._cache, limit
+                name,
+                row[f"{which}_size"],
+                row[f"{which}_parts"],
+                data,
+                self._cache,
+                limit,
+                row[f"{which}_base"],
             )
             if body is None:
                 later.setdefault(limit is None, set()).add(name)

@@ -42,14 +42,46 @@ def remove_cassette(conn: Connection, cassette: str, where: str) -> Removed:
     conn.execute(delete(misses).where(misses.c.cassette == cassette))
     conn.execute(delete(exchanges).where(exchanges.c.cassette_id == cassette_id))
     conn.execute(delete(cassettes).where(cassettes.c.id == cassette_id))
-    orphans = used - set(_still_used(conn, used))
+    orphans = deletable(conn, used - set(_still_used(conn, used)))
     freed = 0
-    for batch in _batches(sorted(orphans)):
+    for batch in _batches(orphans):
         size = select(func.sum(blobs_table.c.stored_size)).where(blobs_table.c.digest.in_(batch))
         freed += int(conn.scalar(size) or 0)
-        conn.execute(delete(blob_parts).where(blob_parts.c.digest.in_(batch)))
-        conn.execute(delete(blobs_table).where(blobs_table.c.digest.in_(batch)))
+        delete_blobs(conn, batch)
     return Removed(cassette=cassette, exchanges=len(ids), bodies=len(orphans), freed=freed)
+
+
+def deletable(conn: Connection, candidates: set[str]) -> list[str]:
+    """Those of ``candidates`` that no body staying behind is stored against, directly or
+    through other bases (storage.deltas), in an order they can be deleted in: a body
+    before its base."""
+    doomed = set(candidates)
+    while True:
+        needed = {
+            base
+            for batch in _batches(sorted(doomed))
+            for digest, base in conn.execute(
+                select(blobs_table.c.digest, blobs_table.c.base).where(
+                    blobs_table.c.base.in_(batch)
+                )
+            )
+            if digest not in doomed
+        }
+        if not needed:
+            break
+        doomed -= needed
+    depths: dict[str, int] = {}
+    for batch in _batches(sorted(doomed)):
+        query = select(blobs_table.c.digest, blobs_table.c.depth).where(
+            blobs_table.c.digest.in_(batch)
+        )
+        depths.update((digest, depth or 0) for digest, depth in conn.execute(query))
+    return sorted(doomed, key=lambda digest: (-depths.get(digest, 0), digest))
+
+
+def delete_blobs(conn: Connection, digests: list[str]) -> None:
+    conn.execute(delete(blob_parts).where(blob_parts.c.digest.in_(digests)))
+    conn.execute(delete(blobs_table).where(blobs_table.c.digest.in_(digests)))
 
 
 def _still_used(conn: Connection, digests: Iterable[str]) -> Iterator[str]:

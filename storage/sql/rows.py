@@ -20,6 +20,7 @@ from sqlalchemy import RowMapping
 
 from storage import blobs, transcript
 from storage.chain import Scalar
+from storage.deltas import Base
 from storage.records import (
     FACT_KINDS,
     INT64,
@@ -246,9 +247,10 @@ def _stripped(text: str | None) -> dict[str, str] | None:
     return {} if text == "{}" else dict(json.loads(text))
 
 
-def blob_row(name: str, data: bytes) -> dict[str, Scalar]:
-    """The blobs row that stores ``data`` whole, under its digest ``name``."""
-    stored = blobs.compress(data)
+def blob_row(name: str, data: bytes, base: Base | None = None, depth: int = 0) -> dict[str, Scalar]:
+    """The blobs row that stores ``data`` whole, under its digest ``name``: on its own, or
+    against ``base``, which is ``depth`` - 1 bases away from a body stored on its own."""
+    stored = blobs.compress(data) if base is None else blobs.compress_against(data, base.data)
     return {
         "digest": name,
         "size": len(data),
@@ -256,6 +258,8 @@ def blob_row(name: str, data: bytes) -> dict[str, Scalar]:
         "data": stored,
         "parts": 0,
         "stored_at": time.time(),
+        "base": None if base is None else base.name,
+        "depth": depth if base is not None else 0,
     }
 
 

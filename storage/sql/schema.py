@@ -20,6 +20,9 @@ searchable value once; ``text_uses``, which exchange holds which value where; SQ
 table ``texts_fts`` or a PostgreSQL ``tsvector`` column over the values); and ``misses``,
 replay's misses as they were answered; and ``replay_positions``, where proxy replicas that
 share a replay session count occurrences. The migration indexes the exchanges already stored.
+6 adds ``blobs.base`` and ``blobs.depth``: a body stored as a delta against another
+(storage.deltas), and how many bases reading it takes; NULL in rows written before, which
+are stored on their own.
 """
 
 import json
@@ -55,7 +58,7 @@ from sqlalchemy.schema import CreateColumn
 from storage.errors import SchemaTooNew, StoreNotFound
 from storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _ESCAPED = "\uffff"
 
@@ -163,6 +166,10 @@ blobs = Table(
     # Version 5. When it was stored (epoch seconds), so that gc leaves a body alone while
     # the exchange that will name it may still be on its way; NULL: stored before.
     Column("stored_at", Double),
+    # Version 6. The body ``data`` was compressed against (its raw bytes as zstd's
+    # dictionary), and the length of that chain of bases; NULL: none, stored on its own.
+    Column("base", ForeignKey("blobs.digest")),
+    Column("depth", Integer),
 )
 
 blob_parts = Table(
@@ -424,7 +431,24 @@ def _add_search_and_misses(conn: Connection) -> None:
             definition = CreateColumn(table.c[column]).compile(dialect=conn.dialect)
             conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {definition}"))
     create_search(conn)
+    # The backfill reads bodies with today's queries, which name version 6's columns.
+    _add_blob_bases(conn)
     backfill(conn)
+
+
+def _add_blob_bases(conn: Connection) -> None:
+    """5 -> 6: bodies stored against a base. Existing bodies are stored on their own."""
+    present = {c["name"] for c in inspect(conn).get_columns(blobs.name)}
+    if "base" not in present:
+        # Spelled out: SQLite adds a foreign key to a table only inline, with the column.
+        conn.execute(
+            text(
+                f"ALTER TABLE {blobs.name} ADD COLUMN base VARCHAR(64) "
+                f"CONSTRAINT fk_{blobs.name}_base REFERENCES {blobs.name} (digest)"
+            )
+        )
+    if "depth" not in present:
+        conn.execute(text(f"ALTER TABLE {blobs.name} ADD COLUMN depth INTEGER"))
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
@@ -432,5 +456,6 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _add_canonical_digest,
     3: _add_facts_and_drift,
     4: _add_search_and_misses,
+    5: _add_blob_bases,
 }
 """Version N -> the step that makes a version-N store a version-N+1 store."""

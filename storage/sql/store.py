@@ -231,7 +231,15 @@ class SqlStore(Store):
                 found = conn.execute(bodies.LAYOUT, {"digest": ref.digest}).first()
         if found is None:
             raise self._damaged(bodies.Damaged(f"body {ref.digest[:16]} is missing"))
-        _, parts, stored = found
+        _, parts, stored, base = found
+        if base is not None:
+            # Streamed in again after it was stored against a base: small enough to hold.
+            with self._connect() as conn:
+                try:
+                    data = bodies.unchain(conn, ref.digest, stored, base, self._cache)
+                except bodies.Damaged as exc:
+                    raise self._damaged(exc) from None
+            return self._checked(ref, iter((data,)))
         pieces = bodies.whole(ref.digest, stored) if parts == 0 else self._parts(ref, parts)
         return self._checked(ref, pieces)
 

@@ -55,7 +55,8 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.pool import PoolProxiedConnection
 
 from storage import blobs, transcript
-from storage.chain import GENESIS, exchange_digest, link
+from storage.chain import GENESIS, Scalar, exchange_digest, link
+from storage.deltas import DELTA_LIMIT, Base, Lines
 from storage.errors import StoreClosed, StoreError
 from storage.records import BlobRef, Miss, NewExchange, Slot
 from storage.search import Searchable, searchable
@@ -75,7 +76,9 @@ BATCH_SIZE = 64
 KNOWN_DIGESTS = 16_384
 """How many digests of stored blobs the writer remembers (about 4 MB of them)."""
 
-_BLOB_COLUMNS = ("digest", "size", "stored_size", "data", "parts", "stored_at")
+_BLOB_COLUMNS = ("digest", "size", "stored_size", "data", "parts", "stored_at", "base", "depth")
+
+_BlobRow = dict[str, Scalar]
 _EXCHANGE_COLUMNS = tuple(column.name for column in exchanges.c if column.name != "id")
 
 
@@ -115,6 +118,10 @@ class _Statements:
                 exchanges.c.key == bindparam("key"),
                 exchanges.c.occurrence == bindparam("occurrence"),
             ),
+            dialect,
+        )
+        self.depth_of = Prepared(
+            select(blobs_table.c.depth).where(blobs_table.c.digest == bindparam("digest")),
             dialect,
         )
         self.last_seq = Prepared(select(func.max(exchanges.c.seq)).where(in_cassette), dialect)
@@ -224,6 +231,7 @@ class Writer:
         """Whether blobs were deleted since the writer last looked (remove)."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
+        self._lines = Lines()
         self._search = SearchIndex(engine)
         self._sqlite = engine.dialect.name == "sqlite"
         self._connection: PoolProxiedConnection | None = None
@@ -346,6 +354,8 @@ class Writer:
                     "size": ref.size,
                     "stored_size": blob.stored_size,
                     "stored_at": time.time(),
+                    "base": None,
+                    "depth": 0,
                 }
                 if blob.count == 1:
                     row |= {"data": next(parts), "parts": 0}
@@ -458,39 +468,33 @@ class Writer:
         if forget_digests:
             self._known.clear()
             self._search.forget()
+        named = [_Named.of(exchange) for exchange in batch]
+        bodies = {name: data for each in named for name, data in each.bodies()}
+        stored = self._compress(batch, named)
         tips: dict[str, _Tip] = {}
-        bodies: dict[str, bytes] = {}
         rows = []
         written: list[NewExchange] = []
         statements = self._statements
         with self._transaction(exclusive=True) as cursor:
-            for exchange in batch:
+            for exchange, names in zip(batch, named, strict=True):
                 name = exchange.cassette
                 tip = tips.get(name) or self._tip(cursor, name)
                 if resolve:
                     exchange = self._free_slot(cursor, tip.cassette_id, exchange, written)
-                response = exchange.response
-                messages = exchange.messages
                 row = exchange_row(
-                    exchange,
-                    tip.cassette_id,
-                    _named(exchange.request_body, exchange.request_body_ref, bodies),
-                    _named(response.body, response.body_ref, bodies) if response else None,
-                    None if messages is None else _named(transcript.encode(messages), None, bodies),
+                    exchange, tip.cassette_id, names.request, names.response, names.messages
                 )
                 # The chain covers the form itself; the row names its blob instead.
                 head = link(tip.head, exchange_digest(chain_fields(row, name)))
                 row["chain"] = head
-                row["canonical_digest"] = _named(exchange.canonical, None, bodies)
+                row["canonical_digest"] = names.form
                 row["canonical"] = b""
                 rows.append(row)
                 written.append(exchange)
                 tips[name] = _Tip(tip.cassette_id, head)
-            missing = [
-                blob_row(name, data) for name, data in bodies.items() if name not in self._known
-            ]
+            missing = [stored[name] for name in bodies if name in stored]
             if missing:
-                statements.add_blobs.executemany(cursor, missing)
+                statements.add_blobs.executemany(cursor, self._settle(cursor, missing, bodies))
             statements.add_exchanges.executemany(cursor, rows)
             for tip in tips.values():
                 statements.set_head.execute(
@@ -499,6 +503,50 @@ class Writer:
         self._ids.update({name: tip.cassette_id for name, tip in tips.items()})
         self._known.add(bodies)
         return written
+
+    def _compress(self, batch: list[NewExchange], named: list["_Named"]) -> dict[str, _BlobRow]:
+        """The blob rows of the bodies not known to be stored, compressed before the
+        transaction so that the database is not held meanwhile. A request body is stored
+        against an earlier request of its conversation (storage.deltas), and a canonical
+        form against its own request body, which it mostly repeats in another order."""
+        stored: dict[str, _BlobRow] = {}
+        for exchange, names in zip(batch, named, strict=True):
+            request = names.request_body
+            for body in names.brought:
+                if body.name in stored or body.name in self._known:
+                    continue
+                base = None
+                if body.name == names.request and request is not None:
+                    path = exchange.path.split("?")[0]
+                    line = (exchange.cassette, exchange.host, exchange.port, path)
+                    base = self._lines.base_for(line, body.name, body.data)
+                elif body.name == names.form and request is not None:
+                    if len(body.data) <= DELTA_LIMIT and len(request.data) <= DELTA_LIMIT:
+                        base = Base(request.name, request.data)
+                stored[body.name] = blob_row(body.name, body.data, base)
+        return stored
+
+    def _settle(
+        self, cursor: DBAPICursor, rows: list[_BlobRow], bodies: dict[str, bytes]
+    ) -> list[_BlobRow]:
+        """The rows to insert, each stored against a base only if that base is in the
+        database (or inserted before it here) and the chain stays within MAX_DEPTH; a row
+        whose base is not is compressed again, on its own. The database's word on a base
+        counts over this batch's: an insert-if-absent keeps what is there."""
+        depths: dict[str, int] = {}
+        settled = []
+        for row in rows:
+            name, base = str(row["digest"]), row["base"]
+            if isinstance(base, str):
+                found = self._statements.depth_of.first(cursor, {"digest": base})
+                depth = depths.get(base) if found is None else found[0] or 0
+                if depth is None or depth >= blobs.MAX_DEPTH:
+                    row = blob_row(name, bodies[name])
+                else:
+                    row = row | {"depth": depth + 1}
+            depths[name] = int(row["depth"] or 0)
+            settled.append(row)
+        return settled
 
     def _free_slot(
         self,
@@ -637,15 +685,46 @@ class Writer:
         return _Tip(row[0], row[1])
 
 
-def _named(body: bytes, ref: BlobRef | None, bodies: dict[str, bytes]) -> str | None:
-    """The digest a row stores for a body (None for an empty one), noting the body
-    unless it was streamed in already and ``ref`` names it."""
-    if ref is not None:
-        if body:
-            raise ValueError("a body is given both as bytes and as a BlobRef")
-        return ref.digest if ref.size else None
-    if not body:
-        return None
-    name = blobs.digest(body)
-    bodies[name] = body
-    return name
+@dataclass(frozen=True)
+class _Named:
+    """The digests an exchange's row names (None: no such body), and the bodies among them
+    this exchange brings (a body streamed in already is only named)."""
+
+    request: str | None
+    response: str | None
+    messages: str | None
+    form: str | None
+    brought: tuple[Base, ...]
+
+    @classmethod
+    def of(cls, exchange: NewExchange) -> "_Named":
+        brought: list[Base] = []
+
+        def named(body: bytes, ref: BlobRef | None) -> str | None:
+            if ref is not None:
+                if body:
+                    raise ValueError("a body is given both as bytes and as a BlobRef")
+                return ref.digest if ref.size else None
+            if not body:
+                return None
+            name = blobs.digest(body)
+            brought.append(Base(name, body))
+            return name
+
+        response, messages = exchange.response, exchange.messages
+        return cls(
+            request=named(exchange.request_body, exchange.request_body_ref),
+            response=named(response.body, response.body_ref) if response else None,
+            messages=None if messages is None else named(transcript.encode(messages), None),
+            form=named(exchange.canonical, None),
+            brought=tuple(brought),
+        )
+
+    @property
+    def request_body(self) -> Base | None:
+        """The request body when this exchange brings it (not streamed in)."""
+        return next((body for body in self.brought if body.name == self.request), None)
+
+    def bodies(self) -> Iterator[tuple[str, bytes]]:
+        for body in self.brought:
+            yield body.name, body.data
