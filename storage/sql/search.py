@@ -35,6 +35,12 @@ log = logging.getLogger("freezeframe.storage")
 KNOWN_TEXTS = 65_536
 """Digests of values the writer knows the id of: an agent's conversation repeats its history
 in every request, and those values then cost no query at all."""
+CARRIED = 262_144
+"""Request values the writer has indexed per cassette. A conversation's requests repeat its
+history, so indexing every request's every value grows with the square of its turns; a
+request value is indexed where it first appears in the cassette, which is where it entered
+the run. Forgetting (a restart, a full table) only indexes a value again: a hit more, never
+one less."""
 SNIPPET = 160
 """Characters shown on each side of a match."""
 BACKFILL_BATCH = 200
@@ -46,6 +52,7 @@ class SearchIndex:
     def __init__(self, engine: Engine) -> None:
         self._postgresql = engine.dialect.name == "postgresql"
         self._known: OrderedDict[str, int] = OrderedDict()
+        self._carried: OrderedDict[tuple[int, int], None] = OrderedDict()
         mark = "%s" if self._postgresql else "?"
         self._find = (
             f"SELECT id, digest FROM texts WHERE digest = ANY({mark})"
@@ -62,9 +69,11 @@ class SearchIndex:
             "ON CONFLICT DO NOTHING"
         )
 
-    def add(self, cursor: DBAPICursor, held: Sequence[tuple[int, Sequence[Searchable]]]) -> None:
-        """Index the values each exchange (by row id) holds."""
-        named = {_digest(value.text): value.text for _, values in held for value in values}
+    def add(
+        self, cursor: DBAPICursor, held: Sequence[tuple[int, int, Sequence[Searchable]]]
+    ) -> None:
+        """Index the values each exchange (by row id, with its cassette's id) holds."""
+        named = {_digest(value.text): value.text for _, _, values in held for value in values}
         ids = {digest: self._known[digest] for digest in named if digest in self._known}
         wanted = [digest for digest in named if digest not in ids]
         if wanted:
@@ -85,13 +94,20 @@ class SearchIndex:
             elif not self._postgresql:
                 cursor.execute(self._fts, (row[0], stored))
             ids[digest] = row[0]
-        uses = [
-            (ids[_digest(value.text)], row_id, value.part)
-            for row_id, values in held
-            for value in values
-        ]
+        uses = []
+        for row_id, cassette_id, values in held:
+            for value in values:
+                text_id = ids[_digest(value.text)]
+                if value.part == "request":
+                    if (cassette_id, text_id) in self._carried:
+                        self._carried.move_to_end((cassette_id, text_id))
+                        continue
+                    self._carried[(cassette_id, text_id)] = None
+                uses.append((text_id, row_id, value.part))
         if uses:
             cursor.executemany(self._use, uses)
+        while len(self._carried) > CARRIED:
+            self._carried.popitem(last=False)
         self._remember(ids)
 
     def _digests(self, digests: list[str]) -> tuple[object]:
@@ -99,8 +115,10 @@ class SearchIndex:
         return (digests if self._postgresql else json.dumps(digests),)
 
     def forget(self) -> None:
-        """Values were deleted (a cassette removed): known ids may be gone."""
+        """Values were deleted (a cassette removed), or a batch's index rolled back: known
+        ids may be gone, and values noted as indexed may not be."""
         self._known.clear()
+        self._carried.clear()
 
     def _remember(self, ids: dict[str, int]) -> None:
         for digest, row_id in ids.items():
@@ -207,6 +225,7 @@ def backfill(conn: Connection) -> None:
     cache = blobs.BlobCache()
     columns = [
         exchanges.c.id,
+        exchanges.c.cassette_id,
         cassettes.c.name,
         exchanges.c.chain,
         *CHAINED,
@@ -241,7 +260,7 @@ def backfill(conn: Connection) -> None:
         held = []
         for row in rows:
             exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
-            held.append((row["id"], searchable(exchange)))
+            held.append((row["id"], row["cassette_id"], searchable(exchange)))
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             index.add(cursor, held)

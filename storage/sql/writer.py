@@ -508,7 +508,8 @@ class Writer:
         """The blob rows of the bodies not known to be stored, compressed before the
         transaction so that the database is not held meanwhile. A request body is stored
         against an earlier request of its conversation (storage.deltas), and a canonical
-        form against its own request body, which it mostly repeats in another order."""
+        form against an earlier form of it: forms grow turn by turn as their bodies do, and
+        sorting keys makes a form a poor delta of its own body."""
         stored: dict[str, _BlobRow] = {}
         for exchange, names in zip(batch, named, strict=True):
             request = names.request_body
@@ -516,13 +517,11 @@ class Writer:
                 if body.name in stored or body.name in self._known:
                     continue
                 base = None
+                line = (exchange.cassette, exchange.host, exchange.port, exchange.path.split("?")[0])
                 if body.name == names.request and request is not None:
-                    path = exchange.path.split("?")[0]
-                    line = (exchange.cassette, exchange.host, exchange.port, path)
                     base = self._lines.base_for(line, body.name, body.data)
-                elif body.name == names.form and request is not None:
-                    if len(body.data) <= DELTA_LIMIT and len(request.data) <= DELTA_LIMIT:
-                        base = Base(request.name, request.data)
+                elif body.name == names.form:
+                    base = self._lines.base_for((*line, "form"), body.name, body.data)
                 stored[body.name] = blob_row(body.name, body.data, base)
         return stored
 
@@ -610,12 +609,12 @@ class Writer:
             with self._transaction() as cursor:
                 rows = []
                 for exchange, values in held:
+                    cassette_id = self._ids[exchange.cassette]
                     found = self._statements.exchange_id.first(
-                        cursor,
-                        {"cassette_id": self._ids[exchange.cassette], "seq": exchange.slot.seq},
+                        cursor, {"cassette_id": cassette_id, "seq": exchange.slot.seq}
                     )
                     if found is not None:
-                        rows.append((found[0], values))
+                        rows.append((found[0], cassette_id, values))
                 self._search.add(cursor, rows)
         except Exception as exc:
             self._search.forget()
