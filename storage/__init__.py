@@ -45,6 +45,7 @@ from storage.records import (
     Slot,
     VerifyReport,
 )
+from storage.stats import WriterStats
 
 __all__ = [
     "FACT_NAMES",
@@ -84,5 +85,6 @@ __all__ = [
     "StoreNotFound",
     "StoreUnavailable",
     "VerifyReport",
+    "WriterStats",
     "open_store",
 ]

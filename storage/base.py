@@ -44,6 +44,7 @@ from storage.records import (
     Slot,
     VerifyReport,
 )
+from storage.stats import WriterStats
 
 
 class BlobWriter(ABC):
@@ -97,6 +98,12 @@ class Store(ABC):
     def health(self) -> str | None:
         """None when the store is answering and the last exchange submitted could be
         written; else one line saying what is wrong. Asks the database (a trivial read)."""
+
+    @abstractmethod
+    def stats(self) -> WriterStats:
+        """What the store has written since it was opened (exchanges, bodies stored and
+        deduplicated, time spent committing) and how much waits to be written: the figures
+        a metrics scrape reports. Never touches the database."""
 
     @abstractmethod
     def reserve(self, cassette: str, key: str) -> Slot:

@@ -26,6 +26,7 @@ from evidence import (
     search_document,
     summary_document,
 )
+from proxy.metrics import CONTENT_TYPE, Metrics
 from proxy.notices import empty_cassette
 from proxy.settings import Settings
 from proxy.trust import CLIENT_BUNDLE
@@ -38,6 +39,7 @@ ROUTES = (
     ("GET", "/", "this index"),
     ("GET", "/health", "status, mode, addresses, where the CA and store are, what was done"),
     ("GET", "/ca.pem", "the CA certificate clients must trust"),
+    ("GET", "/metrics", "counts for Prometheus: recorded, 429s, truncations, hits, misses, store"),
     ("GET", "/api/mode", "mode, default cassette and replay pace"),
     ("PUT", "/api/mode", 'switch: {"mode": ..., "cassette": ..., "pace": ...}'),
     ("POST", "/api/replay/reset", "start replay from the top"),
@@ -75,6 +77,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         "version": version("freezeframe"),
     }
 
+    counts = Metrics(state.tally, store)
+
     def mode_document() -> dict[str, Any]:
         return {
             "mode": state.mode.value,
@@ -106,6 +110,9 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
 
     async def ca_pem(request: Request) -> Response:
         return Response(settings.ca_path.read_bytes(), media_type="application/x-pem-file")
+
+    async def metrics(request: Request) -> Response:
+        return Response(counts.render(), media_type=CONTENT_TYPE)
 
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())
@@ -182,6 +189,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/", index),
             Route("/health", health),
             Route("/ca.pem", ca_pem),
+            Route("/metrics", metrics),
             Route("/api/mode", get_mode, methods=["GET"]),
             Route("/api/mode", put_mode, methods=["PUT"]),
             Route("/api/replay/reset", reset, methods=["POST"]),

@@ -61,9 +61,12 @@ class SearchIndex:
         )
         self._insert = (
             f"INSERT INTO texts (digest, body) VALUES ({mark}, {mark}) "
-            "ON CONFLICT (digest) DO NOTHING RETURNING id"
+            "ON CONFLICT (digest) DO NOTHING"
         )
-        self._fts = "INSERT INTO texts_fts (rowid, body) VALUES (?, ?)"
+        self._fts = (
+            "INSERT INTO texts_fts (rowid, body) "
+            "SELECT id, body FROM texts WHERE id IN (SELECT value FROM json_each(?))"
+        )
         self._use = (
             f"INSERT INTO text_uses (text_id, exchange_id, part) VALUES ({mark}, {mark}, {mark}) "
             "ON CONFLICT DO NOTHING"
@@ -73,31 +76,28 @@ class SearchIndex:
         self, cursor: DBAPICursor, held: Sequence[tuple[int, int, Sequence[Searchable]]]
     ) -> None:
         """Index the values each exchange (by row id, with its cassette's id) holds."""
-        named = {_digest(value.text): value.text for _, _, values in held for value in values}
+        digests = {value.text: _digest(value.text) for _, _, values in held for value in values}
+        named = {digest: text for text, digest in digests.items()}
         ids = {digest: self._known[digest] for digest in named if digest in self._known}
         wanted = [digest for digest in named if digest not in ids]
         if wanted:
             cursor.execute(self._find, self._digests(wanted))
             ids.update({digest: row_id for row_id, digest in cursor.fetchall()})
-        for digest in wanted:
-            if digest in ids:
-                continue
-            stored = to_stored(named[digest])
-            cursor.execute(self._insert, (digest, stored))
-            row = cursor.fetchone()
-            if row is None:  # another process stored it since the lookup
-                cursor.execute(
-                    self._find, ([digest] if self._postgresql else json.dumps([digest]),)
-                )
-                row = cursor.fetchone()
-                assert row is not None
-            elif not self._postgresql:
-                cursor.execute(self._fts, (row[0], stored))
-            ids[digest] = row[0]
+        new = [digest for digest in wanted if digest not in ids]
+        if new:
+            # Statements per batch, not per value: a request carries dozens of values.
+            cursor.executemany(self._insert, [(digest, to_stored(named[digest])) for digest in new])
+            cursor.execute(self._find, self._digests(new))
+            inserted = {digest: row_id for row_id, digest in cursor.fetchall()}
+            if not self._postgresql:
+                # The transaction holds the database (Writer._index), so no other process
+                # stored one of these between the lookup and the insert: each is new here.
+                cursor.execute(self._fts, (json.dumps(sorted(inserted.values())),))
+            ids.update(inserted)
         uses = []
         for row_id, cassette_id, values in held:
             for value in values:
-                text_id = ids[_digest(value.text)]
+                text_id = ids[digests[value.text]]
                 if value.part == "request":
                     if (cassette_id, text_id) in self._carried:
                         self._carried.move_to_end((cassette_id, text_id))

@@ -71,6 +71,7 @@ from storage.sql.rows import canonical_of
 from storage.sql.schema import ExactText, cassettes, exchanges
 from storage.sql.verify import verify_cassette
 from storage.sql.writer import DriftNote, Writer
+from storage.stats import WriterStats
 
 PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
@@ -132,6 +133,9 @@ class SqlStore(Store):
         except StoreError as exc:
             return str(exc)
         return None
+
+    def stats(self) -> WriterStats:
+        return self._writer.stats()
 
     def reserve(self, cassette: str, key: str) -> Slot:
         self._check_open()

@@ -56,7 +56,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from storage import blobs, transcript
 from storage.chain import GENESIS, Scalar, exchange_digest, link
-from storage.deltas import DELTA_LIMIT, Base, Lines
+from storage.deltas import Base, Lines
 from storage.errors import StoreClosed, StoreError
 from storage.records import BlobRef, Miss, NewExchange, Slot
 from storage.search import Searchable, searchable
@@ -68,6 +68,7 @@ from storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
 from storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
 from storage.sql.schema import blobs as blobs_table
 from storage.sql.search import SearchIndex
+from storage.stats import StatsCounter, WriterStats
 
 log = logging.getLogger("freezeframe.storage")
 
@@ -233,6 +234,7 @@ class Writer:
         self._known = KnownDigests()
         self._lines = Lines()
         self._search = SearchIndex(engine)
+        self._stats = StatsCounter()
         self._sqlite = engine.dialect.name == "sqlite"
         self._connection: PoolProxiedConnection | None = None
         """The writer thread's own connection, kept between batches."""
@@ -267,6 +269,10 @@ class Writer:
         finished = self._join(timeout) if marker is None else marker.wait(timeout)
         if not finished:
             raise StoreError(f"store {self._where} did not finish writing within {timeout}s")
+
+    def stats(self) -> WriterStats:
+        """What the writer has done so far, and how much is queued for it now."""
+        return self._stats.snapshot(self._queue.qsize())
 
     def forget(self, *, digests: bool) -> None:
         """Forget which blobs are stored, because some were deleted (a cassette removed)."""
@@ -471,6 +477,7 @@ class Writer:
         named = [_Named.of(exchange) for exchange in batch]
         bodies = {name: data for each in named for name, data in each.bodies()}
         stored = self._compress(batch, named)
+        began = time.perf_counter()
         tips: dict[str, _Tip] = {}
         rows = []
         written: list[NewExchange] = []
@@ -494,7 +501,8 @@ class Writer:
                 tips[name] = _Tip(tip.cassette_id, head)
             missing = [stored[name] for name in bodies if name in stored]
             if missing:
-                statements.add_blobs.executemany(cursor, self._settle(cursor, missing, bodies))
+                missing = self._settle(cursor, missing, bodies)
+                statements.add_blobs.executemany(cursor, missing)
             statements.add_exchanges.executemany(cursor, rows)
             for tip in tips.values():
                 statements.set_head.execute(
@@ -502,6 +510,12 @@ class Writer:
                 )
         self._ids.update({name: tip.cassette_id for name, tip in tips.items()})
         self._known.add(bodies)
+        self._stats.committed(
+            time.perf_counter() - began,
+            len(written),
+            [(int(row["size"] or 0), int(row["stored_size"] or 0)) for row in missing],
+            [len(data) for name, data in bodies.items() if name not in stored],
+        )
         return written
 
     def _compress(self, batch: list[NewExchange], named: list["_Named"]) -> dict[str, _BlobRow]:
@@ -517,7 +531,8 @@ class Writer:
                 if body.name in stored or body.name in self._known:
                     continue
                 base = None
-                line = (exchange.cassette, exchange.host, exchange.port, exchange.path.split("?")[0])
+                path = exchange.path.split("?")[0]
+                line = (exchange.cassette, exchange.host, exchange.port, path)
                 if body.name == names.request and request is not None:
                     base = self._lines.base_for(line, body.name, body.data)
                 elif body.name == names.form:
@@ -606,7 +621,7 @@ class Writer:
                     exchange.cassette,
                 )
         try:
-            with self._transaction() as cursor:
+            with self._transaction(exclusive=True) as cursor:
                 rows = []
                 for exchange, values in held:
                     cassette_id = self._ids[exchange.cassette]
