@@ -117,23 +117,26 @@ def free_port() -> int:
 def started(cmd: list[str], ready: str, port: int) -> tuple[float, float]:
     """Seconds from spawning ``cmd`` until ``ready`` (a URL, or "port") answers, and the
     process's resident MB then."""
+    log = tempfile.TemporaryFile()
     began = time.perf_counter()
-    child = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    child = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
     try:
         deadline = began + START_TIMEOUT
         while time.perf_counter() < deadline:
             if child.poll() is not None:
-                raise SystemExit(f"{cmd[0]} exited with {child.returncode}")
+                log.seek(0)
+                said = log.read().decode(errors="replace")[-2000:]
+                raise SystemExit(f"{cmd[0]} exited with {child.returncode}:\n{said}")
             if _answers(ready, port):
                 seconds = time.perf_counter() - began
                 return seconds, psutil.Process(child.pid).memory_info().rss / 2**20
             time.sleep(0.01)
         raise SystemExit(f"{cmd[0]} did not start within {START_TIMEOUT:.0f} s")
     finally:
-        os.killpg(child.pid, signal.SIGKILL)
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
         child.wait(10)
+        log.close()
 
 
 def _answers(ready: str, port: int) -> bool:
