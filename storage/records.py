@@ -280,6 +280,8 @@ class ExchangeSummary:
     """How many WebSocket messages it holds; None when not a WebSocket."""
     origin: str | None = None
     """The kind of its Origin (``replayed``, ``forked``, ``edited``, ``resent``), if any."""
+    first_byte_after: float | None = None
+    """Seconds from the request's start to the answer's first byte; None without an answer."""
 
 
 @dataclass(frozen=True, slots=True)

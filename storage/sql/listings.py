@@ -36,6 +36,7 @@ _SUMMARY_COLUMNS = (
     "outcome",
     "started_at",
     "duration",
+    "first_byte_at",
     "response_bytes",
     "context",
     "message_count",

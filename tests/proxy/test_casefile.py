@@ -1,0 +1,243 @@
+"""The case file in-process (the admin app over a real SQLite store, through
+``httpx.ASGITransport``): every page's JSON twin is the document ``show --json`` prints,
+recorded bytes are inert on every page, and only the case file itself can change things."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+import cli
+from addons.state import Mode, RuntimeState
+from canonicalize import RequestView, canonicalize
+from canonicalize.drift import digests
+from proxy.admin import create_app
+from proxy.admin.guard import CONTENT_SECURITY_POLICY, CSRF_COOKIE
+from proxy.keys import key_config
+from proxy.settings import Address, Settings
+from storage import Chunk, NewExchange, Outcome, RecordedResponse, Store, open_store
+
+ADMIN = "127.0.0.1:8081"
+HOSTILE = "<script>alert(1)</script>"
+ANSWER = json.dumps({"choices": [{"message": {"content": HOSTILE}}], "order": "ord_5512"})
+
+
+def record(
+    store: Store,
+    cassette: str,
+    count: int,
+    *,
+    status: int = 200,
+    answer: bytes | None = None,
+    outcome: Outcome = Outcome.COMPLETE,
+) -> None:
+    """``count`` exchanges written as the proxy writes them: key from canonicalize."""
+    for n in range(count):
+        body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": n}]})
+        view = RequestView(
+            method="POST",
+            scheme="https",
+            host="api.openai.com",
+            port=443,
+            path="/v1/chat/completions",
+            query=(),
+            headers=(),
+            body=body.encode(),
+            content_type="application/json",
+        )
+        canonical = canonicalize(view, key_config())
+        answered = answer if answer is not None else ANSWER.encode()
+        store.submit(
+            NewExchange(
+                cassette=cassette,
+                key=canonical.key,
+                key_scheme=1,
+                canonical=canonical.form,
+                method="POST",
+                scheme="https",
+                host="api.openai.com",
+                port=443,
+                path="/v1/chat/completions",
+                http_version="HTTP/1.1",
+                request_headers=((b"content-type", b"application/json"),),
+                request_body=body.encode(),
+                started_at=1_790_000_000.0 + n,
+                duration=0.25,
+                response=RecordedResponse(
+                    status=status,
+                    reason="OK",
+                    http_version="HTTP/1.1",
+                    headers=((b"content-type", b"application/json"),),
+                    body=answered,
+                    chunks=(Chunk(0, 0.2), Chunk(len(answered) // 2, 0.22)),
+                    first_byte_at=0.2,
+                ),
+                outcome=outcome,
+                error=None,
+                context={"run-id": f"run-{n % 2}"},
+                slot=store.reserve(cassette, canonical.key),
+                stripped=digests(canonical.stripped),
+            )
+        )
+    store.flush()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    with open_store(f"sqlite:///{tmp_path / 'freezeframe.db'}") as store:
+        record(store, "bug-8821", 3)
+        record(store, "rate", 1, status=429, answer=b'{"error": {"mess', outcome=Outcome.TRUNCATED)
+    yield tmp_path
+
+
+@pytest.fixture
+def client(data_dir: Path) -> Iterator[TestClient]:
+    store = open_store(f"sqlite:///{data_dir / 'freezeframe.db'}")
+    settings = Settings(data_dir=data_dir, admin=Address.parse(ADMIN, "admin"))
+    app = create_app(store, RuntimeState(Mode.REPLAY, "bug-8821"), settings)
+    with TestClient(app, base_url=f"http://{ADMIN}", follow_redirects=False) as client:
+        yield client
+    store.close()
+
+
+def show_json(data_dir: Path, *args: str) -> object:
+    result = CliRunner().invoke(
+        cli.main, ["show", *args, "--json", "--data-dir", str(data_dir)], catch_exceptions=False
+    )
+    return json.loads(result.stdout)
+
+
+def test_every_page_has_a_json_twin_equal_to_show_json(client: TestClient, data_dir: Path) -> None:
+    listing = (client.get("/cassettes/bug-8821.json")).json()
+    assert listing == show_json(data_dir, "bug-8821")
+    one = client.get("/cassettes/bug-8821/1", headers={"accept": "application/json"})
+    assert one.json() == show_json(data_dir, "bug-8821", "1")
+    assert (client.get("/cassettes/bug-8821/1.json")).json() == one.json()
+    cassettes = (client.get("/cassettes.json")).json()
+    assert cassettes == (client.get("/api/cassettes")).json()
+    assert [c["name"] for c in cassettes] == ["bug-8821", "rate"]
+    filtered = (client.get("/cassettes/bug-8821.json?run_id=run-1")).json()
+    assert [row["seq"] for row in filtered] == [1]
+    steps = (client.get("/cassettes/bug-8821/steps.json")).json()
+    assert [step["seq"] for step in steps["steps"]] == [0, 1, 2]
+    hits = (client.get("/search.json?q=ord_5512")).json()
+    assert {(hit["cassette"], hit["seq"]) for hit in hits} == {
+        ("bug-8821", 0),
+        ("bug-8821", 1),
+        ("bug-8821", 2),
+    }
+    compared = (client.get("/compare.json?a=bug-8821@run-0&b=bug-8821@run-1")).json()
+    assert compared["a"] == "bug-8821@run-0" and "steps" in compared
+
+
+def test_pages_render_recorded_bytes_as_text_under_a_strict_csp(
+    client: TestClient,
+) -> None:
+    for path in (
+        "/cassettes",
+        "/cassettes/bug-8821",
+        "/cassettes/bug-8821/steps",
+        "/cassettes/bug-8821/0",
+        "/cassettes/bug-8821/misses",
+        "/search?q=ord_5512",
+        "/compare?a=bug-8821&b=rate",
+    ):
+        page = client.get(path, headers={"accept": "text/html"})
+        assert page.status_code == 200, (path, page.text)
+        assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert "<script>alert" not in page.text, path
+        assert "access-control-allow-origin" not in page.headers
+        assert re.findall(r"<script[^>]*>", page.text) == [
+            '<script src="/static/htmx-2.0.7.min.js" defer>'
+        ], path
+    shown = (client.get("/cassettes/bug-8821/0")).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
+
+
+def test_a_truncated_answer_shows_its_partial_body_and_outcome(
+    client: TestClient,
+) -> None:
+    page = (client.get("/cassettes/rate/0")).text
+    assert "{&#34;error&#34;: {&#34;mess" in page
+    assert "outcome-truncated" in page and "cut off" in page
+    waterfall = (client.get("/cassettes/rate")).text
+    assert "s429" in waterfall and "outcome-truncated" in waterfall
+
+
+def test_a_browser_is_sent_to_the_case_file_and_a_script_gets_the_index(
+    client: TestClient,
+) -> None:
+    browser = client.get("/", headers={"accept": "text/html,*/*"})
+    assert browser.status_code == 303 and browser.headers["location"] == "/cassettes"
+    assert "routes" in (client.get("/")).json()
+
+
+def test_a_script_may_post_without_a_token_and_a_cross_site_page_may_not(
+    client: TestClient,
+) -> None:
+    assert (client.post("/api/replay/reset")).status_code == 200
+    assert (client.put("/api/mode", json={"pace": "instant"})).status_code == 200
+    forked = client.post("/api/cassettes/bug-8821/fork", json={"into": "f1", "upto": 1})
+    assert forked.status_code == 201 and forked.json()["exchanges"] == 2
+    attacks = [
+        {"origin": "https://evil.example", "content-type": "application/x-www-form-urlencoded"},
+        {"sec-fetch-site": "cross-site", "content-type": "text/plain"},
+        {"content-type": "application/x-www-form-urlencoded"},
+        {"host": "evil.example:8081", "content-type": "application/json"},
+    ]
+    for headers in attacks:
+        for path in ("/api/replay/reset", "/api/cassettes/bug-8821/fork"):
+            refused = client.post(path, headers=headers, content=b'{"into": "f2"}')
+            assert refused.status_code == 403, (headers, path)
+        assert (client.put("/api/mode", headers=headers, content=b"{}")).status_code == 403
+    names = [c["name"] for c in (client.get("/cassettes.json")).json()]
+    assert "f2" not in names
+
+
+def test_the_case_files_forms_fork_and_edit_with_their_token(
+    client: TestClient, data_dir: Path
+) -> None:
+    page = client.get("/cassettes/bug-8821/2")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token is not None and client.cookies[CSRF_COOKIE] == token.group(1)
+    same_site = {"origin": f"http://{ADMIN}", "sec-fetch-site": "same-origin"}
+    without = client.post(
+        "/api/cassettes/bug-8821/2/edit", data={"into": "x", "status": "500"}, headers=same_site
+    )
+    assert without.status_code == 403
+    bad_json = client.post(
+        "/api/cassettes/bug-8821/2/edit",
+        data={"csrf_token": token.group(1), "into": "fixed", "body": "{not json"},
+        headers=same_site,
+    )
+    assert bad_json.status_code == 400 and "the new body is not" in bad_json.text
+    assert "fixed" not in [c["name"] for c in client.get("/cassettes.json").json()]
+    edited = client.post(
+        "/api/cassettes/bug-8821/2/edit",
+        data={"csrf_token": token.group(1), "into": "fixed", "body": '{"order": "ord_1"}'},
+        headers=same_site,
+    )
+    assert edited.status_code == 303 and edited.headers["location"] == "/cassettes/fixed/2"
+    document = show_json(data_dir, "fixed", "2")
+    assert isinstance(document, dict)
+    assert document["response"]["body"]["text"] == '{"order": "ord_1"}'
+    assert document["origin"]["kind"] == "edited"
+    assert show_json(data_dir, "bug-8821", "2")["response"]["body"]["text"] == ANSWER  # type: ignore[index]
+    shown = (client.get("/cassettes/fixed/2")).text
+    assert 'id="edited"' in shown and "body replaced" in shown
+
+
+def test_a_large_body_is_previewed_and_downloaded_whole(client: TestClient, data_dir: Path) -> None:
+    big = b'{"data": "' + b"x" * (200 * 1024) + b'"}'
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        record(store, "big", 1, answer=big)
+    page = (client.get("/cassettes/big/0")).text
+    assert "only the start shown" in page and page.count("x") < 100 * 1024
+    download = client.get("/cassettes/big/0/body/response")
+    assert download.content == big
