@@ -137,7 +137,9 @@ class SecurityHeaders:
                 headers["content-security-policy"] = CONTENT_SECURITY_POLICY
                 headers["x-content-type-options"] = "nosniff"
                 headers["x-frame-options"] = "DENY"
-                headers["referrer-policy"] = "no-referrer"
+                # Not no-referrer: then a browser sends the case file's own form posts with
+                # ``Origin: null``, which the same-origin check must refuse.
+                headers["referrer-policy"] = "same-origin"
                 headers["cross-origin-resource-policy"] = "same-origin"
                 minted = scope["state"].get("new_csrf")
                 if minted and CSRF_COOKIE not in Headers(scope=scope).get("cookie", ""):
