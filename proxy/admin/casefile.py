@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
@@ -178,7 +178,9 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
 
     async def cassettes_page(request: Request, asked: Asked) -> dict[str, Any]:
         query = request.query_params
-        where = ExchangeFilter.parse(query.get("run_id"), query.get("model"), query.get("status"))
+        where = ExchangeFilter.parse(
+            _given(query.get("run_id")), _given(query.get("model")), _given(query.get("status"))
+        )
         rows = await run_in_threadpool(store.cassettes, where)
         return {
             "document": [cassette_document(row) for row in rows],
@@ -189,30 +191,31 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
     async def run_page(request: Request, asked: Asked) -> dict[str, Any]:
         name = validate_cassette_name(asked.name)
         query = request.query_params
-        where = ExchangeFilter.parse(query.get("run_id"), query.get("model"), query.get("status"))
-        everything = await run_in_threadpool(store.exchanges, name, where)
-        host, outcome = query.get("host") or None, query.get("outcome") or None
-        if outcome is not None and outcome not in set(Outcome):
-            raise ValueError(f"outcome {outcome!r}: use one of {', '.join(Outcome)}")
-        rows = [
-            row
-            for row in everything
-            if (host is None or urlsplit(row.url).netloc == host)
-            and (outcome is None or row.outcome.value == outcome)
-        ]
-        document = [summary_document(row) for row in rows]
+        status, outcome = _given(query.get("status")), _given(query.get("outcome"))
+        if status and outcome:
+            raise ValueError("filter by a status or by an outcome, not both")
+        where = ExchangeFilter.parse(
+            _given(query.get("run_id")),
+            _given(query.get("model")),
+            status or outcome,
+            _given(query.get("host")),
+        )
         if asked.json:
-            return {"document": document}
-        pages = max((len(rows) + PAGE_ROWS - 1) // PAGE_ROWS, 1)
+            rows = await run_in_threadpool(store.exchanges, name, where)
+            return {"document": [summary_document(row) for row in rows]}
+        overview = await run_in_threadpool(store.overview, name, where)
+        whole = overview if where is None else await run_in_threadpool(store.overview, name)
+        pages = max((overview.exchanges + PAGE_ROWS - 1) // PAGE_ROWS, 1)
         number = min(max(_int(query.get("page"), 1), 1), pages)
-        shown = rows[(number - 1) * PAGE_ROWS : number * PAGE_ROWS]
-        group = query.get("group") == "run_id"
+        shown = await run_in_threadpool(
+            lambda: store.exchanges(name, where, offset=(number - 1) * PAGE_ROWS, limit=PAGE_ROWS)
+        )
+        span = (overview.first_at or 0.0, overview.last_end or 1.0)
         return {
-            "document": document,
             "name": name,
-            "groups": _groups(present.waterfall(shown, present.run_span(rows)), group),
-            "figures": present.counts(rows),
-            "hosts": sorted({urlsplit(row.url).netloc for row in everything}),
+            "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
+            "figures": overview,
+            "hosts": whole.hosts,
             "outcomes": [o.value for o in Outcome],
             "filters": {
                 k: query.get(k, "")
@@ -319,6 +322,11 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         Route("/compare.json", page("compare.html", compare_page)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+
+
+def _given(text: str | None) -> str | None:
+    """A form's field as a filter: an empty field asks for nothing."""
+    return text.strip() or None if text is not None else None
 
 
 def _int(text: str | None, default: int) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from storage import BlobRef, ExchangeSummary, Store
@@ -83,15 +82,6 @@ def waterfall(summaries: Sequence[ExchangeSummary], span: tuple[float, float]) -
             )
         )
     return rows
-
-
-def run_span(summaries: Sequence[ExchangeSummary]) -> tuple[float, float]:
-    """From the first start to the last end of the run."""
-    if not summaries:
-        return (0.0, 1.0)
-    begin = min(s.started_at for s in summaries)
-    end = max(s.started_at + (s.duration or 0.0) for s in summaries)
-    return (begin, max(end, begin + 1e-3))
 
 
 def _first_of(counts: Mapping[str, int], names: Sequence[str]) -> int | None:
@@ -236,17 +226,3 @@ def hexdump(data: bytes) -> str:
         shown = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
         lines.append(f"{at:08x}  {row.hex(' '):<47}  {shown}")
     return "\n".join(lines)
-
-
-def counts(summaries: Sequence[ExchangeSummary]) -> dict[str, Any]:
-    """The run's figures for its header: exchanges, by outcome, drifted, replayed."""
-    by_outcome: dict[str, int] = {}
-    for summary in summaries:
-        by_outcome[summary.outcome.value] = by_outcome.get(summary.outcome.value, 0) + 1
-    return {
-        "exchanges": len(summaries),
-        "by_outcome": dict(sorted(by_outcome.items())),
-        "drifted": sum(s.drifted for s in summaries),
-        "replayed": sum(1 for s in summaries if s.origin == "replayed"),
-        "edited": sum(1 for s in summaries if s.origin == "edited"),
-    }

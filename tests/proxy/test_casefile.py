@@ -18,6 +18,7 @@ from addons.state import Mode, RuntimeState
 from canonicalize import RequestView, canonicalize
 from canonicalize.drift import digests
 from proxy.admin import create_app
+from proxy.admin.casefile import PAGE_ROWS
 from proxy.admin.guard import CONTENT_SECURITY_POLICY, CSRF_COOKIE
 from proxy.keys import key_config
 from proxy.settings import Address, Settings
@@ -241,3 +242,22 @@ def test_a_large_body_is_previewed_and_downloaded_whole(client: TestClient, data
     assert "only the start shown" in page and page.count("x") < 100 * 1024
     download = client.get("/cassettes/big/0/body/response")
     assert download.content == big
+
+
+def test_a_long_run_opens_a_page_at_a_time_with_the_whole_runs_figures(
+    client: TestClient, data_dir: Path
+) -> None:
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        record(store, "long", PAGE_ROWS + 5)
+    first = client.get("/cassettes/long").text
+    assert first.count('class="exchange ') == PAGE_ROWS
+    assert f"{PAGE_ROWS + 5} exchanges" in first and "page 1 of 2" in first
+    second = client.get("/cassettes/long?page=2").text
+    assert second.count('class="exchange ') == 5 and 'id="row-204"' in second
+    assert len(client.get("/cassettes/long.json").json()) == PAGE_ROWS + 5
+    by_host = client.get("/cassettes/bug-8821.json?host=api.openai.com").json()
+    assert len(by_host) == 3
+    assert client.get("/cassettes/bug-8821.json?host=elsewhere.example").json() == []
+    truncated = client.get("/cassettes/rate.json?outcome=truncated").json()
+    assert [row["outcome"] for row in truncated] == ["truncated"]
+    assert client.get("/cassettes/rate?status=429&outcome=truncated").status_code == 400
