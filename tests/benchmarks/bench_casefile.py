@@ -155,9 +155,8 @@ def main() -> None:
     print(f"run view, 100 exchanges:        {short * 1000:7.1f} ms")
     print(f"run view, {n} exchanges:    {long * 1000:7.1f} ms  ({long / short:.1f}x)")
     print(f"  its JSON twin (every row):    {long_json * 1000:7.1f} ms")
-    print(
-        f"exchange, 20 MB body:           {small_body * 1000:7.1f} ms, peak {small_peak >> 10} KiB"
-    )
+    small = f"{small_body * 1000:7.1f} ms, peak {small_peak >> 10} KiB"
+    print(f"exchange, 20 MB body:           {small}")
     print(
         f"exchange, {options.body_mb} MB body:          {big_body * 1000:7.1f} ms, "
         f"peak {big_peak >> 10} KiB  ({big_body / small_body:.2f}x time, "
