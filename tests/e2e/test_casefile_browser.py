@@ -147,6 +147,7 @@ def world(
                 env.setenv(name, value)
             seen = order_agent(upstream.base_url)
         assert seen.get("ratelimited"), "the cut-off 429 must fail the client's read"
+        assert f"case file: {proxy.admin_url}/" in proxy.log
         switched = proxy.admin("PUT", "/api/mode", json={"mode": "replay", "pace": "instant"})
         assert switched.status_code == 200
         rows = proxy.admin("GET", f"/cassettes/{CASSETTE}.json").json()
@@ -189,10 +190,25 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     page = context.new_page()
     page.dialogs = []  # type: ignore[attr-defined]
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))  # type: ignore[attr-defined]
+    refused: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text)
+            if "Content Security Policy" in message.text and world_url(request) in page.url
+            else None
+        ),
+    )
     yield page
+    assert refused == [], "the case file's own pages must work under its CSP"
     if failed(request.node):
         page.screenshot(path=str(artifact_path(request.node)), full_page=True)
     context.close()
+
+
+def world_url(request: pytest.FixtureRequest) -> str:
+    world: World = request.getfixturevalue("world")
+    return world.url
 
 
 def docs_screenshot(page: Page, name: str) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
+from fnmatch import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -261,3 +263,30 @@ def test_a_long_run_opens_a_page_at_a_time_with_the_whole_runs_figures(
     truncated = client.get("/cassettes/rate.json?outcome=truncated").json()
     assert [row["outcome"] for row in truncated] == ["truncated"]
     assert client.get("/cassettes/rate?status=429&outcome=truncated").status_code == 400
+
+
+def test_names_and_queries_from_the_url_are_shown_as_text(client: TestClient) -> None:
+    hostile = "<img src=x onerror=alert(1)>"
+    for path in (f"/cassettes/{hostile}", f"/compare?a={hostile}&b=rate", f"/search?q={hostile}"):
+        page = client.get(path)
+        assert "<img src=x" not in page.text, path
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page.text, path
+    assert client.get(f"/cassettes/{hostile}").status_code == 400
+    assert client.get(f"/cassettes/{hostile}.json").json()["error"].startswith("invalid")
+
+
+def test_every_template_and_static_file_is_package_data() -> None:
+    """A wheel (not only an editable install) must carry what the pages need."""
+    root = Path(__file__).parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["proxy.admin"]
+    admin = root / "proxy" / "admin"
+    shipped = [
+        path.relative_to(admin).as_posix()
+        for folder in ("templates", "static")
+        for path in (admin / folder).rglob("*")
+        if path.is_file()
+    ]
+    assert "static/htmx-LICENSE.txt" in shipped and "templates/base.html" in shipped
+    assert [f for f in shipped if not any(fnmatch(f, p) for p in patterns)] == []
