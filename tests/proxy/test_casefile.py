@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from fnmatch import fnmatch
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -24,7 +25,7 @@ from proxy.admin.casefile import PAGE_ROWS
 from proxy.admin.guard import CONTENT_SECURITY_POLICY, CSRF_COOKIE
 from proxy.keys import key_config
 from proxy.settings import Address, Settings
-from storage import Chunk, NewExchange, Outcome, RecordedResponse, Store, open_store
+from storage import Chunk, Message, NewExchange, Outcome, RecordedResponse, Store, open_store
 
 ADMIN = "127.0.0.1:8081"
 HOSTILE = "<script>alert(1)</script>"
@@ -39,8 +40,10 @@ def record(
     status: int = 200,
     answer: bytes | None = None,
     outcome: Outcome = Outcome.COMPLETE,
+    **extra: Any,
 ) -> None:
-    """``count`` exchanges written as the proxy writes them: key from canonicalize."""
+    """``count`` exchanges written as the proxy writes them: key from canonicalize;
+    ``extra`` sets any other field of each."""
     for n in range(count):
         body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": n}]})
         view = RequestView(
@@ -86,6 +89,7 @@ def record(
                 context={"run-id": f"run-{n % 2}"},
                 slot=store.reserve(cassette, canonical.key),
                 stripped=digests(canonical.stripped),
+                **extra,
             )
         )
     store.flush()
@@ -290,3 +294,23 @@ def test_every_template_and_static_file_is_package_data() -> None:
     ]
     assert "static/htmx-LICENSE.txt" in shipped and "templates/base.html" in shipped
     assert [f for f in shipped if not any(fnmatch(f, p) for p in patterns)] == []
+
+
+def test_an_exchange_shows_its_websocket_transcript_drift_and_stripped_parts(
+    client: TestClient, data_dir: Path
+) -> None:
+    transcript = (
+        Message(from_client=True, text=True, at=0.01, data=b'{"type": "<b>hello</b>"}'),
+        Message(from_client=False, text=False, at=0.02, data=b"\x00\xff"),
+    )
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        record(store, "ws", 1, messages=transcript)
+        store.note_drift("ws", 0, ["body:$.user"], {"run-id": "again"})
+        store.flush()
+    page = client.get("/cassettes/ws/0").text
+    assert page.count('class="wsmsg"') == 2
+    assert "&lt;b&gt;hello&lt;/b&gt;" in page and "AP8=" in page
+    assert "body:$.user" in page and "run-id: again" in page
+    assert client.get("/cassettes/ws/0.json").json()["drift"][0]["paths"] == ["body:$.user"]
+    listing = client.get("/cassettes/ws").text
+    assert "drift ×1" in listing and "ws 2 msgs" in listing
