@@ -12,6 +12,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -314,3 +315,84 @@ def test_an_exchange_shows_its_websocket_transcript_drift_and_stripped_parts(
     assert client.get("/cassettes/ws/0.json").json()["drift"][0]["paths"] == ["body:$.user"]
     listing = client.get("/cassettes/ws").text
     assert "drift ×1" in listing and "ws 2 msgs" in listing
+
+
+def submit_one(
+    store: Store, cassette: str, at: float, url: str, request: bytes, answer: bytes
+) -> None:
+    """One exchange of an agent's run, keyed as the proxy keys it."""
+    parts = httpx.URL(url)
+    view = RequestView(
+        method="POST" if request else "GET",
+        scheme="https",
+        host=parts.host,
+        port=443,
+        path=parts.path,
+        query=tuple(parts.params.multi_items()),
+        headers=(),
+        body=request,
+        content_type="application/json",
+    )
+    canonical = canonicalize(view, key_config())
+    target = parts.raw_path.decode()
+    store.submit(
+        NewExchange(
+            cassette=cassette,
+            key=canonical.key,
+            key_scheme=1,
+            canonical=canonical.form,
+            method=view.method,
+            scheme="https",
+            host=parts.host,
+            port=443,
+            path=target,
+            http_version="HTTP/1.1",
+            request_headers=((b"content-type", b"application/json"),),
+            request_body=request,
+            started_at=at,
+            duration=0.1,
+            response=RecordedResponse(
+                status=200,
+                reason="OK",
+                http_version="HTTP/1.1",
+                headers=((b"content-type", b"application/json"),),
+                body=answer,
+                chunks=(Chunk(0, 0.05),),
+                first_byte_at=0.05,
+            ),
+            outcome=Outcome.COMPLETE,
+            error=None,
+            context={},
+            slot=store.reserve(cassette, canonical.key),
+        )
+    )
+
+
+def test_a_tool_asked_for_again_and_again_shows_as_a_loop(
+    client: TestClient, data_dir: Path
+) -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "weather in Paris?"}]
+    at = 1_790_000_000.0
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        for n in range(4):
+            function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+            call = {"id": f"c{n}", "type": "function", "function": function}
+            asked = {"role": "assistant", "content": None, "tool_calls": [call]}
+            answer = {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "message": asked, "finish_reason": "tool_calls"}],
+            }
+            request = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
+            url = "https://api.openai.com/v1/chat/completions"
+            submit_one(store, "loop", at, url, request, json.dumps(answer).encode())
+            submit_one(store, "loop", at + 0.5, "https://w.test/t?city=Paris", b"", b"{}")
+            messages += [asked, {"role": "tool", "tool_call_id": f"c{n}", "content": "no data"}]
+            at += 1
+        store.flush()
+    loops = client.get("/cassettes/loop/steps.json").json()["loops"]
+    assert [(loop["tool"], loop["count"]) for loop in loops] == [("get_weather", 4)]
+    page = client.get("/cassettes/loop/steps").text
+    assert 'class="loop" data-tool="get_weather"' in page
+    assert "called 4 times with identical arguments" in page
