@@ -253,6 +253,9 @@ def test_the_step_tree_links_the_tool_call_and_the_stream_and_the_cut_off_429_sh
         "You look up orders. Use the tool."
     )
     docs_screenshot(page, "exchange")
+    headers = page.locator("#request table.headers")
+    expect(headers).to_contain_text("[redacted:")
+    assert "sk-casefile" not in page.content(), "a secret must appear only as its marker"
 
     cut = world.document(f"/cassettes/{CASSETTE}/{world.seqs['ratelimited']}.json")
     partial = cut["response"]["body"]["text"]
