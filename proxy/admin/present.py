@@ -1,6 +1,6 @@
-"""What the case file's pages draw from the read model's documents: waterfall bars, the
-stream chart, body previews. Pure functions over ``evidence`` documents and store records,
-so the pages show exactly what the JSON twins say, only laid out for people.
+"""What the case file's pages draw from the read model: waterfall bars, the stream chart,
+body previews. Functions of listings and documents (and, for a preview, the start of a
+stored body), so the pages show what the JSON twins say, only laid out for people.
 
 Bodies are untrusted and may be huge: a preview reads at most ``PREVIEW_BYTES`` of a body
 (the first part of one kept in the store, never the whole), and shows it as text when it is
