@@ -396,3 +396,14 @@ def test_a_tool_asked_for_again_and_again_shows_as_a_loop(
     page = client.get("/cassettes/loop/steps").text
     assert 'class="loop" data-tool="get_weather"' in page
     assert "called 4 times with identical arguments" in page
+
+
+def test_a_binary_answer_is_shown_as_a_hex_dump(client: TestClient, data_dir: Path) -> None:
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        record(store, "binary", 1, answer=bytes(range(256)) * 64)
+    page = client.get("/cassettes/binary/0").text
+    assert 'class="body hex"' in page
+    assert "00000000  00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f  ................" in page
+    assert client.get("/cassettes/binary/0/body/response").content == bytes(range(256)) * 64
+    listed = client.get("/cassettes", headers={"accept": "application/json"}).json()
+    assert "binary" in [c["name"] for c in listed]
