@@ -40,6 +40,7 @@ from storage.records import (
     NewExchange,
     Rekeyed,
     Removed,
+    RunOverview,
     SearchHit,
     Slot,
     VerifyReport,
@@ -245,11 +246,25 @@ class Store(ABC):
 
     @abstractmethod
     def exchanges(
-        self, cassette: str, where: ExchangeFilter | None = None
+        self,
+        cassette: str,
+        where: ExchangeFilter | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[ExchangeSummary]:
-        """The cassette's exchanges in seq order, only those matching ``where`` if given.
+        """The cassette's exchanges in seq order, only those matching ``where`` if given;
+        with ``limit``, at most that many after skipping ``offset`` (a page of a long run).
 
         Raises CassetteNotFound (not for a cassette where nothing matches: that is []).
+        """
+
+    @abstractmethod
+    def overview(self, cassette: str, where: ExchangeFilter | None = None) -> RunOverview:
+        """The figures of the cassette's exchanges that match ``where``, counted in the
+        store, so a page of a long run can say them without listing it whole.
+
+        Raises CassetteNotFound.
         """
 
     @abstractmethod

@@ -52,6 +52,7 @@ from storage.records import (
     NewExchange,
     Rekeyed,
     Removed,
+    RunOverview,
     SearchHit,
     Slot,
     VerifyReport,
@@ -307,13 +308,24 @@ class SqlStore(Store):
             return listings.cassette_summaries(conn, where)
 
     def exchanges(
-        self, cassette: str, where: ExchangeFilter | None = None
+        self,
+        cassette: str,
+        where: ExchangeFilter | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[ExchangeSummary]:
         with self._connect() as conn:
-            found = listings.exchange_summaries(conn, cassette, where)
+            found = listings.exchange_summaries(conn, cassette, where, offset, limit)
             if not found and conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
                 raise CassetteNotFound(cassette, self._where)
         return found
+
+    def overview(self, cassette: str, where: ExchangeFilter | None = None) -> RunOverview:
+        with self._connect() as conn:
+            if conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
+                raise CassetteNotFound(cassette, self._where)
+            return listings.run_overview(conn, cassette, where)
 
     def exchange(self, cassette: str, seq: int) -> Exchange:
         found = self._read(self._reader.by_seq, cassette, seq)
