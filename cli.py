@@ -42,6 +42,7 @@ from evidence.editing import AnswerEdit, Assignment, edited
 from evidence.inert import inert
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
+from proxy.clock import Clock, FakedClock, library
 from proxy.command import CAPTURES, Confinement, run_command
 from proxy.discovery import (
     NoProxyFound,
@@ -354,6 +355,12 @@ def run(**options: Any) -> None:
     envvar="FREEZEFRAME_ISOLATE",
     default=None,
 )
+@_setting(
+    "--clock",
+    "Run COMMAND under libfaketime from this time: recorded (the cassette's first request) "
+    "or ISO 8601, e.g. 2024-02-29T23:59:30Z.",
+    metavar="recorded|TIME",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
 def exec_(
@@ -361,6 +368,7 @@ def exec_(
     proxy_url: str | None,
     capture: str | None,
     isolate: bool | None,
+    clock: str | None,
     **options: Any,
 ) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
@@ -375,12 +383,18 @@ def exec_(
     Example:
         freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
         sudo freezeframe exec --capture transparent --cassette bug-8821 -- node agent.js
+        freezeframe exec --mode replay --cassette bug-8821 --clock recorded -- python agent.py
     """
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
+    faked = _faked_clock(clock, options) if clock else None
     if proxy_url is None:
         settings = settings_module.build(**options)
-        sys.exit(asyncio.run(run_command(command, settings=settings, confinement=confinement)))
+        sys.exit(
+            asyncio.run(
+                run_command(command, settings=settings, confinement=confinement, clock=faked)
+            )
+        )
     explicit = Path(options["data_dir"]).expanduser() if _explicit("data_dir") else None
 
     def trust_of() -> Trust:
@@ -389,9 +403,25 @@ def exec_(
 
     sys.exit(
         asyncio.run(
-            run_command(command, proxy_url=proxy_url, trust_of=trust_of, confinement=confinement)
+            run_command(
+                command,
+                proxy_url=proxy_url,
+                trust_of=trust_of,
+                confinement=confinement,
+                clock=faked,
+            )
         )
     )
+
+
+def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
+    """``--clock``: refused in one line without libfaketime, or without a time to start at."""
+    wanted = Clock.parse(value)
+    lib = library()
+    if wanted.moment is not None:
+        return FakedClock(wanted.moment, lib)
+    with _open(options["data_dir"], options["store"]) as store:
+        return FakedClock(wanted.start(store, options["cassette"]), lib)
 
 
 def _trust_of_proxy(url: str, admin: str, data_dir: Path | None) -> Trust:

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from addons import AddressBook
+from addons.mitmproxy_internals import certificates_valid_from
 from addons.state import Mode
 from proxy import sandbox
+from proxy.clock import FakedClock, trust_notice
 from proxy.discovery import Trust, trust_in
 from proxy.localcapture import local_capture_unavailable_reason
 from proxy.serve import Embedded, StartupError, serve
@@ -57,11 +59,15 @@ async def run_command(
     proxy_url: str | None = None,
     trust_of: Callable[[], Trust] | None = None,
     confinement: Confinement = Confinement(),
+    clock: FakedClock | None = None,
 ) -> int:
     """Run ``command`` through a new proxy (``settings``), or through the running proxy at
-    ``proxy_url`` whose CA ``trust_of`` finds, once ``confinement`` is known to be possible."""
+    ``proxy_url`` whose CA ``trust_of`` finds, once ``confinement`` is known to be possible;
+    on ``clock``'s time when given."""
     network = _network(settings, proxy_url, confinement)
     trust = trust_of() if trust_of is not None else None
+    if clock is not None and settings is not None:
+        certificates_valid_from(clock.start)
     addresses = AddressBook()
     link = f"ff{os.getpid():x}"[:15] if network == "capture" else None
     embedded = Embedded(addresses, (f"tun:{link}",) if link else ())
@@ -72,20 +78,22 @@ async def run_command(
     try:
         if confinement.capture == "local":  # the redirector needs the pid before it runs
             box = sandbox.Sandbox("none", ("127.0.0.1", 0), addresses)
-            env = _environment(_client_url(settings, proxy_url, None), settings, trust)
+            env = _environment(_client_url(settings, proxy_url, None), settings, trust, clock)
             child = await box.spawn(command, env)
             embedded.extra_modes = (f"local:{child.pid}",)
         if settings is not None:
             server = await _start(settings, embedded, stop)
+        if clock is not None:
+            _say_if_untrusted(clock, settings, trust)
         if network is not None:
             box = sandbox.Sandbox(network, _proxy_address(settings, proxy_url), addresses, link)
-            env = _environment(_client_url(settings, proxy_url, network), settings, trust)
+            env = _environment(_client_url(settings, proxy_url, network), settings, trust, clock)
             child = await _spawn_confined(box, command, env, confinement)
         if child is None:  # no namespace asked for, or (said in one line) none to be had
             if box is not None:
                 await box.close()
                 box = None
-            env = _environment(_client_url(settings, proxy_url, None), settings, trust)
+            env = _environment(_client_url(settings, proxy_url, None), settings, trust, clock)
             child = await _spawn(command, env)
         elif box is not None:
             await box.go()
@@ -135,6 +143,12 @@ def _network(settings: Settings | None, proxy_url: str | None, want: Confinement
         _not_isolated(reason)
         return None
     return "isolate"
+
+
+def _say_if_untrusted(clock: FakedClock, settings: Settings | None, trust: Trust | None) -> None:
+    ca = trust.ca if trust is not None else trust_in(settings.data_dir).ca if settings else None
+    if ca is not None and (notice := trust_notice(clock.start, ca, settings is not None)):
+        log.warning("%s", notice)
 
 
 def _not_isolated(reason: str) -> None:
@@ -189,10 +203,12 @@ def _client_url(settings: Settings | None, proxy_url: str | None, network: str |
     return proxy_url
 
 
-def _environment(proxy_url: str, settings: Settings | None, trust: Trust | None) -> dict[str, str]:
+def _environment(
+    proxy_url: str, settings: Settings | None, trust: Trust | None, clock: FakedClock | None
+) -> dict[str, str]:
     """The command's environment: this process's, with the client variables of the proxy
     started for it (whose CA is in its data dir), or of the running proxy whose CA is
-    ``trust``."""
+    ``trust``, and libfaketime's when the command runs on ``clock``."""
     if trust is None:
         assert settings is not None
         trust = trust_in(settings.data_dir)
@@ -204,6 +220,8 @@ def _environment(proxy_url: str, settings: Settings | None, trust: Trust | None)
     )
     if inherited := env.get("JAVA_TOOL_OPTIONS"):
         ours["JAVA_TOOL_OPTIONS"] = f"{inherited} {ours['JAVA_TOOL_OPTIONS']}"
+    if clock is not None:
+        ours.update(clock.environment(env.get("LD_PRELOAD")))
     env.update(ours)
     return env
 
