@@ -404,6 +404,14 @@ class Record:
         flow, info = recording.flow, recording.info
         response = exchange.response
         self._state.tally.recorded(exchange.outcome.value)
+        self._state.journal.add(
+            "recorded",
+            info.record_cassette,
+            exchange.slot.seq,
+            flow.request.method,
+            display_url(flow, info),
+            status=response.status if response is not None else None,
+        )
         log.info(
             "recorded %s#%d %s %s %s %s %.0f ms%s",
             info.record_cassette,

@@ -209,6 +209,15 @@ class Replay:
         drift = self._drift(flow, info, canonical, exchange)
         self._state.tally.replayed(bool(drift))
         recorded = exchange.response
+        self._state.journal.add(
+            "hit",
+            info.cassette,
+            exchange.seq,
+            flow.request.method,
+            display_url(flow, info),
+            status=recorded.status if recorded is not None else None,
+            drift=drift,
+        )
         log.info(
             "replayed %s#%d for %s %s: %s %s",
             info.cassette,
@@ -351,6 +360,15 @@ class Replay:
                 else:
                     message += "; the cassette has no recordings to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
+        self._state.journal.add(
+            "miss",
+            cassette,
+            None,
+            flow.request.method,
+            display_url(flow, info),
+            status=answers.MISS_STATUS,
+            message=message,
+        )
         miss = Miss(
             cassette=cassette,
             at=time.time(),
