@@ -31,7 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -214,8 +214,9 @@ def _freezeframe_marker(request: pytest.FixtureRequest) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
-) -> Iterator[None]:
-    report: pytest.TestReport = yield  # type: ignore[misc]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """In replay, a test that missed fails, with the misses' explanation as its message."""
+    report = yield
     use = item.stash.get(_USE, None)
     if use is None or report.when != "call" or use.mode != "replay":
         return report

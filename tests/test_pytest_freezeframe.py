@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import trustme
+from support.order_world import ModelServer, OrderService
 from support.upstream import Upstream
 
 from pytest_freezeframe import cassette_name
@@ -27,8 +29,7 @@ import pytest
 URL = os.environ["UPSTREAM_URL"]
 
 
-def ask(note):
-    asked = os.environ.get("ASKED_FOR", "orders")
+def ask(note, asked=os.environ.get("ASKED_FOR", "orders")):
     return httpx.post(URL + "/tool/counter", json={"q": asked, "user": note}, timeout=10)
 
 
@@ -43,7 +44,7 @@ def test_the_fixture_names_what_happened(freezeframe):
 
 @pytest.mark.freezeframe(cassette="drifting")
 def test_a_marker_names_the_cassette():
-    assert ask(os.environ.get("ASKED_AS", "first")).json()["count"] >= 1
+    assert ask(os.environ.get("ASKED_AS", "first"), "orders").json()["count"] >= 1
 
 
 def test_an_agent_that_swallows_errors(freezeframe):
@@ -82,8 +83,12 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
     replayed.assert_outcomes(passed=3)
     assert upstream.connections == 0
 
-    missed = run("-k", "fixture or swallows", ASKED_FOR="refunds")
-    missed.assert_outcomes(failed=2)
+    workers = run("-n", "2")  # each xdist worker replays through a proxy of its own
+    workers.assert_outcomes(passed=3)
+    assert upstream.connections == 0
+
+    missed = run(ASKED_FOR="refunds", ASKED_AS="second")
+    missed.assert_outcomes(failed=2, passed=1)
     missed.stdout.fnmatch_lines(
         [
             "*_ test_the_fixture_names_what_happened _*",
@@ -96,13 +101,6 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
             "*_ test_an_agent_that_swallows_errors _*",
             "freezeframe: replay miss in cassette "
             "'test_agent::test_an_agent_that_swallows_errors'*",
-        ]
-    )
-
-    drifted = run("-k", "marker", ASKED_AS="second")
-    drifted.assert_outcomes(passed=1)
-    drifted.stdout.fnmatch_lines(
-        [
             "*freezeframe: drift*",
             "test_agent.py::test_a_marker_names_the_cassette: POST https://*/tool/counter "
             "replayed drifting#0, drifted in *user*",
@@ -136,3 +134,38 @@ def test_a_session_without_the_fixture_starts_no_proxy(pytester: pytest.Pytester
 
     result.assert_outcomes(passed=1)
     assert not data_dir.exists()
+
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+FILTER = 'orders = [o for o in found.json()["orders"] if o["user"] == user]'
+
+
+def test_the_readme_example_locks_the_order_case(
+    pytester: pytest.Pytester, upstream_ca: trustme.CA, upstream_ca_file: Path, tmp_path: Path
+) -> None:
+    for name in ("order_agent.py", "test_order_agent.py"):
+        (pytester.path / name).write_text((EXAMPLES / name).read_text())
+    model, orders = ModelServer(upstream_ca).start(), OrderService(upstream_ca).start()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("ORDERS_MODEL_URL", model.base_url)
+            patch.setenv("ORDERS_SERVICE_URL", orders.base_url)
+            patch.setenv("FREEZEFRAME_UPSTREAM_CA", str(upstream_ca_file))
+            patch.setenv("FREEZEFRAME_DATA_DIR", str(tmp_path / "ff"))
+            pytester.runpytest_subprocess("--freezeframe-mode=record").assert_outcomes(passed=1)
+            asked = len(model.requests), len(orders.requests)
+
+            pytester.runpytest_subprocess().assert_outcomes(passed=1)
+            assert (len(model.requests), len(orders.requests)) == asked
+
+            agent = pytester.path / "order_agent.py"
+            agent.write_text(agent.read_text().replace(FILTER, 'orders = found.json()["orders"]'))
+            unfixed = pytester.runpytest_subprocess()
+    finally:
+        model.stop()
+        orders.stop()
+
+    unfixed.assert_outcomes(failed=1)
+    unfixed.stdout.fnmatch_lines(
+        ["freezeframe: replay miss in cassette 'orders-u-1': no recording of POST *differing at*"]
+    )
