@@ -289,7 +289,13 @@ class Record:
                     stripped=digests(canonical.stripped),
                     facts=recorded_facts(info, self._view(flow, info), served.response),
                     messages=served.messages,
-                    origin=Origin("replayed", served.cassette, served.seq, served.chain),
+                    origin=Origin(
+                        "replayed",
+                        served.cassette,
+                        served.seq,
+                        served.chain,
+                        (f"perturbed: {info.perturbed.description}",) if info.perturbed else (),
+                    ),
                 )
             )
         except StoreError as exc:

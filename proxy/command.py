@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import secrets
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from urllib.parse import urlsplit
 
 from addons import AddressBook
 from addons.mitmproxy_internals import certificates_valid_from
-from addons.state import Mode
+from addons.state import Event, Mode
 from proxy import sandbox
 from proxy.clock import FakedClock, trust_notice
 from proxy.discovery import Trust, trust_in
@@ -60,10 +62,12 @@ async def run_command(
     trust_of: Callable[[], Trust] | None = None,
     confinement: Confinement = Confinement(),
     clock: FakedClock | None = None,
+    journal: list[Event] | None = None,
 ) -> int:
     """Run ``command`` through a new proxy (``settings``), or through the running proxy at
     ``proxy_url`` whose CA ``trust_of`` finds, once ``confinement`` is known to be possible;
-    on ``clock``'s time when given."""
+    on ``clock``'s time when given. ``journal`` receives what the new proxy did with each
+    request."""
     network = _network(settings, proxy_url, confinement)
     trust = trust_of() if trust_of is not None else None
     if clock is not None and settings is not None:
@@ -107,7 +111,49 @@ async def run_command(
         if server is not None:
             await server
     _say_if_nothing_was_recorded(settings, embedded)
+    if journal is not None and embedded.journal is not None:
+        journal.extend(embedded.journal.after(0))
     return code
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of ``exec --runs``: its seed, its exit status, the answers it had perturbed."""
+
+    number: int
+    seed: int
+    status: int
+    perturbed: tuple[Event, ...]
+    record_into: str | None
+
+
+async def run_repeatedly(
+    command: Sequence[str],
+    settings: Settings,
+    runs: int,
+    *,
+    confinement: Confinement = Confinement(),
+    clock: FakedClock | None = None,
+) -> list[Run]:
+    """``exec --runs N``: the command N times, each through a proxy of its own, run ``i``
+    with seed ``S + i`` (``S`` from ``--seed``, or drawn), so that any one of them is run
+    again alone with ``--runs 1 --seed S+i``. With ``--record-into NAME``, run ``i`` is
+    recorded into ``NAME-<its seed>``, so the variant that failed can be kept."""
+    first = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+    done = []
+    for number in range(runs):
+        seed = first + number
+        into = settings.record_into
+        if into is not None and runs > 1:
+            into = f"{into}-{seed}"
+        seeded = dataclasses.replace(settings, seed=seed, record_into=into)
+        journal: list[Event] = []
+        status = await run_command(
+            command, settings=seeded, confinement=confinement, clock=clock, journal=journal
+        )
+        perturbed = tuple(event for event in journal if event.perturbed is not None)
+        done.append(Run(number + 1, seed, status, perturbed, into))
+    return done
 
 
 def _network(settings: Settings | None, proxy_url: str | None, want: Confinement) -> str | None:
