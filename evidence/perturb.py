@@ -7,7 +7,8 @@ split differently, a tool's JSON with an item dropped or two values swapped), ea
 a seeded roll, so a run that fails can be run again exactly from its seed.
 
 A spec is a comma-separated list of ``KIND[=ARG][@HOST[:PORT][/PATH-GLOB]][:PROBABILITY]``
-(probability 1 and every host when left out). For each answer, the first item whose route
+(probability 1 and every host when left out; a probability has a decimal point, ``:0.3``, so
+that ``@localhost:8443`` is a port). For each answer, the first item whose route
 matches and whose roll succeeds applies; an item that cannot apply to that answer (a JSON
 mutation of an answer that is not JSON) leaves it to the next. The roll is made from the
 seed, the cassette, the request key, its occurrence and how often it was asked, so the same
@@ -46,7 +47,8 @@ DEFAULT_RETRY_AFTER = 1
 MARK = "freezeframe --perturb"
 """Said in every body freezeframe writes in a provider's name, so nobody mistakes it."""
 _STATUS = re.compile(r"5\d\d")
-_PROBABILITY = re.compile(r":(\d*\.?\d+)$")
+_PROBABILITY = re.compile(r":(\d*\.\d*|1)$")
+"""A trailing ``:0.3`` (a decimal point, or ``1``); ``:8443`` is the route's port."""
 
 
 class SpecError(ValueError):
@@ -124,7 +126,7 @@ def _items(text: str) -> list[str]:
 
 def _item(text: str) -> Perturbation:
     rest, probability = text, 1.0
-    if found := _PROBABILITY.search(rest):
+    if (found := _PROBABILITY.search(rest)) and found.group(1) != ".":
         probability = float(found.group(1))
         rest = rest[: found.start()]
         if not 0.0 < probability <= 1.0:
