@@ -17,7 +17,7 @@ import dataclasses
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Self
 
@@ -47,6 +47,8 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     Forked,
+    Imported,
+    ImportedCassette,
     KeyChange,
     Miss,
     NewExchange,
@@ -70,7 +72,7 @@ from storage.sql.remove import remove_cassette
 from storage.sql.rows import canonical_of
 from storage.sql.schema import ExactText, cassettes, exchanges
 from storage.sql.verify import verify_cassette
-from storage.sql.writer import DriftNote, Writer
+from storage.sql.writer import DriftNote, ImportJob, Writer
 
 PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
@@ -368,6 +370,17 @@ class SqlStore(Store):
         with unavailable(what, self._engine):
             with exclusive(self._engine) as conn:
                 return fork_cassette(conn, source, target, upto, edits or {}, self._where)
+
+    def import_cassette(self, cassette: str, exchanges: Iterable[Imported]) -> ImportedCassette:
+        self._check_open()
+        job = ImportJob(cassette, exchanges)
+        self._writer.put(job)
+        job.done.wait()
+        self._counters.forget(cassette)
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
 
     def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
         self.flush(PENDING_WAIT_S)
