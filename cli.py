@@ -972,19 +972,37 @@ def export(
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--as", "name", metavar="NAME", help="The new cassette's name  [default: the file's]")
 @_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
+)
 @_debug_option
-def import_(file: Path, name: str | None, data_dir: str, store: str | None) -> None:
-    """Load an exported file (jsonl or bundle) as a new cassette, in one transaction.
+def import_(
+    file: Path, name: str | None, data_dir: str, store: str | None, rules: str | None
+) -> None:
+    """Load a file as a new cassette, in one transaction: a freezeframe export (jsonl or
+    bundle), a HAR file (Chrome, Firefox, mitmproxy) or a mitmproxy flow file.
+
+    A capture from another tool has its secrets replaced by markers and its requests keyed
+    as the proxy would; what it lacks (chunk timing, run context) is said, one line each.
 
     \b
     Example:
         freezeframe import bug-8821.ffcase --as bug-8821-review
+        freezeframe import session.har --as from-devtools
     """
     if name is not None:
         validate_cassette_name(name)
-    source = exchange_formats.open_import(file, name)
-    validate_cassette_name(source.cassette)
     directory = Path(data_dir).expanduser()
+
+    def keeper(cassette: str) -> exchange_formats.Keeper:
+        redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
+        return exchange_formats.Keeper(cassette, redactor, key_config(rules_path(rules, directory)))
+
+    source = exchange_formats.open_import(file, name, keeper)
+    try:
+        validate_cassette_name(source.cassette)
+    except InvalidCassetteName as exc:
+        raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
     opened = open_store(store or settings_module.default_store_url(directory))
     try:
         with _progress(f"importing {file.name}", source.total) as advance:
@@ -995,6 +1013,8 @@ def import_(file: Path, name: str | None, data_dir: str, store: str | None) -> N
         f"{imported.cassette}: imported {imported.exchanges} exchanges from {file} "
         f"({source.format}), chain head {imported.head}"
     )
+    for note in source.notes:
+        _say(f"  {note}")
 
 
 @main.command()

@@ -1,19 +1,23 @@
 """Cassettes as files that travel: export to and import from portable formats.
 
-Each format is one module, a reader or writer of the store's records: ``jsonl`` (freezeframe's
-own lossless form), ``bundle`` (a signed case file). Exports read through the Store interface
+Each format is one module, a reader or writer of the store's records: ``jsonl``
+(freezeframe's own lossless form), ``bundle`` (a signed case file), ``har`` (HAR 1.2) and
+``flows`` (mitmproxy's flow files, import only). Exports read through the Store interface
 and imports write through Store.import_cassette, in one transaction, so no format knows SQL.
-``import_file`` tells the formats apart by their first bytes.
+``open_import`` tells the formats apart by their first bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from exchange_formats.bundle import BundleReport, export_bundle, read_bundle, verify_bundle
+from exchange_formats.captured import Keeper
 from exchange_formats.errors import FormatError
+from exchange_formats.flows import read_flows
+from exchange_formats.har import export_har, read_har
 from exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
 from exchange_formats.signing import keygen, load_private
 from storage import Imported, Store
@@ -22,30 +26,17 @@ __all__ = [
     "EXPORT_FORMATS",
     "BundleReport",
     "FormatError",
+    "Keeper",
     "Opened",
     "Progress",
     "export_cassette",
     "keygen",
-    "load_private",
     "open_import",
     "verify_bundle",
 ]
 
-EXPORT_FORMATS = ("jsonl", "bundle")
+EXPORT_FORMATS = ("jsonl", "bundle", "har")
 """The values of ``export --format``, the default first."""
-
-
-@dataclass(frozen=True)
-class Opened:
-    """A file about to be imported."""
-
-    format: str
-    cassette: str
-    """``--as NAME``, or the name the file gives."""
-    exchanges: Iterator[Imported]
-    """Read lazily, as the store writes them."""
-    total: int | None
-    """How many exchanges there are, where the file says so up front."""
 
 
 def export_cassette(
@@ -68,10 +59,11 @@ def export_cassette(
     partial = path.with_name(f".{path.name}.partial")
     try:
         with open(partial, "wb") as out:
+            written: BundleReport | int
             if format == "bundle":
-                written: BundleReport | int = export_bundle(
-                    store, cassette, out, private, rules, progress
-                )
+                written = export_bundle(store, cassette, out, private, rules, progress)
+            elif format == "har":
+                written = export_har(store, cassette, out, progress)
             else:
                 written = export_jsonl(store, cassette, out, progress)
         partial.replace(path)
@@ -80,18 +72,42 @@ def export_cassette(
     return written
 
 
-def open_import(path: Path, cassette: str | None) -> Opened:
-    """``path`` opened as the format its first bytes show. Raises FormatError for a file no
-    format reads, or whose start is not what its format needs."""
+@dataclass(frozen=True)
+class Opened:
+    """A file about to be imported."""
+
+    format: str
+    cassette: str
+    """``--as NAME``, or the name the file gives (its own, or for a capture its stem)."""
+    exchanges: Iterator[Imported]
+    """Read lazily, as the store writes them."""
+    total: int | None
+    """How many exchanges there are, where the file says so up front."""
+    notes: list[str] = field(default_factory=list)
+    """What the file did not have, one line per kind; complete once ``exchanges`` is."""
+
+
+def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper]) -> Opened:
+    """``path`` opened as the format its first bytes show; ``keeper(cassette)`` redacts and
+    keys a capture's exchanges (HAR, flows). Raises FormatError for a file no format reads,
+    or whose start is not what its format needs."""
     with open(path, "rb") as probe:
-        start = probe.read(64)
+        start = probe.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
     if start.startswith(b"PK"):
         name, items, total = read_bundle(path, cassette)
         return Opened("bundle", name, items, total)
-    if start.lstrip().startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
+    if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
         name, items = read_jsonl(path, cassette)
         return Opened("jsonl", name, items, None)
-    raise FormatError(path, "start", "not a file freezeframe imports (jsonl, bundle)")
+    name = cassette or path.stem
+    notes: list[str] = []
+    if start.startswith(b"{"):
+        return Opened("har", name, read_har(path, keeper(name), notes), None, notes)
+    if start[:1].isdigit():
+        return Opened("flows", name, read_flows(path, keeper(name), notes), None, notes)
+    raise FormatError(
+        path, "start", "not a file freezeframe imports (jsonl, bundle, HAR, mitmproxy flows)"
+    )
 
 
 def _first_line(path: Path) -> bytes:

@@ -8,8 +8,6 @@ a line back holds that line. ``schema/jsonl.schema.json`` describes every line.
 
 from __future__ import annotations
 
-import base64
-import codecs
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from exchange_formats.portable import (
     exchange_document,
     ref_document,
 )
+from exchange_formats.streaming import Streamed
 from storage import BlobRef, Exchange, Imported, Store
 
 FORMAT = "freezeframe.jsonl"
@@ -55,52 +54,16 @@ def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress
 
 def write_exchange(store: Store, exchange: Exchange, out: IO[bytes]) -> None:
     """One exchange's line; a body the store keeps out of memory is streamed into it."""
-    streamed: dict[str, tuple[BlobRef, bool]] = {}
+    streamed = Streamed(store)
 
     def body(data: bytes, ref: BlobRef | None) -> dict[str, Any]:
         if ref is None:
             return bytes_document(data)
-        # A mark no body can hold (JSON escapes NUL), replaced by the body as it is written.
-        mark = f"\x00body{len(streamed)}\x00"
-        text = _is_text(store, ref)
-        streamed[json.dumps(mark)] = (ref, text)
-        return ref_document(ref) | {"text" if text else "base64": mark}
+        text = streamed.is_text(ref)
+        return ref_document(ref) | {"text" if text else "base64": streamed.mark(ref, text)}
 
-    line = dumps(exchange_document(exchange, body))
-    for mark, (ref, text) in streamed.items():
-        before, line = line.split(mark, 1)
-        out.write(before.encode("utf-8"))
-        _stream_body(store, ref, text, out)
-    out.write(line.encode("utf-8") + b"\n")
-
-
-def _is_text(store: Store, ref: BlobRef) -> bool:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        for piece in store.read_blob(ref):
-            decoder.decode(piece)
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _stream_body(store: Store, ref: BlobRef, text: bool, out: IO[bytes]) -> None:
-    """The body as a JSON string of its text, or of its base64."""
-    out.write(b'"')
-    if text:
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        for piece in store.read_blob(ref):
-            out.write(json.dumps(decoder.decode(piece), ensure_ascii=False)[1:-1].encode())
-    else:
-        rest = b""
-        for piece in store.read_blob(ref):
-            data = rest + piece
-            whole = len(data) - len(data) % 3
-            out.write(base64.b64encode(data[:whole]))
-            rest = data[whole:]
-        out.write(base64.b64encode(rest))
-    out.write(b'"')
+    streamed.write(dumps(exchange_document(exchange, body)), out)
+    out.write(b"\n")
 
 
 def read_jsonl(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported]]:
