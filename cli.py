@@ -908,9 +908,8 @@ def _verify_bundle(path: Path, trust: Path | None, as_json: bool) -> None:
 @click.option(
     "-o",
     "--output",
-    required=True,
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="The file to write.",
+    help="The file to write (not with --otlp-endpoint).",
 )
 @click.option(
     "--format",
@@ -918,13 +917,26 @@ def _verify_bundle(path: Path, trust: Path | None, as_json: bool) -> None:
     type=click.Choice(exchange_formats.EXPORT_FORMATS),
     default="jsonl",
     show_default=True,
-    help="jsonl: lossless, one exchange a line; bundle: one file (.ffcase) with a manifest.",
+    help="jsonl: lossless, one exchange a line; bundle: one signed file (.ffcase); har: HAR 1.2; "
+    "otel: OTLP JSON Lines; dataset: eval rows, one per model call.",
 )
 @click.option(
     "--sign",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     metavar="NAME.key",
     help="With --format bundle: sign the manifest with this Ed25519 key (freezeframe keygen).",
+)
+@click.option(
+    "--shape",
+    type=click.Choice(exchange_formats.SHAPES),
+    default=exchange_formats.SHAPES[0],
+    show_default=True,
+    help="With --format dataset: the field names of this eval tool.",
+)
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="With --format otel: send the spans to this OTLP/HTTP collector instead of a file.",
 )
 @_store_options
 @_setting(
@@ -933,9 +945,11 @@ def _verify_bundle(path: Path, trust: Path | None, as_json: bool) -> None:
 @_debug_option
 def export(
     cassette: str,
-    output: Path,
+    output: Path | None,
     format_: str,
     sign: Path | None,
+    shape: str,
+    otlp_endpoint: str | None,
     data_dir: str,
     store: str | None,
     rules: str | None,
@@ -946,26 +960,45 @@ def export(
     Example:
         freezeframe export bug-8821 -o bug-8821.jsonl
         freezeframe export bug-8821 -o bug-8821.ffcase --format bundle --sign team.key
+        freezeframe export bug-8821 --format otel --otlp-endpoint http://localhost:4318
     """
     validate_cassette_name(cassette)
+    if otlp_endpoint is not None and (format_ != "otel" or output is not None):
+        raise click.UsageError("--otlp-endpoint sends otel spans instead of writing -o FILE")
+    if otlp_endpoint is None and output is None:
+        raise click.UsageError("missing -o FILE")
     rules_file = rules_path(rules, Path(data_dir).expanduser())
     opened = _open(data_dir, store)
     try:
         total = len(opened.exchanges(cassette))
         with _progress(f"exporting {cassette}", total) as advance:
-            written = exchange_formats.export_cassette(
-                opened, cassette, output, format_, key=sign, rules=rules_file, progress=advance
-            )
+            if otlp_endpoint is not None:
+                spans = exchange_formats.send_otel(opened, cassette, otlp_endpoint, advance)
+            else:
+                assert output is not None
+                written = exchange_formats.export_cassette(
+                    opened,
+                    cassette,
+                    output,
+                    format_,
+                    key=sign,
+                    rules=rules_file,
+                    shape=shape,
+                    progress=advance,
+                )
     finally:
         opened.close()
-    if isinstance(written, exchange_formats.BundleReport):
+    if otlp_endpoint is not None:
+        _say(f"{otlp_endpoint}: sent {spans} spans")
+    elif isinstance(written, exchange_formats.BundleReport):
         signed = f", signed by {written.signed_by}" if written.signed_by else ""
         _say(
             f"{output}: {written.exchanges} exchanges, {written.bodies} bodies{signed}; "
             f"chain head {written.chain_head}, merkle root {written.merkle_root}"
         )
     else:
-        _say(f"{output}: {written} exchanges")
+        unit = {"otel": "spans", "dataset": "rows"}.get(format_, "exchanges")
+        _say(f"{output}: {written} {unit}")
 
 
 @main.command(name="import")

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from exchange_formats.bundle import BundleReport, export_bundle, read_bundle, verify_bundle
 from exchange_formats.captured import Keeper
+from exchange_formats.dataset import SHAPES, export_dataset
 from exchange_formats.errors import FormatError
 from exchange_formats.flows import read_flows
 from exchange_formats.har import export_har, read_har
 from exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
+from exchange_formats.otel import export_otel, post_to, write_lines
 from exchange_formats.signing import keygen, load_private
 from storage import Imported, Store
 
@@ -29,13 +31,15 @@ __all__ = [
     "Keeper",
     "Opened",
     "Progress",
+    "SHAPES",
     "export_cassette",
     "keygen",
     "open_import",
+    "send_otel",
     "verify_bundle",
 ]
 
-EXPORT_FORMATS = ("jsonl", "bundle", "har")
+EXPORT_FORMATS = ("jsonl", "bundle", "har", "otel", "dataset")
 """The values of ``export --format``, the default first."""
 
 
@@ -47,13 +51,16 @@ def export_cassette(
     *,
     key: Path | None = None,
     rules: Path | None = None,
+    shape: str = SHAPES[0],
     progress: Progress = lambda _: None,
 ) -> BundleReport | int:
     """Write ``cassette`` to ``path`` in ``format``: the bundle's report, or how many
-    exchanges were written. The file appears whole or not at all: it is written beside
-    ``path`` and renamed over it at the end."""
+    exchanges (otel: spans; dataset: rows) were written. The file appears whole or not at
+    all: it is written beside ``path`` and renamed over it at the end."""
     if key is not None and format != "bundle":
         raise ValueError("--sign signs a bundle: add --format bundle")
+    if shape != SHAPES[0] and format != "dataset":
+        raise ValueError("--shape shapes a dataset: add --format dataset")
     private = load_private(key) if key is not None else None
     store.exchanges(cassette)  # CassetteNotFound before any file is made
     partial = path.with_name(f".{path.name}.partial")
@@ -64,12 +71,25 @@ def export_cassette(
                 written = export_bundle(store, cassette, out, private, rules, progress)
             elif format == "har":
                 written = export_har(store, cassette, out, progress)
+            elif format == "otel":
+                written = export_otel(store, cassette, write_lines(out), progress)
+            elif format == "dataset":
+                written = export_dataset(store, cassette, out, shape, progress)
             else:
                 written = export_jsonl(store, cassette, out, progress)
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
     return written
+
+
+def send_otel(
+    store: Store, cassette: str, endpoint: str, progress: Progress = lambda _: None
+) -> int:
+    """POST the cassette's spans to a collector's OTLP/HTTP endpoint; returns the spans."""
+    store.exchanges(cassette)  # CassetteNotFound before anything is sent
+    with post_to(endpoint) as send:
+        return export_otel(store, cassette, send, progress)
 
 
 @dataclass(frozen=True)

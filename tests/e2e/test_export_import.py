@@ -10,13 +10,16 @@ tampered with.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
 import json
 import os
+import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ import pytest
 import trustme
 import zstandard
 from click.testing import CliRunner
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream
 from support.ws_upstream import WsUpstream
@@ -44,6 +49,21 @@ OPENAI_KEY = "sk-export-openai-0123456789abcdefghij"
 ANTHROPIC_KEY = "sk-ant-export-0123456789abcdefghijkl"
 COOKIE_SECRET = "cookie-export-secret-456"
 SECRETS = (OPENAI_KEY, ANTHROPIC_KEY, COOKIE_SECRET)
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+AGENT_SPAN = "00f067aa0ba902b7"
+AGENT_HEADERS = {"traceparent": f"00-{TRACE_ID}-{AGENT_SPAN}-01", "X-Freezeframe-Run-Id": "run-7"}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
 SCHEMA = json.loads((REPO / "exchange_formats" / "schema" / "jsonl.schema.json").read_text())
 
 
@@ -67,6 +87,24 @@ def traffic(upstream: Upstream, ws: WsUpstream, refused_port: int) -> list[Any]:
         seen.append(oai.chat.completions.create(model="gpt-4o-mini", messages=asked).model_dump())
         stream = oai.chat.completions.create(model="gpt-4o-mini", messages=asked, stream=True)
         seen.append([chunk.model_dump() for chunk in stream])
+        weather = [{"role": "user", "content": "What is the weather in Paris?"}]
+        first = oai.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=weather,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+            extra_headers=AGENT_HEADERS,
+        )
+        seen.append(first.model_dump())
+        asked = first.choices[0].message
+        assert asked.tool_calls
+        result = {"role": "tool", "tool_call_id": asked.tool_calls[0].id, "content": "sunny"}
+        second = oai.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[*weather, asked.model_dump(exclude_none=True), result],  # type: ignore[list-item]
+            tools=[WEATHER],  # type: ignore[list-item]
+            extra_headers=AGENT_HEADERS,
+        )
+        seen.append(second.model_dump())
     with anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0) as claude:
         with claude.messages.stream(
             model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
@@ -386,3 +424,155 @@ def test_a_bad_line_late_in_a_file_rolls_the_whole_import_back(
     )
     with open_store(store_url(corpus.data_dir)) as store:
         assert "half" not in store.cassette_names()
+
+
+def otlp_request(line: bytes) -> ExportTraceServiceRequest:
+    """A line parsed by the protobuf JSON mapping, after OTLP/JSON's one exception to it:
+    trace and span ids are hex there, base64 in the mapping."""
+    document = json.loads(line)
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if name in span:
+                        span[name] = base64.b64encode(bytes.fromhex(span[name])).decode()
+    return json_format.Parse(json.dumps(document), ExportTraceServiceRequest())
+
+
+def spans_of(lines: list[bytes]) -> list[Any]:
+    return [
+        span
+        for line in lines
+        for resource in otlp_request(line).resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+
+
+def attributes(span: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for attribute in span.attributes:
+        value = attribute.value
+        kind = value.WhichOneof("value")
+        if kind == "array_value":
+            found[attribute.key] = [v.string_value for v in value.array_value.values]
+        else:
+            found[attribute.key] = getattr(value, kind)
+    return found
+
+
+def test_otel_spans_follow_the_gen_ai_conventions_under_the_agents_trace(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    exported = tmp_path / "case.otlp.jsonl"
+    done = freezeframe(corpus.data_dir, "export", CASSETTE, "-o", str(exported), "--format", "otel")
+    assert done.returncode == 0, done.stderr
+    spans = spans_of(exported.read_bytes().splitlines())
+    chats = [s for s in spans if attributes(s).get("gen_ai.operation.name") == "chat"]
+    assert {attributes(s)["gen_ai.provider.name"] for s in chats} == {"openai", "anthropic"}
+    first, second = [s for s in chats if s.trace_id.hex() == TRACE_ID]
+    assert first.parent_span_id.hex() == AGENT_SPAN
+    seen = attributes(first)
+    assert seen["gen_ai.request.model"] == "gpt-4o-mini"
+    assert seen["gen_ai.response.finish_reasons"] == ["tool_calls"]
+    assert seen["gen_ai.usage.input_tokens"] > 0
+    assert json.loads(seen["gen_ai.input.messages"])[0]["role"] == "user"
+    (tool,) = [s for s in spans if attributes(s).get("gen_ai.operation.name") == "execute_tool"]
+    assert tool.name == "execute_tool get_weather"
+    assert (tool.trace_id, tool.parent_span_id) == (first.trace_id, first.span_id)
+    assert first.end_time_unix_nano <= tool.start_time_unix_nano <= tool.end_time_unix_nano
+    assert tool.end_time_unix_nano <= second.start_time_unix_nano
+    failed = [
+        s for s in spans if attributes(s).get("freezeframe.outcome", "complete") != "complete"
+    ]
+    assert failed and all(s.status.code == 2 for s in failed)
+    for secret in SECRETS:
+        assert secret.encode() not in exported.read_bytes()
+
+
+class Collector(ThreadingHTTPServer):
+    """An OTLP/HTTP collector that keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, str, bytes]] = []
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's hook name
+                body = self.rfile.read(int(self.headers["content-length"]))
+                collector.received.append((self.path, self.headers["content-type"], body))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def test_otel_spans_reach_a_collector_over_otlp_http(corpus: Corpus, tmp_path: Path) -> None:
+    collector = Collector()
+    thread = threading.Thread(target=collector.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+        done = freezeframe(
+            corpus.data_dir, "export", CASSETTE, "--format", "otel", "--otlp-endpoint", endpoint
+        )
+    finally:
+        collector.shutdown()
+        collector.server_close()
+    assert done.returncode == 0, done.stderr
+    exported = tmp_path / "case.otlp.jsonl"
+    assert (
+        freezeframe(
+            corpus.data_dir, "export", CASSETTE, "-o", str(exported), "--format", "otel"
+        ).returncode
+        == 0
+    )
+    assert [(path, kind) for path, kind, _ in collector.received] == [
+        ("/v1/traces", "application/json")
+    ] * len(collector.received)
+    assert [body for _, _, body in collector.received] == exported.read_bytes().splitlines()
+
+
+def test_a_dataset_row_per_model_call_in_each_tools_shape(corpus: Corpus, tmp_path: Path) -> None:
+    rows = {}
+    for shape in ("freezeframe", "langfuse", "phoenix", "openai-chat"):
+        path = tmp_path / f"{shape}.jsonl"
+        done = freezeframe(
+            corpus.data_dir,
+            "export",
+            CASSETTE,
+            "-o",
+            str(path),
+            "--format",
+            "dataset",
+            "--shape",
+            shape,
+        )
+        assert done.returncode == 0, done.stderr
+        rows[shape] = [json.loads(line) for line in path.read_bytes().splitlines()]
+    with open_store(store_url(corpus.data_dir)) as store:
+        calls = [
+            s
+            for s in store.exchanges(CASSETTE)
+            if str(s.facts.get("api")).startswith(("openai.", "anthropic.")) and s.status
+        ]
+        chains = {s.seq: store.exchange(CASSETTE, s.seq).chain for s in calls}
+    plain = rows["freezeframe"]
+    assert len(plain) == len(calls) == 5
+    turn = next(row for row in plain if row["input"]["messages"][-1]["role"] == "tool")
+    assert turn["input"]["messages"][-1]["content"] == "sunny"
+    assert turn["input"]["tools"][0]["function"]["name"] == "get_weather"
+    asked = next(row for row in plain if row["expected"].get("tool_calls"))
+    assert asked["expected"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert asked["metadata"]["context"]["run-id"] == "run-7"
+    assert asked["metadata"]["chain"] == chains[asked["metadata"]["seq"]]
+    assert asked["metadata"]["model_snapshot"]
+    assert [set(row) for row in rows["langfuse"]] == [{"input", "expectedOutput", "metadata"}] * 5
+    assert [set(row) for row in rows["phoenix"]] == [{"input", "output", "metadata"}] * 5
+    chat = rows["openai-chat"]
+    assert [set(row) for row in chat] == [{"messages", "tools"}] * 5
+    assert all(row["messages"][-1]["role"] == "assistant" for row in chat)
