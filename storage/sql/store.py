@@ -63,7 +63,7 @@ from storage.records import (
 from storage.spool import SpoolWriter
 from storage.sql import bodies, listings, positions, rekey
 from storage.sql import search as search_index
-from storage.sql.engine import connect, exclusive, mask, unavailable
+from storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from storage.sql.fork import fork as fork_cassette
 from storage.sql.gc import collect
 from storage.sql.misses import list_misses
@@ -377,6 +377,11 @@ class SqlStore(Store):
         self._writer.put(job)
         job.done.wait()
         self._counters.forget(cassette)
+        if isinstance(job.error, self._engine.dialect.loaded_dbapi.Error):
+            what = reason(job.error, self._engine.url)
+            raise StoreError(
+                f"cannot import cassette {cassette!r} into store {self._where}: {what}"
+            ) from None
         if job.error is not None:
             raise job.error
         assert job.result is not None
