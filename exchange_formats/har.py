@@ -369,7 +369,11 @@ def _bytes(text: str) -> bytes:
 
 
 def _decoded_headers(headers: tuple[Header, ...], size: int) -> tuple[Header, ...]:
-    """The headers of a body stored decoded: no Content-Encoding, its own length."""
+    """The headers of a body stored decoded: where a Content-Encoding is dropped, the
+    Content-Length becomes the decoded body's (a length that differs otherwise is what
+    the answer said, such as one cut off, and is kept)."""
+    if not any(name.lower() == b"content-encoding" for name, _ in headers):
+        return headers
     kept = []
     for name, value in headers:
         lowered = name.lower()

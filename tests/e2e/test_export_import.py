@@ -246,6 +246,39 @@ def test_an_import_is_the_recording_field_by_field_and_replays_the_same_bytes(
     assert corpus.upstream.connections == 0, "replay of the import reached the upstream"
 
 
+def test_a_har_export_imports_back_and_replays_what_the_client_saw(
+    corpus: Corpus, tmp_path: Path, upstream_ca_file: Path
+) -> None:
+    exported = tmp_path / "case.har"
+    done = freezeframe(corpus.data_dir, "export", CASSETTE, "-o", str(exported), "--format", "har")
+    assert done.returncode == 0, done.stderr
+    log = json.loads(exported.read_text())["log"]
+    assert log["version"] == "1.2"
+    entries = log["entries"]
+    assert {e["_outcome"] for e in entries} == {"complete", "truncated", "failed"}
+    (session,) = [e for e in entries if "_webSocketMessages" in e]
+    assert [m["type"] for m in session["_webSocketMessages"]][:2] == ["receive", "send"]
+    streamed = next(e for e in entries if len(e["_chunks"]) > 2)
+    assert streamed["timings"]["wait"] >= 0 and streamed["timings"]["dns"] == -1
+
+    done = freezeframe(corpus.data_dir, "import", str(exported), "--as", "from-har")
+    assert done.returncode == 0, done.stderr
+    assert "no chunk timing" not in done.stdout and "no run context" in done.stdout
+    corpus.upstream.reset_counters()
+    replayer = ProxyProcess(
+        corpus.data_dir, mode="replay", cassette="from-har", upstream_ca=upstream_ca_file
+    )
+    try:
+        replayer.start()
+        with pytest.MonkeyPatch.context() as patch:
+            point_clients_at(patch, replayer)
+            replayed = traffic(corpus.upstream, corpus.ws, corpus.refused_port)
+    finally:
+        replayer.kill()
+    assert replayed == corpus.seen
+    assert corpus.upstream.connections == 0
+
+
 def test_every_jsonl_line_follows_the_published_schema_and_exports_are_stable(
     corpus: Corpus, tmp_path: Path
 ) -> None:
@@ -260,6 +293,12 @@ def test_every_jsonl_line_follows_the_published_schema_and_exports_are_stable(
         "format": "freezeframe.jsonl",
         "format_version": 1,
     }
+    bundle = tmp_path / "case.ffcase"
+    export = ("export", CASSETTE, "-o", str(bundle), "--format", "bundle")
+    assert freezeframe(corpus.data_dir, *export).returncode == 0
+    with zipfile.ZipFile(bundle) as archive:
+        for line in archive.read("exchanges.jsonl").splitlines():
+            jsonschema.validate(json.loads(line), SCHEMA)
     for line in lines:
         jsonschema.validate(json.loads(line), SCHEMA)
         assert line.decode() == json.dumps(
