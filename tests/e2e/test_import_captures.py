@@ -1,8 +1,9 @@
 """A mitmproxy user brings captures along: HAR written by mitmproxy's own savehar addon and
 flow files written by ``mitmdump -w``, imported, made safe, and replayed by freezeframe.
 
-One capture is made for the module by a real ``mitmdump`` between httpx and the local
-upstream: a model call carrying an API key, a tool call, a gzip answer and a binary one.
+One capture is made for the module by a real ``mitmdump`` between the clients and the local
+upstreams: a model call carrying an API key, a tool call, a gzip answer, a binary one, and a
+WebSocket session.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from click.testing import CliRunner
 from mitmproxy.io import tnetstring
 from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream
+from support.ws_upstream import WsUpstream
+from websockets.sync.client import connect
 
 import cli
 from storage import open_store
@@ -40,10 +43,14 @@ class Capture:
     har: Path
     seen: list[tuple[int, bytes]]
     """Status and decoded body of each answer, as the client saw them through mitmdump."""
+    messages: list[str | bytes]
+    """What the WebSocket client received."""
     upstream: Upstream
+    ws: WsUpstream
 
 
 def calls(client: httpx.Client, base: str) -> list[tuple[int, bytes]]:
+    """The HTTP calls: status and body of each answer as the client saw it."""
     answers = [
         client.post(
             f"{base}/v1/chat/completions",
@@ -55,6 +62,24 @@ def calls(client: httpx.Client, base: str) -> list[tuple[int, bytes]]:
         client.get(f"{base}/bytes/random", params={"size": "2000", "seed": "3"}),
     ]
     return [(answer.status_code, answer.content) for answer in answers]
+
+
+def session(ws: WsUpstream, proxy: str, ca: ssl.SSLContext) -> list[str | bytes]:
+    """A WebSocket session through ``proxy``: every message the client received."""
+    with connect(
+        ws.url("/v1/realtime?model=gpt-realtime"),
+        proxy=proxy,
+        ssl=ca,
+        additional_headers={"Authorization": f"Bearer {API_KEY}"},
+        open_timeout=10,
+        close_timeout=10,
+    ) as conversation:
+        seen = [conversation.recv(timeout=10)]
+        conversation.send(json.dumps({"type": "session.update", "session": {"instructions": "x"}}))
+        seen.append(conversation.recv(timeout=10))
+        conversation.send(b"\x00\x01binary")
+        seen.append(conversation.recv(timeout=10))
+    return seen
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
@@ -74,6 +99,7 @@ def capture(
 ) -> Iterator[Capture]:
     where = tmp_path_factory.mktemp("capture")
     upstream = Upstream(upstream_ca).start()
+    ws = WsUpstream(upstream_ca).start()
     port = free_port()
     mitmdump = Path(sys.executable).with_name("mitmdump")
     process = subprocess.Popen(
@@ -87,17 +113,20 @@ def capture(
     try:
         wait_for_port(port, process)
         ca = ssl.create_default_context(cafile=where / "mitm" / "mitmproxy-ca-cert.pem")
-        with httpx.Client(proxy=f"http://127.0.0.1:{port}", verify=ca, timeout=10) as client:
+        proxy = f"http://127.0.0.1:{port}"
+        with httpx.Client(proxy=proxy, verify=ca, timeout=10) as client:
             seen = calls(client, upstream.base_url)
+        messages = session(ws, proxy, ca)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0, process.stderr.read() if process.stderr else ""
-        yield Capture(where / "capture.flows", where / "capture.har", seen, upstream)
+        yield Capture(where / "capture.flows", where / "capture.har", seen, messages, upstream, ws)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=30)
         if process.stderr is not None:
             process.stderr.close()
+        ws.stop()
         upstream.stop()
 
 
@@ -116,9 +145,9 @@ def test_a_capture_imports_safe_and_replays_what_the_client_saw(
         "import", str(file), "--as", "brought", "--data-dir", str(data_dir)
     )
     assert code == 0, err
-    assert "brought: imported 4 exchanges" in out
-    assert "4 flows have no chunk timing: they replay at once" in out or (
-        "4 of 4 entries have no chunk timing: they replay at once" in out
+    assert "brought: imported 5 exchanges" in out
+    assert "5 flows have no chunk timing: they replay at once" in out or (
+        "5 of 5 entries have no chunk timing: they replay at once" in out
     )
     assert "no run context" in out
 
@@ -135,22 +164,23 @@ def test_a_capture_imports_safe_and_replays_what_the_client_saw(
     assert chat.facts.get("model") == "gpt-4o-mini", "facts are read as for a recording"
 
     capture.upstream.reset_counters()
+    sessions = capture.ws.connections
     replayer = ProxyProcess(
         data_dir, mode="replay", cassette="brought", upstream_ca=upstream_ca_file
     ).start()
     try:
         from proxy.trust import client_bundle
 
-        with httpx.Client(
-            proxy=replayer.url,
-            verify=ssl.create_default_context(cafile=client_bundle(data_dir)),
-            timeout=10,
-        ) as client:
+        trusted = ssl.create_default_context(cafile=client_bundle(data_dir))
+        with httpx.Client(proxy=replayer.url, verify=trusted, timeout=10) as client:
             replayed = calls(client, capture.upstream.base_url)
+        messages = session(capture.ws, replayer.url, trusted)
     finally:
         replayer.kill()
     assert replayed == capture.seen
+    assert messages == capture.messages
     assert capture.upstream.connections == 0
+    assert capture.ws.connections == sessions, "replay opened a WebSocket upstream"
 
 
 def test_a_har_field_of_the_wrong_type_is_named_and_nothing_is_imported(
