@@ -5,7 +5,7 @@ without unpacking the rest::
 
     manifest.json     format version, cassette, creation time, freezeframe version, every
                       exchange's seq, line digest and chain value in order, the chain head,
-                      the Merkle root over the line digests, and the rules used
+                      the Merkle root over the line digests, and the rules file's digest
     manifest.sig      with --sign: the Ed25519 signature of manifest.json's exact bytes
     exchanges.jsonl   the jsonl export's lines, bodies named by digest instead of inline
     bodies/DIGEST     each distinct request or response body once, zstd-compressed
@@ -117,8 +117,11 @@ def export_bundle(
         with archive.open(EXCHANGES, "w", force_zip64=True) as target:
             while piece := lines.read(_PIECE):
                 target.write(piece)
+        rules_digest = None
         if rules is not None:
-            archive.write(rules, RULES)
+            text = rules.read_bytes()
+            archive.writestr(RULES, text)
+            rules_digest = blake3.blake3(text).hexdigest()
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -129,13 +132,13 @@ def export_bundle(
             "chain_head": checked.head,
             "merkle_root": merkle_root([entry["blake3"] for entry in entries]),
             "bodies": len(stored),
-            "rules": RULES if rules is not None else None,
+            "rules": None if rules_digest is None else {"name": RULES, "blake3": rules_digest},
         }
-        text = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8") + b"\n"
-        archive.writestr(MANIFEST, text)
+        signed_text = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8") + b"\n"
+        archive.writestr(MANIFEST, signed_text)
         signed_by = None
         if key is not None:
-            archive.writestr(SIGNATURE, dumps(signing.signature_document(key, text)))
+            archive.writestr(SIGNATURE, dumps(signing.signature_document(key, signed_text)))
             signed_by = signing.fingerprint(key.public_key())
     root = merkle_root([entry["blake3"] for entry in entries])
     return BundleReport(cassette, len(entries), len(stored), checked.head, root, signed_by, False)
@@ -216,6 +219,20 @@ class Bundle:
                 self.path, MANIFEST, "its Merkle root does not match its exchange digests"
             )
 
+    def check_rules(self) -> None:
+        """The rules file, when the manifest names one, is the one it names."""
+        named = self.manifest.get("rules")
+        if named is None:
+            return
+        if not isinstance(named, dict) or not isinstance(named.get("blake3"), str):
+            raise FormatError(self.path, f"{MANIFEST}: $.rules", "expected {name, blake3}")
+        try:
+            text = self._archive.read(RULES)
+        except KeyError:
+            raise FormatError(self.path, RULES, "named in the manifest, missing") from None
+        if blake3.blake3(text).hexdigest() != named["blake3"]:
+            raise FormatError(self.path, RULES, "does not match the manifest")
+
     def signature(self) -> dict[str, str] | None:
         try:
             found = json.loads(self._archive.read(SIGNATURE))
@@ -278,6 +295,7 @@ def verify_bundle(path: Path, trust: Path | None) -> BundleReport:
     try:
         signed_by, trusted = _check_signature(bundle, trust)
         bundle.check_root()
+        bundle.check_rules()
         checked: set[str] = set()
         count = 0
         for number, line in bundle.lines():
@@ -287,9 +305,14 @@ def verify_bundle(path: Path, trust: Path | None) -> BundleReport:
                 if ref.digest in checked:
                     continue
                 hasher, size = blake3.blake3(), 0
-                for piece in bundle.body(ref):
-                    hasher.update(piece)
-                    size += len(piece)
+                try:
+                    for piece in bundle.body(ref):
+                        hasher.update(piece)
+                        size += len(piece)
+                except FormatError as exc:
+                    raise FormatError(
+                        path, f"exchange {seq}", f"its {which} body ({exc.where}) is {exc.what}"
+                    ) from None
                 if (hasher.hexdigest(), size) != (ref.digest, ref.size):
                     raise FormatError(
                         path, f"exchange {seq}", f"its {which} body does not match its digest"

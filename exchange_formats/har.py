@@ -81,10 +81,19 @@ def har_entry(exchange: Exchange, streamed: Streamed) -> dict[str, Any]:
     }
     if exchange.request_body or exchange.request_body_ref:
         decoded = request_body(exchange)
-        request["postData"] = {"mimeType": _header(exchange.request_headers, b"content-type")}
-        request["postData"] |= _content(
+        content = _content(
             exchange.request_body, exchange.request_body_ref, decoded.data, decoded.whole, streamed
         )
+        # postData has no size or encoding in HAR 1.2: base64 is marked as freezeframe's own.
+        request["postData"] = {
+            "mimeType": _header(exchange.request_headers, b"content-type"),
+            "params": [],
+            "text": content["text"],
+        }
+        if "encoding" in content:
+            request["postData"]["_encoding"] = content["encoding"]
+        if content.get("_undecoded"):
+            request["postData"]["_undecoded"] = True
     entry: dict[str, Any] = {
         "startedDateTime": datetime.fromtimestamp(exchange.started_at, UTC).isoformat(
             timespec="milliseconds"
@@ -252,7 +261,7 @@ class _Entry:
         text = content.get("text", "")
         if not isinstance(text, str):
             raise FormatError(self.path, f"{self.at}{where}.text", "expected a string")
-        if content.get("encoding") == "base64":
+        if "base64" in (content.get("encoding"), content.get("_encoding")):
             try:
                 return base64.b64decode(text, validate=True)
             except ValueError:

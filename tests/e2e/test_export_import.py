@@ -306,24 +306,47 @@ def test_every_jsonl_line_follows_the_published_schema_and_exports_are_stable(
         ), "keys are sorted, one compact document a line"
 
 
-def test_no_export_holds_a_secret_the_agent_sent(corpus: Corpus, tmp_path: Path) -> None:
+EXPORTS = [
+    ("jsonl",),
+    ("bundle",),
+    ("har",),
+    ("otel",),
+    *[("dataset", "--shape", shape) for shape in ("freezeframe", "langfuse", "phoenix")],
+    ("dataset", "--shape", "openai-chat"),
+]
+
+
+def test_no_export_in_any_format_holds_a_secret_the_agent_sent(
+    corpus: Corpus, tmp_path: Path
+) -> None:
     everything = []
-    for format_ in ("jsonl", "bundle"):
-        path = tmp_path / f"case.{format_}"
-        done = freezeframe(
-            corpus.data_dir, "export", CASSETTE, "-o", str(path), "--format", format_
-        )
+    for n, (format_, *options) in enumerate(EXPORTS):
+        path = tmp_path / f"case-{n}.{format_}"
+        export = ("export", CASSETTE, "-o", str(path), "--format", format_, *options)
+        done = freezeframe(corpus.data_dir, *export)
         assert done.returncode == 0, done.stderr
         everything.append(path.read_bytes())
-    with zipfile.ZipFile(tmp_path / "case.bundle") as bundle:
-        for name in bundle.namelist():
-            data = bundle.read(name)
-            if name.startswith("bodies/"):
-                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
-            everything.append(data)
+        if format_ == "bundle":
+            with zipfile.ZipFile(path) as bundle:
+                for name in bundle.namelist():
+                    data = bundle.read(name)
+                    if name.startswith("bodies/"):
+                        data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
+                    everything.append(data)
     for secret in SECRETS:
         assert not any(secret.encode() in data for data in everything), secret
-    assert b"Authorization" in everything[0] or b"authorization" in everything[0]
+    assert b"Bearer [" in everything[0], "the markers stay markers"
+
+
+def test_an_export_of_a_cassette_that_is_not_there_makes_no_file(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    path = tmp_path / "nothing.jsonl"
+    done = freezeframe(corpus.data_dir, "export", "no-such", "-o", str(path))
+    assert done.returncode == 1
+    assert done.stderr.startswith("freezeframe: error: ") and "no-such" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture(scope="module")
@@ -333,6 +356,8 @@ def signed(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     done = freezeframe(None, "keygen", "-o", str(where / "team"))
     assert done.returncode == 0, done.stderr
     bundle = where / "incident.ffcase"
+    rules = where / "rules.toml"
+    rules.write_text("# the rules this case was keyed under\n")
     done = freezeframe(
         corpus.data_dir,
         "export",
@@ -343,6 +368,8 @@ def signed(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
         "bundle",
         "--sign",
         str(where / "team.key"),
+        "--rules",
+        str(rules),
     )
     assert done.returncode == 0, done.stderr
     return bundle, where / "team.pub"
@@ -428,6 +455,20 @@ def test_an_edited_body_or_line_or_manifest_is_named(
     done = freezeframe(tmp_path, "verify", "--bundle", str(forged), "--trust", str(public))
     assert done.returncode == 1
     assert "manifest.sig: does not verify" in done.stderr
+
+    garbled = tmp_path / "garbled.ffcase"
+    rewrite(bundle, garbled, {body: b"not zstd at all"})
+    done = freezeframe(tmp_path, "verify", "--bundle", str(garbled), "--trust", str(public))
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"freezeframe: error: {garbled}: exchange 3: its response body ({body}) is damaged"
+    )
+
+    ruled = tmp_path / "rules.ffcase"
+    rewrite(bundle, ruled, {"rules.toml": b"[[rule]]\n"})
+    done = freezeframe(tmp_path, "verify", "--bundle", str(ruled), "--trust", str(public))
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("rules.toml: does not match the manifest")
 
 
 def test_a_truncated_bundle_imports_nothing(
