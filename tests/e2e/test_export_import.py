@@ -15,6 +15,10 @@ import dataclasses
 import io
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -656,3 +660,38 @@ def test_a_dataset_row_per_model_call_in_each_tools_shape(corpus: Corpus, tmp_pa
     chat = rows["openai-chat"]
     assert [set(row) for row in chat] == [{"messages", "tools"}] * 5
     assert all(row["messages"][-1]["role"] == "assistant" for row in chat)
+
+
+def test_a_progress_bar_shows_on_a_terminal_and_never_in_a_pipe(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    piped = freezeframe(corpus.data_dir, "export", CASSETTE, "-o", str(tmp_path / "a.jsonl"))
+    assert piped.returncode == 0 and piped.stderr == ""
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", "export", CASSETTE, "-o", str(tmp_path / "b.jsonl")]
+            + ["--data-dir", str(corpus.data_dir)],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+            cwd=REPO,
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while select.select([leader], [], [], 0.5)[0]:
+            try:
+                piece = os.read(leader, 65536)
+            except OSError:
+                break
+            if not piece:
+                break
+            shown += piece
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    assert done.returncode == 0
+    assert b"exporting incident" in shown
