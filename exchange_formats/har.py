@@ -29,6 +29,7 @@ from evidence.bodies import request_body, response_body
 from exchange_formats.captured import Captured, Keeper
 from exchange_formats.errors import FormatError
 from exchange_formats.jsonl import Progress
+from exchange_formats.portable import KIND_NAMES, kind_of
 from exchange_formats.streaming import Streamed
 from storage import (
     BlobRef,
@@ -233,8 +234,8 @@ class _Entry:
             raise FormatError(self.path, where, "missing")
         value = parent[name]
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            wanted = " or ".join(_KINDS[kind] for kind in kinds)
-            raise FormatError(self.path, where, f"expected {wanted}, found {_kind(value)}")
+            wanted = " or ".join(KIND_NAMES[kind] for kind in kinds)
+            raise FormatError(self.path, where, f"expected {wanted}, found {kind_of(value)}")
         return value
 
     def headers(self, parent: Mapping[str, Any], at: str) -> tuple[Header, ...]:
@@ -434,22 +435,3 @@ def _imported(
         )
     if uncontexted:
         notes.append(f"{uncontexted} of {len(entries)} entries have no run context")
-
-
-_KINDS = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "true or false",
-    dict: "an object",
-    list: "an array",
-}
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    for kind, name in _KINDS.items():
-        if type(value) is kind:
-            return name
-    return type(value).__name__

@@ -31,6 +31,7 @@ from storage import (
     Slot,
 )
 from storage.blobs import INLINE_LIMIT
+from storage.records import check_facts
 
 FORMAT_VERSION = 1
 """The version of the exchange document; a newer one is refused with "upgrade freezeframe"."""
@@ -156,7 +157,7 @@ class Reading:
 
     def object(self, value: object, path: str) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(path, f"expected an object, found {_kind(value)}")
+            raise self.fail(path, f"expected an object, found {kind_of(value)}")
         return value
 
     def get(self, parent: Mapping[str, Any], name: str, path: str, *kinds: type) -> Any:
@@ -164,8 +165,8 @@ class Reading:
             raise self.fail(f"{path}.{name}", "missing")
         value = parent[name]
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            wanted = " or ".join(_KIND_NAMES[kind] for kind in kinds)
-            raise self.fail(f"{path}.{name}", f"expected {wanted}, found {_kind(value)}")
+            wanted = " or ".join(KIND_NAMES[kind] for kind in kinds)
+            raise self.fail(f"{path}.{name}", f"expected {wanted}, found {kind_of(value)}")
         return value
 
     def number(self, parent: Mapping[str, Any], name: str, path: str) -> float:
@@ -256,6 +257,11 @@ class Reading:
         if outcome not in set(Outcome):
             raise self.fail(".outcome", f"{outcome!r} is no outcome")
         stripped = self.get(d, "stripped", "", dict, type(None))
+        facts = dict(self.get(d, "metadata", "", dict))
+        try:
+            check_facts(facts)
+        except ValueError as exc:
+            raise self.fail(".metadata", str(exc)) from None
         exchange = NewExchange(
             cassette=cassette,
             key=self.get(d, "key", "", str),
@@ -278,7 +284,7 @@ class Reading:
             slot=Slot(seq, occurrence),
             request_body_ref=request_ref,
             stripped={} if stripped is None else self.text_map(d, "stripped", ""),
-            facts=dict(self.get(d, "metadata", "", dict)),
+            facts=facts,
             messages=self._messages(d),
             origin=self._origin(d),
         )
@@ -332,7 +338,7 @@ class Reading:
         )
 
 
-_KIND_NAMES = {
+KIND_NAMES = {
     str: "a string",
     int: "an integer",
     float: "a number",
@@ -343,8 +349,9 @@ _KIND_NAMES = {
 }
 
 
-def _kind(value: object) -> str:
-    for kind, name in _KIND_NAMES.items():
+def kind_of(value: object) -> str:
+    """What a JSON value is, in the words an error message uses."""
+    for kind, name in KIND_NAMES.items():
         if type(value) is kind:
             return name
     return type(value).__name__

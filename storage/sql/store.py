@@ -375,7 +375,13 @@ class SqlStore(Store):
         self._check_open()
         job = ImportJob(cassette, exchanges)
         self._writer.put(job)
-        job.done.wait()
+        try:
+            job.done.wait()
+        except BaseException:
+            # Ctrl-C: the import rolls back at its next exchange, and is waited for.
+            job.cancelled.set()
+            job.done.wait()
+            raise
         self._counters.forget(cassette)
         if isinstance(job.error, self._engine.dialect.loaded_dbapi.Error):
             what = reason(job.error, self._engine.url)

@@ -210,6 +210,8 @@ class ImportJob:
     def __init__(self, cassette: str, items: Iterable[Imported]) -> None:
         self.cassette = cassette
         self.items = items
+        self.cancelled = threading.Event()
+        """Set by a caller that stopped waiting (Ctrl-C): the import rolls back."""
         self.done = threading.Event()
         self.result: ImportedCassette | None = None
         self.error: BaseException | None = None
@@ -632,15 +634,19 @@ class Writer:
     def _import(self, job: ImportJob) -> None:
         """Run an import and hand its result, or what it raised, to the waiting caller."""
         try:
-            job.result = self._load(job.cassette, job.items)
+            job.result = self._load(job)
         except BaseException as exc:
             job.error = exc
         finally:
+            close = getattr(job.items, "close", None)
+            if close is not None:
+                close()
             job.done.set()
 
-    def _load(self, cassette: str, items: Iterable[Imported]) -> ImportedCassette:
+    def _load(self, job: ImportJob) -> ImportedCassette:
         """Write an import as a new cassette in one transaction: its bodies, its exchanges
         in batches chained from GENESIS, their drift notes and search values."""
+        cassette = job.cassette
         with self._lock:
             forget_digests, self._forget_digests = self._forget_digests, False
         if forget_digests:
@@ -657,7 +663,9 @@ class Writer:
                 tip = self._tip(cursor, cassette)
                 batch: list[Imported] = []
                 count = 0
-                for item in items:
+                for item in job.items:
+                    if job.cancelled.is_set():
+                        raise StoreError(f"the import into {cassette!r} was cancelled")
                     check_facts(item.exchange.facts)
                     for ref, read in item.streams:
                         self._stream_in(cursor, ref, read)
