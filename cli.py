@@ -940,7 +940,10 @@ def _verify_bundle(path: Path, trust: Path | None, as_json: bool) -> None:
 )
 @_store_options
 @_setting(
-    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
+    "--rules",
+    "With --format bundle: the key rules to carry in it  [default: <data dir>/rules.toml if it "
+    "exists]",
+    metavar="FILE",
 )
 @_debug_option
 def export(

@@ -374,10 +374,14 @@ def _body_refs(path: Path, number: int, line: bytes) -> Iterator[tuple[BlobRef, 
 
 def read_bundle(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported], int]:
     """The cassette to import into (``cassette`` or the bundle's), its exchanges, read
-    lazily and checked against the manifest as they are read, and how many there are."""
+    lazily and checked against the manifest as they are read, and how many there are. A
+    signed manifest must verify against the key it names (checking that key against one the
+    user trusts is verify --bundle's job)."""
     bundle = Bundle(path)
     try:
+        _check_signature(bundle, None)
         bundle.check_root()
+        bundle.check_rules()
     except BaseException:
         bundle.close()
         raise

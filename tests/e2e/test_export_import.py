@@ -489,6 +489,22 @@ def test_a_truncated_bundle_imports_nothing(
         assert "cut" not in store.cassette_names()
 
 
+def test_a_bundle_whose_signature_does_not_verify_is_not_imported(
+    corpus: Corpus, signed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bundle, _ = signed
+    forged = tmp_path / "forged.ffcase"
+    rewrite(bundle, forged, {"manifest.json": lambda data: data.replace(b'"bodies"', b'"bodies" ')})
+    done = freezeframe(corpus.data_dir, "import", str(forged), "--as", "forged")
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"freezeframe: error: {forged}: manifest.sig: does not verify: "
+        "the manifest was changed after signing\n"
+    )
+    with open_store(store_url(corpus.data_dir)) as store:
+        assert "forged" not in store.cassette_names()
+
+
 def test_a_bad_line_late_in_a_file_rolls_the_whole_import_back(
     corpus: Corpus, tmp_path: Path
 ) -> None:
