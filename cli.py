@@ -40,7 +40,7 @@ from evidence import (
     search_document,
     summary_document,
 )
-from evidence.compare import RunDiff, compare_runs, diff_document
+from evidence.compare import RunDiff, compare_runs, diff_document, read_run
 from evidence.editing import AnswerEdit, Assignment, edited
 from evidence.inert import inert
 from evidence.text import exchange_lines
@@ -63,7 +63,6 @@ from proxy.serve import StartupError
 from proxy.trust import java_truststore, upstream_bundle
 from proxy.wiring import SHELLS, client_environment, render
 from storage import (
-    Exchange,
     ExchangeFilter,
     ExchangeSummary,
     Store,
@@ -1428,7 +1427,7 @@ def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -
     """
     opened = _open(data_dir, store)
     try:
-        compared = compare_runs(a, _run(opened, a), b, _run(opened, b))
+        compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b))
     finally:
         opened.close()
     if as_json:
@@ -1436,20 +1435,6 @@ def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -
     else:
         _print_diff(compared)
     sys.exit(0 if compared.equivalent else 1)
-
-
-def _run(store: Store, spec: str) -> list[Exchange]:
-    """The exchanges of ``CASSETTE`` or ``CASSETTE@RUN_ID`` (a cassette may have '@' in
-    its name: the whole text is tried as a name first)."""
-    cassette, run = spec, None
-    if "@" in spec and not store.has_cassette(spec):
-        cassette, _, run = spec.rpartition("@")
-    validate_cassette_name(cassette)
-    where = ExchangeFilter.parse(run_id=run) if run else None
-    rows = store.exchanges(cassette, where)
-    if run and not rows:
-        raise ValueError(f"{spec}: cassette {cassette!r} has no exchange of run {run!r}")
-    return [store.exchange(cassette, row.seq) for row in rows]
 
 
 def _print_diff(compared: RunDiff) -> None:

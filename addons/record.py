@@ -301,7 +301,10 @@ class Record:
                 exc,
             )
             return
-        self._state.tally.recorded(served.outcome.value)
+        answer = served.response
+        self._state.tally.recorded(
+            served.outcome.value, served.host, None if answer is None else answer.status
+        )
         log.info(
             "recorded %s#%d %s %s as replayed from %s#%d",
             into,
@@ -403,7 +406,9 @@ class Record:
     def _recorded(self, recording: _Recording, exchange: NewExchange) -> None:
         flow, info = recording.flow, recording.info
         response = exchange.response
-        self._state.tally.recorded(exchange.outcome.value)
+        self._state.tally.recorded(
+            exchange.outcome.value, exchange.host, None if response is None else response.status
+        )
         log.info(
             "recorded %s#%d %s %s %s %s %.0f ms%s",
             info.record_cassette,

@@ -207,7 +207,7 @@ class Replay:
             return None
         info.served = exchange
         drift = self._drift(flow, info, canonical, exchange)
-        self._state.tally.replayed(bool(drift))
+        self._state.tally.replayed(info.cassette, bool(drift))
         recorded = exchange.response
         log.info(
             "replayed %s#%d for %s %s: %s %s",
@@ -318,7 +318,7 @@ class Replay:
         in the store (Store.note_miss) as the client was answered."""
         cassette = info.cassette
         request = f"{flow.request.method} {display_url(flow, info)}"
-        self._state.tally.missed()
+        self._state.tally.missed(cassette)
         details: dict[str, Any] = {"cassette": cassette, "key": canonical.key}
         kind, recorded, near = "freezeframe_replay_miss", 0, ()
         if not self._store.has_cassette(cassette):

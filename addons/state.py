@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections import Counter
+from dataclasses import dataclass
 
 from storage import Store
 
@@ -60,52 +61,79 @@ def format_pace(pace: float) -> str:
 
 
 class Tally:
-    """What this process has done: recorded (by outcome), replayed, missed, drifted.
+    """What this process has done: recorded (by host, status and outcome), replayed and
+    drifted (by cassette), missed (by cassette).
 
-    The proxy logs it when it stops and ``/health`` reports it, so a run that recorded
-    nothing, or missed, says so without anyone reading the log line by line.
+    The proxy logs it when it stops, ``/health`` reports its totals and ``/metrics`` its
+    counts by label, so a run that recorded nothing, or missed, says so without anyone
+    reading the log line by line.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._recorded: Counter[str] = Counter()
-        self._replayed = 0
-        self._missed = 0
-        self._drifted = 0
+        self._recorded: Counter[tuple[str, str, str]] = Counter()
+        self._replayed: Counter[str] = Counter()
+        self._drifted: Counter[str] = Counter()
+        self._missed: Counter[str] = Counter()
 
-    def recorded(self, outcome: str) -> None:
+    def recorded(self, outcome: str, host: str, status: int | None) -> None:
+        """An exchange stored; ``status`` None when no answer came (a failed exchange)."""
         with self._lock:
-            self._recorded[outcome] += 1
+            self._recorded[(host, "" if status is None else str(status), outcome)] += 1
 
-    def replayed(self, drifted: bool) -> None:
+    def replayed(self, cassette: str, drifted: bool) -> None:
         with self._lock:
-            self._replayed += 1
-            self._drifted += drifted
+            self._replayed[cassette] += 1
+            self._drifted[cassette] += drifted
 
-    def missed(self) -> None:
+    def missed(self, cassette: str) -> None:
         with self._lock:
-            self._missed += 1
+            self._missed[cassette] += 1
+
+    def counts(self) -> TallyCounts:
+        """A copy of every count by its labels, taken at once."""
+        with self._lock:
+            return TallyCounts(
+                Counter(self._recorded),
+                Counter(self._replayed),
+                Counter(self._drifted),
+                Counter(self._missed),
+            )
 
     def document(self) -> dict[str, object]:
-        with self._lock:
-            return {
-                "recorded": sum(self._recorded.values()),
-                "recorded_by_outcome": dict(sorted(self._recorded.items())),
-                "replayed": self._replayed,
-                "missed": self._missed,
-                "drifted": self._drifted,
-            }
+        counts = self.counts()
+        by_outcome: Counter[str] = Counter()
+        for (_, _, outcome), n in counts.recorded.items():
+            by_outcome[outcome] += n
+        return {
+            "recorded": by_outcome.total(),
+            "recorded_by_outcome": dict(sorted(by_outcome.items())),
+            "replayed": counts.replayed.total(),
+            "missed": counts.missed.total(),
+            "drifted": counts.drifted.total(),
+        }
 
     def summary(self) -> str:
         """One line: ``recorded 12 (10 complete, 2 truncated), replayed 0, missed 1, ...``."""
-        with self._lock:
-            outcomes = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self._recorded.items()))
-            recorded = sum(self._recorded.values())
-            return (
-                f"recorded {recorded}{f' ({outcomes})' if outcomes else ''}, "
-                f"replayed {self._replayed}, missed {self._missed}, "
-                f"drifted {self._drifted}"
-            )
+        document = self.document()
+        by_outcome = document["recorded_by_outcome"]
+        assert isinstance(by_outcome, dict)
+        outcomes = ", ".join(f"{n} {outcome}" for outcome, n in by_outcome.items())
+        return (
+            f"recorded {document['recorded']}{f' ({outcomes})' if outcomes else ''}, "
+            f"replayed {document['replayed']}, missed {document['missed']}, "
+            f"drifted {document['drifted']}"
+        )
+
+
+@dataclass(frozen=True)
+class TallyCounts:
+    """Tally's counts by label: recorded by (host, status, outcome), the rest by cassette."""
+
+    recorded: Counter[tuple[str, str, str]]
+    replayed: Counter[str]
+    drifted: Counter[str]
+    missed: Counter[str]
 
 
 class SharedPositions:

@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 from canonicalize.diff import differences, json_differences
 from evidence.bodies import response_body
 from evidence.steps import MODEL, Step, agent_steps
-from storage import Exchange
+from storage import Exchange, ExchangeFilter, Store
+from storage.names import validate_cassette_name
 
 SHOWN = 120
 """Characters of a value shown in a difference."""
@@ -93,6 +94,21 @@ def compare_runs(a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Ex
         pairs += [_alone(step, in_a=True) for step in a_steps[a_from:a_to]]
         pairs += [_alone(step, in_a=False) for step in b_steps[b_from:b_to]]
     return RunDiff(a_name, b_name, tuple(pairs))
+
+
+def read_run(store: Store, spec: str) -> list[Exchange]:
+    """The exchanges of ``CASSETTE`` or ``CASSETTE@RUN_ID``, whole, in recorded order (a
+    cassette may have '@' in its name: the whole text is tried as a name first). Raises
+    ValueError for a run the cassette does not have, CassetteNotFound for no cassette."""
+    cassette, run = spec, None
+    if "@" in spec and not store.has_cassette(spec):
+        cassette, _, run = spec.rpartition("@")
+    validate_cassette_name(cassette)
+    where = ExchangeFilter.parse(run_id=run) if run else None
+    rows = store.exchanges(cassette, where)
+    if run and not rows:
+        raise ValueError(f"{spec}: cassette {cassette!r} has no exchange of run {run!r}")
+    return [store.exchange(cassette, row.seq) for row in rows]
 
 
 def diff_document(diff: RunDiff) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from addons import AddressBook
 from addons.capture import Capture
 from addons.state import Mode, RuntimeState, SharedPositions
 from proxy.admin import AdminServer, create_app
+from proxy.discovery import admin_url
 from proxy.master import build_master
 from proxy.notices import empty_cassette
 from proxy.retention import keep_sweeping
@@ -236,6 +237,7 @@ async def _run(
             store.location,
             settings.data_dir.absolute(),
         )
+        log.info("case file: %s/", admin_url(settings.admin))
         if state.mode is Mode.REPLAY and (notice := empty_cassette(store, state.cassette)):
             log.warning("%s", notice)
         for target in settings.reverse:

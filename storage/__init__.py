@@ -43,10 +43,12 @@ from storage.records import (
     RecordedResponse,
     Rekeyed,
     Removed,
+    RunOverview,
     SearchHit,
     Slot,
     VerifyReport,
 )
+from storage.stats import WriterStats
 
 __all__ = [
     "FACT_NAMES",
@@ -78,6 +80,7 @@ __all__ = [
     "Outcome",
     "RecordedResponse",
     "Rekeyed",
+    "RunOverview",
     "Removed",
     "SchemaTooNew",
     "SearchHit",
@@ -88,5 +91,6 @@ __all__ = [
     "StoreNotFound",
     "StoreUnavailable",
     "VerifyReport",
+    "WriterStats",
     "open_store",
 ]

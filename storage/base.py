@@ -42,10 +42,12 @@ from storage.records import (
     NewExchange,
     Rekeyed,
     Removed,
+    RunOverview,
     SearchHit,
     Slot,
     VerifyReport,
 )
+from storage.stats import WriterStats
 
 
 class BlobWriter(ABC):
@@ -99,6 +101,12 @@ class Store(ABC):
     def health(self) -> str | None:
         """None when the store is answering and the last exchange submitted could be
         written; else one line saying what is wrong. Asks the database (a trivial read)."""
+
+    @abstractmethod
+    def stats(self) -> WriterStats:
+        """What the store has written since it was opened (exchanges, bodies stored and
+        deduplicated, time spent committing) and how much waits to be written: the figures
+        a metrics scrape reports. Never touches the database."""
 
     @abstractmethod
     def reserve(self, cassette: str, key: str) -> Slot:
@@ -240,11 +248,25 @@ class Store(ABC):
 
     @abstractmethod
     def exchanges(
-        self, cassette: str, where: ExchangeFilter | None = None
+        self,
+        cassette: str,
+        where: ExchangeFilter | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[ExchangeSummary]:
-        """The cassette's exchanges in seq order, only those matching ``where`` if given.
+        """The cassette's exchanges in seq order, only those matching ``where`` if given;
+        with ``limit``, at most that many after skipping ``offset`` (a page of a long run).
 
         Raises CassetteNotFound (not for a cassette where nothing matches: that is []).
+        """
+
+    @abstractmethod
+    def overview(self, cassette: str, where: ExchangeFilter | None = None) -> RunOverview:
+        """The figures of the cassette's exchanges that match ``where``, counted in the
+        store, so a page of a long run can say them without listing it whole.
+
+        Raises CassetteNotFound.
         """
 
     @abstractmethod

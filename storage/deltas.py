@@ -18,9 +18,9 @@ bodies would store n / 2 times.
 Which line a body continues is decided by the bytes alone: the line whose latest body
 shares the most with it at both ends (the conversation so far at the start, and the tool
 schemas and settings an SDK sends after the messages at the end), if that is at least
-half of the shorter one; else it starts a line. Nothing here needs to be right for a body to be read back byte-exact: a
-base only makes the stored delta smaller, and the writer checks that the base is stored
-before it names it.
+half of the shorter one; else it starts a line. Nothing here needs to be right for a body
+to be read back byte-exact: a base only makes the stored delta smaller, and the writer
+checks that the base is stored before it names it.
 
 Not thread-safe: the store's one writer thread owns its Lines.
 """

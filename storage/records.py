@@ -306,6 +306,8 @@ class ExchangeSummary:
     """How many WebSocket messages it holds; None when not a WebSocket."""
     origin: str | None = None
     """The kind of its Origin (``replayed``, ``forked``, ``edited``, ``resent``), if any."""
+    first_byte_after: float | None = None
+    """Seconds from the request's start to the answer's first byte; None without an answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +320,8 @@ class ExchangeFilter:
     """The model asked for or the model that answered."""
     status: int | str | None = None
     """An HTTP status (429), or an Outcome value ("truncated")."""
+    host: str | None = None
+    """The host the request went to (a name, without the port)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.status, str) and self.status not in set(Outcome):
@@ -326,11 +330,15 @@ class ExchangeFilter:
 
     @classmethod
     def parse(
-        cls, run_id: str | None = None, model: str | None = None, status: str | None = None
+        cls,
+        run_id: str | None = None,
+        model: str | None = None,
+        status: str | None = None,
+        host: str | None = None,
     ) -> "ExchangeFilter | None":
         """A filter from text as a user types it (``status`` "429" or "truncated"); None
         when nothing is asked. Raises ValueError naming a status that is neither."""
-        if run_id is None and model is None and status is None:
+        if run_id is None and model is None and status is None and host is None:
             return None
         wanted: int | str | None = None
         if status is not None:
@@ -344,7 +352,7 @@ class ExchangeFilter:
                 raise ValueError(
                     f"status {status!r}: use an HTTP status such as 429 or an outcome: {outcomes}"
                 )
-        return cls(run_id=run_id, model=model, status=wanted)
+        return cls(run_id=run_id, model=model, status=wanted, host=host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +410,25 @@ class CassetteSummary:
     stored_bytes: int
     """Compressed size of the bodies (and WebSocket transcripts) the cassette uses, each
     distinct one counted once."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverview:
+    """A run's figures, counted in the store: what the top of a waterfall says without
+    listing every exchange (Store.overview)."""
+
+    exchanges: int
+    by_outcome: Mapping[str, int]
+    drifted: int
+    """Drift notes on its exchanges, all together."""
+    by_origin: Mapping[str, int]
+    """Exchanges by the kind of their Origin (``replayed``, ``forked``, ``edited``, ...)."""
+    hosts: tuple[str, ...]
+    """Every host it went to, sorted."""
+    first_at: float | None
+    """When the first exchange started (epoch seconds)."""
+    last_end: float | None
+    """When the last one ended."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 import trustme
 from hypothesis import settings
+from support.browser import PHASE_REPORTS
 from support.netns import HostState, become_subreaper
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
@@ -131,3 +132,13 @@ def nothing_left_behind() -> Iterator[None]:
     before = HostState.now()
     yield
     assert HostState.now().leftovers(before) == []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on its test (``item.stash[PHASE_REPORTS]``), so a fixture can
+    tell in its teardown that the test failed: the browser tests screenshot the page then."""
+    report = yield
+    item.stash.setdefault(PHASE_REPORTS, {})[report.when] = report
+    return report
+

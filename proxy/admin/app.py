@@ -1,21 +1,27 @@
-"""Routes of the admin API: health, the CA, the runtime mode, and the recordings.
+"""Routes of the admin API (health, the CA, the runtime mode, the recordings, forks and
+edits) and the case file's pages beside them.
 
-Store reads run in the thread pool: the admin API shares its event loop with the
-proxy, and a slow listing must never stall proxied traffic. Every document about a
-recording comes from ``evidence``, the read model ``show --json`` prints too.
+Store reads and writes run in the thread pool: the admin API shares its event loop with
+the proxy, and a slow listing must never stall proxied traffic. Every document about a
+recording comes from ``evidence``, the read model ``show --json`` prints too. Every route
+that changes something goes through ``guard.check_write`` first (same origin, CSRF).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from dataclasses import asdict
 from importlib.metadata import version
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from addons.state import Mode, RuntimeState, format_pace, parse_pace
@@ -26,18 +32,39 @@ from evidence import (
     search_document,
     summary_document,
 )
+from evidence.editing import AnswerEdit, Assignment, edited
+from proxy.admin.casefile import casefile_routes, templates
+from proxy.admin.guard import (
+    CSRF_FIELD,
+    SecurityHeaders,
+    WriteRefused,
+    allowed_hosts,
+    check_write,
+)
+from proxy.keys import key_config
+from proxy.metrics import CONTENT_TYPE, Metrics
 from proxy.notices import empty_cassette
 from proxy.settings import Settings
 from proxy.trust import CLIENT_BUNDLE
-from storage import CassetteNotFound, ExchangeFilter, ExchangeNotFound, Store
+from storage import (
+    CassetteNotFound,
+    Exchange,
+    ExchangeFilter,
+    ExchangeNotFound,
+    Forked,
+    Store,
+    StoreError,
+)
+from storage.encodings import decode_body
 from storage.names import InvalidCassetteName, validate_cassette_name
 
 log = logging.getLogger("freezeframe")
 
 ROUTES = (
-    ("GET", "/", "this index"),
+    ("GET", "/", "this index (a browser is sent to the case file, /cassettes)"),
     ("GET", "/health", "status, mode, addresses, where the CA and store are, what was done"),
     ("GET", "/ca.pem", "the CA certificate clients must trust"),
+    ("GET", "/metrics", "counts for Prometheus: recorded, 429s, truncations, hits, misses, store"),
     ("GET", "/api/mode", "mode, default cassette and replay pace"),
     ("PUT", "/api/mode", 'switch: {"mode": ..., "cassette": ..., "pace": ...}'),
     ("POST", "/api/replay/reset", "start replay from the top"),
@@ -46,6 +73,21 @@ ROUTES = (
     ("GET", "/api/cassettes/{name}/{seq}", "one exchange (freezeframe show NAME SEQ --json)"),
     ("GET", "/api/cassettes/{name}/misses", "replay's misses, newest first (show NAME --misses)"),
     ("GET", "/api/search", "?q=PHRASE&cassette=NAME: exchanges holding it (freezeframe search)"),
+    ("POST", "/api/cassettes/{name}/fork", '{"into": NAME, "upto": SEQ}: freezeframe fork'),
+    (
+        "POST",
+        "/api/cassettes/{name}/{seq}/edit",
+        '{"into": NAME, "body": TEXT, "set": ["$.a=1"], "status": N, "headers": ["K: V"]}: '
+        "freezeframe edit",
+    ),
+    ("GET", "/cassettes", "the case file: cassettes (each page: .json for its JSON twin)"),
+    ("GET", "/cassettes/{name}", "a run's waterfall; ?run_id=&model=&status=&host=&outcome="),
+    ("GET", "/cassettes/{name}/steps", "a run's agent steps"),
+    ("GET", "/cassettes/{name}/misses", "replay's misses, newest first"),
+    ("GET", "/cassettes/{name}/{seq}", "one exchange"),
+    ("GET", "/cassettes/{name}/{seq}/body/{side}", "a body, whole (side: request, response)"),
+    ("GET", "/search", "search; ?q=&cassette="),
+    ("GET", "/compare", "two runs step by step; ?a=RUN&b=RUN"),
 )
 
 
@@ -59,8 +101,15 @@ def _where(request: Request) -> ExchangeFilter | None:
     return ExchangeFilter.parse(query.get("run_id"), query.get("model"), query.get("status"))
 
 
+class BadForm(ValueError):
+    """A fork or edit asked for with fields that do not fit; the message says which."""
+
+
 def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlette:
     data_dir = settings.data_dir.absolute()
+    hosts = allowed_hosts(settings.admin)
+    pages = templates()
+    config = key_config(settings.rules)
     about = {
         "proxy": str(settings.listen),
         "admin": str(settings.admin),
@@ -75,6 +124,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         "version": version("freezeframe"),
     }
 
+    counts = Metrics(state.tally, store)
+
     def mode_document() -> dict[str, Any]:
         return {
             "mode": state.mode.value,
@@ -82,7 +133,17 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             "pace": format_pace(state.pace),
         }
 
-    async def index(request: Request) -> JSONResponse:
+    async def refused(request: Request, form: dict[str, str] | None = None) -> Response | None:
+        """The answer to a request that may not change state, or None when it may."""
+        try:
+            check_write(request, hosts, form.get(CSRF_FIELD) if form is not None else None)
+        except WriteRefused as exc:
+            return _error(403, str(exc))
+        return None
+
+    async def index(request: Request) -> Response:
+        if "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse("/cassettes", status_code=303)
         return JSONResponse(
             {
                 "freezeframe": about["version"],
@@ -107,10 +168,15 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
     async def ca_pem(request: Request) -> Response:
         return Response(settings.ca_path.read_bytes(), media_type="application/x-pem-file")
 
+    async def metrics(request: Request) -> Response:
+        return Response(counts.render(), media_type=CONTENT_TYPE)
+
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())
 
-    async def put_mode(request: Request) -> JSONResponse:
+    async def put_mode(request: Request) -> Response:
+        if answer := await refused(request):
+            return answer
         try:
             body = json.loads(await request.body() or b"{}")
         except ValueError as exc:
@@ -134,7 +200,9 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
                 document["warning"] = notice
         return JSONResponse(document)
 
-    async def reset(request: Request) -> JSONResponse:
+    async def reset(request: Request) -> Response:
+        if answer := await refused(request):
+            return answer
         state.reset()
         return JSONResponse(mode_document())
 
@@ -177,11 +245,67 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         hits = await run_in_threadpool(store.search, query, cassette)
         return JSONResponse([search_document(hit) for hit in hits])
 
+    async def fork(request: Request) -> Response:
+        source = request.path_params["name"]
+        form, asked = await _posted(request)
+        if answer := await refused(request, form):
+            return answer
+        try:
+            target = validate_cassette_name(_text(asked, "into"))
+            upto = _number(asked, "upto")
+            forked = await run_in_threadpool(
+                lambda: store.fork(validate_cassette_name(source), target, upto=upto)
+            )
+        except (BadForm, InvalidCassetteName) as exc:
+            return done_badly(form, 400, f"fork {source}: {exc}")
+        except CassetteNotFound as exc:
+            return done_badly(form, 404, str(exc))
+        except StoreError as exc:
+            return done_badly(form, 409, str(exc))
+        if form is not None:
+            return RedirectResponse(f"/cassettes/{target}", status_code=303)
+        return JSONResponse(asdict(forked), status_code=201)
+
+    async def edit(request: Request) -> Response:
+        source, seq = request.path_params["name"], request.path_params["seq"]
+        form, asked = await _posted(request)
+        if answer := await refused(request, form):
+            return answer
+        try:
+            target = validate_cassette_name(_text(asked, "into"))
+            change = _answer_edit(asked)
+
+            def make() -> tuple[Forked, tuple[str, ...]]:
+                found = store.exchange(validate_cassette_name(source), seq)
+                made = edited(found, _from_form(found, change) if form else change, config)
+                return store.fork(source, target, edits={seq: made}), made.changes
+
+            forked, changes = await run_in_threadpool(make)
+        except (BadForm, InvalidCassetteName) as exc:
+            return done_badly(form, 400, f"edit {source}#{seq}: {exc}")
+        except (CassetteNotFound, ExchangeNotFound) as exc:
+            return done_badly(form, 404, str(exc))
+        except (ValueError, StoreError) as exc:  # EditError is a ValueError
+            return done_badly(form, 409 if isinstance(exc, StoreError) else 400, str(exc))
+        if form is not None:
+            return RedirectResponse(f"/cassettes/{target}/{seq}", status_code=303)
+        document = asdict(forked) | {"seq": seq, "changes": list(changes)}
+        return JSONResponse(document, status_code=201)
+
+    def done_badly(form: dict[str, str] | None, status: int, message: str) -> Response:
+        """A failed fork or edit: JSON for a script, a page for a browser's form."""
+        if form is None:
+            return _error(status, message)
+        page = pages.get_template("problem.html").render(message=message, mode=state.mode.value)
+        return HTMLResponse(page, status_code=status)
+
     return Starlette(
+        middleware=[Middleware(SecurityHeaders)],
         routes=[
             Route("/", index),
             Route("/health", health),
             Route("/ca.pem", ca_pem),
+            Route("/metrics", metrics),
             Route("/api/mode", get_mode, methods=["GET"]),
             Route("/api/mode", put_mode, methods=["PUT"]),
             Route("/api/replay/reset", reset, methods=["POST"]),
@@ -190,5 +314,97 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/api/cassettes/{name}/{seq:int}", exchange),
             Route("/api/cassettes/{name}/misses", cassette_misses),
             Route("/api/search", search),
-        ]
+            Route("/api/cassettes/{name}/fork", fork, methods=["POST"]),
+            Route("/api/cassettes/{name}/{seq:int}/edit", edit, methods=["POST"]),
+            *casefile_routes(store, state, config),
+        ],
     )
+
+
+FORM = "application/x-www-form-urlencoded"
+"""How the case file's forms post (no file uploads, so no multipart)."""
+
+
+async def _posted(request: Request) -> tuple[dict[str, str] | None, dict[str, Any]]:
+    """A post's fields: a form's (then also returned as the form), or a JSON object's."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()
+    if content_type == FORM:
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        return form, dict(form)
+    try:
+        found = json.loads(body or b"{}")
+    except ValueError:
+        return None, {}
+    return None, found if isinstance(found, dict) else {}
+
+
+def _text(fields: dict[str, Any], name: str) -> str:
+    value = fields.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise BadForm(f"{name!r} is required: the name of the new cassette")
+    return value.strip()
+
+
+def _number(fields: dict[str, Any], name: str) -> int | None:
+    value = fields.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise BadForm(f"{name!r} must be a whole number, not {value!r}")
+
+
+def _lines(value: Any) -> list[str]:
+    """A form's textarea (one item a line) or a JSON list of strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [line.strip() for line in value.splitlines() if line.strip()]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    raise BadForm(f"expected a list of strings, not {value!r}")
+
+
+def _answer_edit(fields: dict[str, Any]) -> AnswerEdit:
+    """The edit a post asks for."""
+    body = fields.get("body") or None
+    if body is not None and not isinstance(body, str):
+        raise BadForm("'body' must be text")
+    headers = []
+    for line in _lines(fields.get("headers")):
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise BadForm(f"header {line!r}: expected 'Name: value'")
+        headers.append((name.strip(), value.strip()))
+    return AnswerEdit(
+        body=body.encode() if body is not None else None,
+        sets=tuple(Assignment.parse(text) for text in _lines(fields.get("set"))),
+        status=_number(fields, "status"),
+        headers=tuple(headers),
+        source="the case file's form",
+    )
+
+
+def _from_form(exchange: Exchange, change: AnswerEdit) -> AnswerEdit:
+    """A form's edit as meant: its body field shows the recorded answer, so an unchanged one
+    is no change; a browser sends a textarea's lines ended by CRLF, which go back to LF
+    when the recording had none; and a new body for a JSON answer must be JSON."""
+    response = exchange.response
+    if response is None or change.body is None:
+        return change
+    recorded = decode_body(response.body, response.headers).data
+    body = change.body
+    if b"\r" not in recorded:
+        body = body.replace(b"\r\n", b"\n")
+    if body == recorded:
+        return dataclasses.replace(change, body=None)
+    kind = next((v for n, v in response.headers if n.lower() == b"content-type"), b"")
+    if b"json" in kind.lower():
+        try:
+            json.loads(body)
+        except ValueError as exc:
+            raise BadForm(f"the answer is JSON, and the new body is not: {exc}") from None
+    return dataclasses.replace(change, body=body)

@@ -141,7 +141,7 @@ def fork(
         copy_id = conn.execute(insert(exchanges).values(copy).returning(exchanges.c.id))
         copies.append((row["id"], copy_id.scalar_one(), edit))
     conn.execute(update(cassettes).where(cassettes.c.id == target_id).values(head=previous))
-    _index_copies(conn, copies)
+    _index_copies(conn, target_id, copies)
     return Forked(target, source, len(rows), upto, previous)
 
 
@@ -168,7 +168,9 @@ def _answer_columns(conn: Connection, edit: Edit) -> dict[str, Any]:
     } | fact_columns(edit.facts)
 
 
-def _index_copies(conn: Connection, copies: list[tuple[int, int, Edit | None]]) -> None:
+def _index_copies(
+    conn: Connection, target_id: int, copies: list[tuple[int, int, Edit | None]]
+) -> None:
     """A copy is found by search as its source is; an edited answer by its own values."""
     edited = []
     for source_id, copy_id, edit in copies:
@@ -181,7 +183,7 @@ def _index_copies(conn: Connection, copies: list[tuple[int, int, Edit | None]]) 
             {"copy": copy_id, "source": source_id},
         )
         if edit is not None:
-            edited.append((copy_id, answer_values(edit.response)))
+            edited.append((copy_id, target_id, answer_values(edit.response)))
     if edited:
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:

@@ -17,6 +17,7 @@ from storage.records import (
     Drift,
     ExchangeFilter,
     ExchangeSummary,
+    RunOverview,
 )
 from storage.sql.rows import to_summary
 from storage.sql.schema import blobs, cassettes, drifts, exchanges
@@ -36,6 +37,7 @@ _SUMMARY_COLUMNS = (
     "outcome",
     "started_at",
     "duration",
+    "first_byte_at",
     "response_bytes",
     "context",
     "message_count",
@@ -72,6 +74,8 @@ def matching(where: ExchangeFilter | None) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = []
     if where.run_id is not None:
         conditions.append(exchanges.c.run_id == where.run_id)
+    if where.host is not None:
+        conditions.append(exchanges.c.host == where.host)
     if where.model is not None:
         conditions.append(
             or_(exchanges.c.model == where.model, exchanges.c.answered_model == where.model)
@@ -84,12 +88,55 @@ def matching(where: ExchangeFilter | None) -> list[ColumnElement[bool]]:
 
 
 def exchange_summaries(
-    conn: Connection, cassette: str, where: ExchangeFilter | None
+    conn: Connection,
+    cassette: str,
+    where: ExchangeFilter | None,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> list[ExchangeSummary]:
-    """The cassette's exchanges that match ``where``, in seq order."""
+    """The cassette's exchanges that match ``where``, in seq order; a page of them with
+    ``limit``."""
     query = _SUMMARIES.where(*matching(where))
+    if limit is not None:
+        query = query.offset(offset).limit(limit)
     rows = conn.execute(query, {"cassette": cassette}).mappings()
     return [to_summary(row, cassette) for row in rows]
+
+
+def run_overview(conn: Connection, cassette: str, where: ExchangeFilter | None) -> RunOverview:
+    """The figures of the matching exchanges, counted by the database: one aggregate per
+    outcome, per origin kind and per host, and the drift notes on them."""
+    chosen = select(exchanges).join_from(exchanges, cassettes).where(_IN_CASSETTE, *matching(where))
+    rows = chosen.subquery()
+    params = {"cassette": cassette}
+    by_outcome = {
+        outcome: count
+        for outcome, count in conn.execute(
+            select(rows.c.outcome, func.count()).group_by(rows.c.outcome), params
+        )
+    }
+    by_origin: dict[str, int] = {}
+    for origin in conn.scalars(select(rows.c.origin).where(rows.c.origin.is_not(None)), params):
+        kind = json.loads(origin)["kind"]  # each origin is its own (it names a chain value)
+        by_origin[kind] = by_origin.get(kind, 0) + 1
+    hosts = tuple(conn.scalars(select(rows.c.host).distinct().order_by(rows.c.host), params))
+    end = rows.c.started_at + func.coalesce(rows.c.duration, 0.0)
+    first, last = conn.execute(select(func.min(rows.c.started_at), func.max(end)), params).one()
+    drifted = conn.scalar(
+        select(func.count(drifts.c.id)).join(
+            rows, (drifts.c.cassette_id == rows.c.cassette_id) & (drifts.c.seq == rows.c.seq)
+        ),
+        params,
+    )
+    return RunOverview(
+        exchanges=sum(by_outcome.values()),
+        by_outcome=dict(sorted(by_outcome.items())),
+        drifted=drifted or 0,
+        by_origin=dict(sorted(by_origin.items())),
+        hosts=hosts,
+        first_at=first,
+        last_end=last,
+    )
 
 
 def cassette_summaries(conn: Connection, where: ExchangeFilter | None) -> list[CassetteSummary]:

@@ -237,6 +237,7 @@ def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:
         drifted=row["drifted"],
         websocket_messages=row["message_count"],
         origin=json.loads(row["origin"])["kind"] if row["origin"] else None,
+        first_byte_after=row["first_byte_at"],
     )
 
 

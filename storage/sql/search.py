@@ -35,6 +35,12 @@ log = logging.getLogger("freezeframe.storage")
 KNOWN_TEXTS = 65_536
 """Digests of values the writer knows the id of: an agent's conversation repeats its history
 in every request, and those values then cost no query at all."""
+CARRIED = 262_144
+"""Request values the writer has indexed per cassette. A conversation's requests repeat its
+history, so indexing every request's every value grows with the square of its turns; a
+request value is indexed where it first appears in the cassette, which is where it entered
+the run. Forgetting (a restart, a full table) only indexes a value again: a hit more, never
+one less."""
 SNIPPET = 160
 """Characters shown on each side of a match."""
 BACKFILL_BATCH = 200
@@ -46,6 +52,7 @@ class SearchIndex:
     def __init__(self, engine: Engine) -> None:
         self._postgresql = engine.dialect.name == "postgresql"
         self._known: OrderedDict[str, int] = OrderedDict()
+        self._carried: OrderedDict[tuple[int, int], None] = OrderedDict()
         mark = "%s" if self._postgresql else "?"
         self._find = (
             f"SELECT id, digest FROM texts WHERE digest = ANY({mark})"
@@ -54,44 +61,53 @@ class SearchIndex:
         )
         self._insert = (
             f"INSERT INTO texts (digest, body) VALUES ({mark}, {mark}) "
-            "ON CONFLICT (digest) DO NOTHING RETURNING id"
+            "ON CONFLICT (digest) DO NOTHING"
         )
-        self._fts = "INSERT INTO texts_fts (rowid, body) VALUES (?, ?)"
+        self._fts = (
+            "INSERT INTO texts_fts (rowid, body) "
+            "SELECT id, body FROM texts WHERE id IN (SELECT value FROM json_each(?))"
+        )
         self._use = (
             f"INSERT INTO text_uses (text_id, exchange_id, part) VALUES ({mark}, {mark}, {mark}) "
             "ON CONFLICT DO NOTHING"
         )
 
-    def add(self, cursor: DBAPICursor, held: Sequence[tuple[int, Sequence[Searchable]]]) -> None:
-        """Index the values each exchange (by row id) holds."""
-        named = {_digest(value.text): value.text for _, values in held for value in values}
+    def add(
+        self, cursor: DBAPICursor, held: Sequence[tuple[int, int, Sequence[Searchable]]]
+    ) -> None:
+        """Index the values each exchange (by row id, with its cassette's id) holds."""
+        digests = {value.text: _digest(value.text) for _, _, values in held for value in values}
+        named = {digest: text for text, digest in digests.items()}
         ids = {digest: self._known[digest] for digest in named if digest in self._known}
         wanted = [digest for digest in named if digest not in ids]
         if wanted:
             cursor.execute(self._find, self._digests(wanted))
             ids.update({digest: row_id for row_id, digest in cursor.fetchall()})
-        for digest in wanted:
-            if digest in ids:
-                continue
-            stored = to_stored(named[digest])
-            cursor.execute(self._insert, (digest, stored))
-            row = cursor.fetchone()
-            if row is None:  # another process stored it since the lookup
-                cursor.execute(
-                    self._find, ([digest] if self._postgresql else json.dumps([digest]),)
-                )
-                row = cursor.fetchone()
-                assert row is not None
-            elif not self._postgresql:
-                cursor.execute(self._fts, (row[0], stored))
-            ids[digest] = row[0]
-        uses = [
-            (ids[_digest(value.text)], row_id, value.part)
-            for row_id, values in held
-            for value in values
-        ]
+        new = [digest for digest in wanted if digest not in ids]
+        if new:
+            # Statements per batch, not per value: a request carries dozens of values.
+            cursor.executemany(self._insert, [(digest, to_stored(named[digest])) for digest in new])
+            cursor.execute(self._find, self._digests(new))
+            inserted = {digest: row_id for row_id, digest in cursor.fetchall()}
+            if not self._postgresql:
+                # The transaction holds the database (Writer._index), so no other process
+                # stored one of these between the lookup and the insert: each is new here.
+                cursor.execute(self._fts, (json.dumps(sorted(inserted.values())),))
+            ids.update(inserted)
+        uses = []
+        for row_id, cassette_id, values in held:
+            for value in values:
+                text_id = ids[digests[value.text]]
+                if value.part == "request":
+                    if (cassette_id, text_id) in self._carried:
+                        self._carried.move_to_end((cassette_id, text_id))
+                        continue
+                    self._carried[(cassette_id, text_id)] = None
+                uses.append((text_id, row_id, value.part))
         if uses:
             cursor.executemany(self._use, uses)
+        while len(self._carried) > CARRIED:
+            self._carried.popitem(last=False)
         self._remember(ids)
 
     def _digests(self, digests: list[str]) -> tuple[object]:
@@ -99,8 +115,10 @@ class SearchIndex:
         return (digests if self._postgresql else json.dumps(digests),)
 
     def forget(self) -> None:
-        """Values were deleted (a cassette removed): known ids may be gone."""
+        """Values were deleted (a cassette removed), or a batch's index rolled back: known
+        ids may be gone, and values noted as indexed may not be."""
         self._known.clear()
+        self._carried.clear()
 
     def _remember(self, ids: dict[str, int]) -> None:
         for digest, row_id in ids.items():
@@ -207,6 +225,7 @@ def backfill(conn: Connection) -> None:
     cache = blobs.BlobCache()
     columns = [
         exchanges.c.id,
+        exchanges.c.cassette_id,
         cassettes.c.name,
         exchanges.c.chain,
         *CHAINED,
@@ -241,7 +260,7 @@ def backfill(conn: Connection) -> None:
         held = []
         for row in rows:
             exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
-            held.append((row["id"], searchable(exchange)))
+            held.append((row["id"], row["cassette_id"], searchable(exchange)))
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             index.add(cursor, held)

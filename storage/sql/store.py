@@ -54,6 +54,7 @@ from storage.records import (
     NewExchange,
     Rekeyed,
     Removed,
+    RunOverview,
     SearchHit,
     Slot,
     VerifyReport,
@@ -73,6 +74,7 @@ from storage.sql.rows import canonical_of
 from storage.sql.schema import ExactText, cassettes, exchanges
 from storage.sql.verify import verify_cassette
 from storage.sql.writer import DriftNote, ImportJob, Writer
+from storage.stats import WriterStats
 
 PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
@@ -134,6 +136,9 @@ class SqlStore(Store):
         except StoreError as exc:
             return str(exc)
         return None
+
+    def stats(self) -> WriterStats:
+        return self._writer.stats()
 
     def reserve(self, cassette: str, key: str) -> Slot:
         self._check_open()
@@ -305,13 +310,24 @@ class SqlStore(Store):
             return listings.cassette_summaries(conn, where)
 
     def exchanges(
-        self, cassette: str, where: ExchangeFilter | None = None
+        self,
+        cassette: str,
+        where: ExchangeFilter | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[ExchangeSummary]:
         with self._connect() as conn:
-            found = listings.exchange_summaries(conn, cassette, where)
+            found = listings.exchange_summaries(conn, cassette, where, offset, limit)
             if not found and conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
                 raise CassetteNotFound(cassette, self._where)
         return found
+
+    def overview(self, cassette: str, where: ExchangeFilter | None = None) -> RunOverview:
+        with self._connect() as conn:
+            if conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
+                raise CassetteNotFound(cassette, self._where)
+            return listings.run_overview(conn, cassette, where)
 
     def exchange(self, cassette: str, seq: int) -> Exchange:
         found = self._read(self._reader.by_seq, cassette, seq)

@@ -60,7 +60,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from storage import blobs, transcript
 from storage.chain import GENESIS, Scalar, exchange_digest, link
-from storage.deltas import DELTA_LIMIT, Base, Lines
+from storage.deltas import Base, Lines
 from storage.errors import StoreClosed, StoreError
 from storage.records import (
     BlobRef,
@@ -80,6 +80,7 @@ from storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
 from storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
 from storage.sql.schema import blobs as blobs_table
 from storage.sql.search import SearchIndex
+from storage.stats import StatsCounter, WriterStats
 
 log = logging.getLogger("freezeframe.storage")
 
@@ -260,6 +261,7 @@ class Writer:
         self._known = KnownDigests()
         self._lines = Lines()
         self._search = SearchIndex(engine)
+        self._stats = StatsCounter()
         self._sqlite = engine.dialect.name == "sqlite"
         self._connection: PoolProxiedConnection | None = None
         """The writer thread's own connection, kept between batches."""
@@ -294,6 +296,10 @@ class Writer:
         finished = self._join(timeout) if marker is None else marker.wait(timeout)
         if not finished:
             raise StoreError(f"store {self._where} did not finish writing within {timeout}s")
+
+    def stats(self) -> WriterStats:
+        """What the writer has done so far, and how much is queued for it now."""
+        return self._stats.snapshot(self._queue.qsize())
 
     def forget(self, *, digests: bool) -> None:
         """Forget which blobs are stored, because some were deleted (a cassette removed)."""
@@ -508,6 +514,7 @@ class Writer:
         named = [_Named.of(exchange) for exchange in batch]
         bodies = {name: data for each in named for name, data in each.bodies()}
         stored = self._compress(batch, named)
+        began = time.perf_counter()
         tips: dict[str, _Tip] = {}
         rows = []
         written: list[NewExchange] = []
@@ -531,7 +538,8 @@ class Writer:
                 tips[name] = _Tip(tip.cassette_id, head)
             missing = [stored[name] for name in bodies if name in stored]
             if missing:
-                statements.add_blobs.executemany(cursor, self._settle(cursor, missing, bodies))
+                missing = self._settle(cursor, missing, bodies)
+                statements.add_blobs.executemany(cursor, missing)
             statements.add_exchanges.executemany(cursor, rows)
             for tip in tips.values():
                 statements.set_head.execute(
@@ -539,13 +547,20 @@ class Writer:
                 )
         self._ids.update({name: tip.cassette_id for name, tip in tips.items()})
         self._known.add(bodies)
+        self._stats.committed(
+            time.perf_counter() - began,
+            len(written),
+            [(int(row["size"] or 0), int(row["stored_size"] or 0)) for row in missing],
+            [len(data) for name, data in bodies.items() if name not in stored],
+        )
         return written
 
     def _compress(self, batch: list[NewExchange], named: list["_Named"]) -> dict[str, _BlobRow]:
         """The blob rows of the bodies not known to be stored, compressed before the
         transaction so that the database is not held meanwhile. A request body is stored
         against an earlier request of its conversation (storage.deltas), and a canonical
-        form against its own request body, which it mostly repeats in another order."""
+        form against an earlier form of it: forms grow turn by turn as their bodies do, and
+        sorting keys makes a form a poor delta of its own body."""
         stored: dict[str, _BlobRow] = {}
         for exchange, names in zip(batch, named, strict=True):
             request = names.request_body
@@ -553,13 +568,12 @@ class Writer:
                 if body.name in stored or body.name in self._known:
                     continue
                 base = None
+                path = exchange.path.split("?")[0]
+                line = (exchange.cassette, exchange.host, exchange.port, path)
                 if body.name == names.request and request is not None:
-                    path = exchange.path.split("?")[0]
-                    line = (exchange.cassette, exchange.host, exchange.port, path)
                     base = self._lines.base_for(line, body.name, body.data)
-                elif body.name == names.form and request is not None:
-                    if len(body.data) <= DELTA_LIMIT and len(request.data) <= DELTA_LIMIT:
-                        base = Base(request.name, request.data)
+                elif body.name == names.form:
+                    base = self._lines.base_for((*line, "form"), body.name, body.data)
                 stored[body.name] = blob_row(body.name, body.data, base)
         return stored
 
@@ -753,7 +767,7 @@ class Writer:
                 cursor, {"cassette_id": tip.cassette_id, "seq": seq}
             )
             if found is not None:
-                indexed.append((found[0], searchable(item.exchange)))
+                indexed.append((found[0], tip.cassette_id, searchable(item.exchange)))
         self._search.add(cursor, indexed)
         return _Tip(tip.cassette_id, head)
 
@@ -770,15 +784,15 @@ class Writer:
                     exchange.cassette,
                 )
         try:
-            with self._transaction() as cursor:
+            with self._transaction(exclusive=True) as cursor:
                 rows = []
                 for exchange, values in held:
+                    cassette_id = self._ids[exchange.cassette]
                     found = self._statements.exchange_id.first(
-                        cursor,
-                        {"cassette_id": self._ids[exchange.cassette], "seq": exchange.slot.seq},
+                        cursor, {"cassette_id": cassette_id, "seq": exchange.slot.seq}
                     )
                     if found is not None:
-                        rows.append((found[0], values))
+                        rows.append((found[0], cassette_id, values))
                 self._search.add(cursor, rows)
         except Exception as exc:
             self._search.forget()

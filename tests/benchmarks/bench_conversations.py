@@ -16,8 +16,8 @@ form the proxy would key it by (canonicalize) and a chat-completion answer, then
   (freezeframe before schema 6);
 * ``stored``: the ``stored_size`` of every blob, and ``per turn`` that divided by turns;
   ``db file``: the SQLite file after a checkpoint (no ``--url``);
-* ``read last``: opening the store afresh and reading the last exchange (the longest
-  chain of bases), median of ``--reads`` runs; ``depth``: the longest chain stored.
+* ``read last``: reading the last exchange (the longest chain of bases) from a store just
+  opened, so no body is cached, median of ``--reads`` runs; ``depth``: the longest chain.
 
 A script, not a test: it asserts nothing but that every body reads back as it was sent.
 """
@@ -134,10 +134,10 @@ def one_conversation(url: str, turns: int, reads: int, db_file: Path | None) -> 
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     timings = []
     for _ in range(reads):
-        started = time.perf_counter()
         with open_store(url, create=False) as store:
+            started = time.perf_counter()
             last = store.exchange(cassette, turns - 1)
-        timings.append(time.perf_counter() - started)
+            timings.append(time.perf_counter() - started)
         if last.request_body != bodies[-1]:
             raise SystemExit("the last request did not read back as it was sent")
     with open_store(url, create=False) as store:

@@ -8,7 +8,7 @@ or ``--profiler cprofile``, which sees only the event-loop thread)::
 It starts the benchmark's upstream and a freezeframe ``record`` proxy (pinned like in
 ``bench_proxy.py``), attaches ``py-spy record --nonblocking --threads`` once the proxy is
 healthy, sends the sequential ~20 KB chat-completion POSTs of ``bench_proxy.py`` over one
-connection, and stops. Then the same with the upstream down, in ``replay`` mode.
+connection (every body different, as in its workload (a)), and stops. Then the same with the upstream down, in ``replay`` mode.
 
 For each mode it prints, as a share of the proxy's busy samples (idle time excluded):
 
@@ -225,11 +225,12 @@ def drive(target_url: str, proxy_url: str, ctx_cas: list[Path], warmup: int, cou
     errors = 0
     latencies: list[float] = []
     with httpx.Client(proxy=proxy_url, verify=ctx, trust_env=False, timeout=15.0) as client:
-        for _ in range(warmup):
-            errors += not bp.post_chat(client, target_url)
-        for _ in range(count):
+        for n in range(warmup):
+            errors += not bp.post_chat(client, target_url, bp.unique_body(n))
+        for n in range(warmup, warmup + count):
+            body = bp.unique_body(n)
             t0 = time.perf_counter()
-            errors += not bp.post_chat(client, target_url)
+            errors += not bp.post_chat(client, target_url, body)
             latencies.append(time.perf_counter() - t0)
     p50 = bp.percentile(latencies, 50) * 1000
     return f"{count} requests, p50 {p50:.2f} ms, {errors} errors"

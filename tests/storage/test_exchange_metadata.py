@@ -299,3 +299,31 @@ def test_drift_is_noted_after_the_server_dropped_the_writers_connection(
         store.flush(WAIT)
         assert len(store.exchange("c", 0).drift) == 1
     assert not [r for r in caplog.records if "dropping" in r.getMessage()]
+
+
+def test_a_long_run_is_listed_a_page_at_a_time_and_counted_in_the_store(store: Store) -> None:
+    for n in range(7):
+        record(
+            store,
+            key=f"k{n}",
+            host="api.openai.com" if n % 2 else "tools.example",
+            outcome=Outcome.TRUNCATED if n == 3 else Outcome.COMPLETE,
+            started_at=1_700_000_000.0 + n,
+            duration=0.5,
+        )
+    store.flush(WAIT)
+    assert [s.seq for s in store.exchanges("c", offset=2, limit=3)] == [2, 3, 4]
+    assert [s.seq for s in store.exchanges("c", offset=6, limit=3)] == [6]
+    on_openai = ExchangeFilter(host="api.openai.com")
+    assert [s.seq for s in store.exchanges("c", on_openai, offset=1, limit=2)] == [3, 5]
+    assert store.exchanges("c")[1].first_byte_after is not None
+
+    overview = store.overview("c")
+    assert overview.exchanges == 7
+    assert overview.by_outcome == {"complete": 6, "truncated": 1}
+    assert overview.hosts == ("api.openai.com", "tools.example")
+    assert (overview.first_at, overview.last_end) == (1_700_000_000.0, 1_700_000_006.5)
+    assert (overview.drifted, overview.by_origin) == (0, {})
+    assert store.overview("c", on_openai).exchanges == 3
+    with pytest.raises(CassetteNotFound):
+        store.overview("nope")

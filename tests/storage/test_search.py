@@ -145,3 +145,24 @@ def test_a_compressed_bomb_is_not_indexed(coding: str) -> None:
     assert len(packed) < 1024 * 1024
     assert not decode(packed, (coding,)).whole
     assert decode(packed, (coding,), limit=len(bomb)).data == bomb
+
+
+def test_a_conversation_is_found_where_each_message_entered_it(store: Store) -> None:
+    """Every request of a conversation repeats its history: a message is listed at the
+    request that first carried it, in each cassette, and a tool's answer at every answer."""
+    history: list[dict[str, str]] = [{"role": "user", "content": "where is order ord_8821"}]
+    for turn in range(4):
+        body = json.dumps({"model": "gpt-4o", "messages": history}).encode()
+        record(store, "chat", request_body=body, response=plausible_response(body=TOOL_ANSWER))
+        history = [*history, {"role": "tool", "content": f"turn {turn} said ships tomorrow"}]
+    record(store, "other", request_body=body)
+
+    asked = store.search("where is order")
+    assert sorted((hit.cassette, hit.seq, hit.parts) for hit in asked) == [
+        ("chat", 0, ("request",)),
+        ("other", 0, ("request",)),
+    ]
+    assert [(hit.seq, hit.parts) for hit in store.search("turn 1 said", cassette="chat")] == [
+        (2, ("request",))
+    ]
+    assert sorted(hit.seq for hit in store.search("ord_8821", cassette="chat")) == [0, 1, 2, 3]

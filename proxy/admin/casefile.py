@@ -1,0 +1,388 @@
+"""The case file: the web pages of the admin port, each with its JSON twin.
+
+A page and its twin come from one view: the view builds the read model's document (the one
+``show --json`` and the admin API print, from ``evidence``), answers it as JSON when the URL
+ends in ``.json`` or the client asks for ``application/json`` only, and otherwise renders it
+with a Jinja2 template (autoescaped: recorded bytes are text, never markup). Store reads run
+in the thread pool, as the admin API's do, since the proxy shares the event loop.
+
+A cassette may be named ``x.json``: ``/cassettes/x.json`` is its page when it exists, and
+``/cassettes/x.json.json`` its twin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from addons.state import RuntimeState
+from canonicalize import KeyConfig, canonicalize
+from evidence import (
+    agent_steps,
+    cassette_document,
+    conversation_document,
+    conversation_of,
+    exchange_document,
+    miss_document,
+    search_document,
+    steps_document,
+    summary_document,
+)
+from evidence.compare import compare_runs, diff_document, read_run
+from evidence.requests import stored_view
+from proxy.admin import present
+from proxy.admin.guard import csrf_token
+from storage import (
+    CassetteNotFound,
+    Exchange,
+    ExchangeFilter,
+    ExchangeNotFound,
+    Outcome,
+    RecordedResponse,
+    Store,
+)
+from storage.encodings import decode_body
+from storage.names import InvalidCassetteName, validate_cassette_name
+
+HERE = Path(__file__).parent
+HTMX = "htmx-2.0.7.min.js"
+"""The vendored htmx (https://htmx.org, 0BSD: static/htmx-LICENSE.txt), pinned by its name."""
+PAGE_ROWS = 200
+"""Rows of a waterfall page; a long run is paged, so its page opens as fast as a short one."""
+EDIT_BYTES = present.PREVIEW_BYTES
+"""The largest answer the edit form holds: a page never carries more of a body than this."""
+POLL = "every 2s"
+"""How often a live list (cassettes, misses) asks again."""
+
+View = Callable[[Request], Awaitable[Response]]
+
+
+class NotHere(Exception):
+    """A page about something the store does not have; the message says what (404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a request names once ``.json`` is taken off, and whether it wants JSON."""
+
+    name: str
+    json: bool
+
+
+def templates() -> Environment:
+    environment = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.globals["htmx"] = HTMX
+    environment.globals["poll"] = POLL
+    environment.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
+    environment.filters["ms"] = lambda s: "-" if s is None else f"{float(s) * 1000:.0f} ms"
+    environment.filters["size"] = _size
+    environment.filters["when"] = _when
+    return environment
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> list[BaseRoute]:
+    """The pages, their twins, body downloads and the static files."""
+    environment = templates()
+
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        page = environment.get_template(template).render(
+            request=request,
+            csrf=csrf_token(request),
+            mode=state.mode.value,
+            default_cassette=state.cassette,
+            **context,
+        )
+        return HTMLResponse(page, status_code=status)
+
+    def page(
+        template: str, build: Callable[[Request, Asked], Awaitable[dict[str, Any]]], param: str = ""
+    ) -> View:
+        """A view answering ``build``'s ``document`` as JSON, or the page around it."""
+
+        async def view(request: Request) -> Response:
+            raw = request.path_params.get(param, "") if param else ""
+            try:
+                asked = await _asked(raw, request, param)
+                context = await build(request, asked)
+            except (NotHere, CassetteNotFound, ExchangeNotFound) as exc:
+                return _problem(request, asked_json(request, raw), 404, str(exc))
+            except (ValueError, InvalidCassetteName) as exc:
+                return _problem(request, asked_json(request, raw), 400, str(exc))
+            if asked.json:
+                return JSONResponse(context["document"])
+            return render(request, template, **context)
+
+        return view
+
+    def asked_json(request: Request, raw: str) -> bool:
+        return raw.endswith(".json") or request.url.path.endswith(".json") or wants_json(request)
+
+    def _problem(request: Request, as_json: bool, status: int, message: str) -> Response:
+        if as_json:
+            return JSONResponse({"error": message}, status_code=status)
+        return render(request, "problem.html", status=status, message=message)
+
+    async def _asked(raw: str, request: Request, param: str) -> Asked:
+        as_json = request.url.path.endswith(".json") or wants_json(request)
+        if param != "name" or not raw.endswith(".json"):
+            return Asked(raw, as_json)
+        if await run_in_threadpool(store.has_cassette, raw):
+            return Asked(raw, wants_json(request))
+        return Asked(raw.removesuffix(".json"), True)
+
+    def _seq(request: Request) -> tuple[int, bool]:
+        raw = request.path_params["seq"]
+        number = raw.removesuffix(".json")
+        if not number.isdigit():
+            raise NotHere(f"no exchange {raw!r}: an exchange is named by its seq, a number")
+        return int(number), raw.endswith(".json") or wants_json(request)
+
+    async def cassettes_page(request: Request, asked: Asked) -> dict[str, Any]:
+        query = request.query_params
+        where = ExchangeFilter.parse(
+            _given(query.get("run_id")), _given(query.get("model")), _given(query.get("status"))
+        )
+        rows = await run_in_threadpool(store.cassettes, where)
+        return {
+            "document": [cassette_document(row) for row in rows],
+            "rows": rows,
+            "filters": {k: query.get(k, "") for k in ("run_id", "model", "status")},
+        }
+
+    async def run_page(request: Request, asked: Asked) -> dict[str, Any]:
+        name = validate_cassette_name(asked.name)
+        query = request.query_params
+        status, outcome = _given(query.get("status")), _given(query.get("outcome"))
+        if status and outcome:
+            raise ValueError("filter by a status or by an outcome, not both")
+        where = ExchangeFilter.parse(
+            _given(query.get("run_id")),
+            _given(query.get("model")),
+            status or outcome,
+            _given(query.get("host")),
+        )
+        if asked.json:
+            rows = await run_in_threadpool(store.exchanges, name, where)
+            return {"document": [summary_document(row) for row in rows]}
+        overview = await run_in_threadpool(store.overview, name, where)
+        whole = overview if where is None else await run_in_threadpool(store.overview, name)
+        pages = max((overview.exchanges + PAGE_ROWS - 1) // PAGE_ROWS, 1)
+        number = min(max(_int(query.get("page"), 1), 1), pages)
+        shown = await run_in_threadpool(
+            lambda: store.exchanges(name, where, offset=(number - 1) * PAGE_ROWS, limit=PAGE_ROWS)
+        )
+        span = (overview.first_at or 0.0, overview.last_end or 1.0)
+        return {
+            "name": name,
+            "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
+            "figures": overview,
+            "hosts": whole.hosts,
+            "outcomes": [o.value for o in Outcome],
+            "filters": {
+                k: query.get(k, "")
+                for k in ("run_id", "model", "status", "host", "outcome", "group")
+            },
+            "page": number,
+            "pages": pages,
+            "page_link": lambda n: "?" + urlencode({**dict(query), "page": str(n)}),
+            "tally": state.tally.document(),
+        }
+
+    async def steps_page(request: Request, asked: Asked) -> dict[str, Any]:
+        name = validate_cassette_name(asked.name)
+        exchanges = await run_in_threadpool(_whole_run, store, name)
+        document = steps_document(await run_in_threadpool(agent_steps, exchanges))
+        return {"document": document, "name": name}
+
+    async def misses_page(request: Request, asked: Asked) -> dict[str, Any]:
+        name = validate_cassette_name(asked.name)
+        found = await run_in_threadpool(store.misses, name)
+        return {"document": [miss_document(miss) for miss in found], "name": name}
+
+    async def exchange_view(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            validate_cassette_name(name)
+            seq, as_json = _seq(request)
+            found = await run_in_threadpool(store.exchange, name, seq)
+        except (NotHere, CassetteNotFound, ExchangeNotFound) as exc:
+            return _problem(request, asked_json(request, request.path_params["seq"]), 404, str(exc))
+        except InvalidCassetteName as exc:
+            return _problem(request, wants_json(request), 400, str(exc))
+        document = exchange_document(found)
+        if as_json:
+            return JSONResponse(document)
+        context = await run_in_threadpool(_exchange_context, store, found, config)
+        return render(request, "exchange.html", document=document, name=name, **context)
+
+    async def body_download(request: Request) -> Response:
+        name, side = request.path_params["name"], request.path_params["side"]
+        try:
+            validate_cassette_name(name)
+            seq, _ = _seq(request)
+            found = await run_in_threadpool(store.exchange, name, seq)
+        except (NotHere, CassetteNotFound, ExchangeNotFound, InvalidCassetteName) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        if side not in ("request", "response"):
+            problem = f"no body {side!r}: request or response"
+            return JSONResponse({"error": problem}, status_code=404)
+        if side == "request":
+            data, ref = found.request_body, found.request_body_ref
+        elif found.response is not None:
+            data, ref = found.response.body, found.response.body_ref
+        else:
+            return JSONResponse({"error": f"{name}#{seq} has no answer"}, status_code=404)
+        headers = {
+            "content-disposition": f'attachment; filename="{name}-{seq}-{side}.bin"',
+        }
+        if ref is None:
+            return Response(data, media_type="application/octet-stream", headers=headers)
+        headers["content-length"] = str(ref.size)
+        return StreamingResponse(
+            iterate_in_threadpool(store.read_blob(ref)),
+            media_type="application/octet-stream",
+            headers=headers,
+        )
+
+    async def search_page(request: Request, asked: Asked) -> dict[str, Any]:
+        query = request.query_params.get("q", "")
+        cassette = request.query_params.get("cassette") or None
+        hits = await run_in_threadpool(store.search, query, cassette) if query else []
+        return {
+            "document": [search_document(hit) for hit in hits],
+            "q": query,
+            "cassette": cassette or "",
+        }
+
+    async def compare_page(request: Request, asked: Asked) -> dict[str, Any]:
+        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        if not a or not b:
+            if asked.json:
+                raise ValueError("compare needs ?a=RUN&b=RUN (CASSETTE or CASSETTE@RUN_ID)")
+            names = await run_in_threadpool(store.cassette_names)
+            return {"document": None, "a": a, "b": b, "names": names}
+        left = await run_in_threadpool(read_run, store, a)
+        right = await run_in_threadpool(read_run, store, b)
+        document = diff_document(await run_in_threadpool(compare_runs, a, left, b, right))
+        names = await run_in_threadpool(store.cassette_names)
+        return {"document": document, "a": a, "b": b, "names": names}
+
+    return [
+        Route("/cassettes", page("cassettes.html", cassettes_page)),
+        Route("/cassettes.json", page("cassettes.html", cassettes_page)),
+        Route("/cassettes/{name}/steps", page("steps.html", steps_page, "name")),
+        Route("/cassettes/{name}/steps.json", page("steps.html", steps_page, "name")),
+        Route("/cassettes/{name}/misses", page("misses.html", misses_page, "name")),
+        Route("/cassettes/{name}/misses.json", page("misses.html", misses_page, "name")),
+        Route("/cassettes/{name}/{seq}/body/{side:str}", body_download),
+        Route("/cassettes/{name}/{seq}", exchange_view),
+        Route("/cassettes/{name}", page("run.html", run_page, "name")),
+        Route("/search", page("search.html", search_page)),
+        Route("/search.json", page("search.html", search_page)),
+        Route("/compare", page("compare.html", compare_page)),
+        Route("/compare.json", page("compare.html", compare_page)),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+
+def _given(text: str | None) -> str | None:
+    """A form's field as a filter: an empty field asks for nothing."""
+    return text.strip() or None if text is not None else None
+
+
+def _int(text: str | None, default: int) -> int:
+    return int(text) if text is not None and text.isdigit() else default
+
+
+def _groups(rows: list[present.Row], by_run: bool) -> list[tuple[str | None, list[present.Row]]]:
+    """The rows under one heading, or under one per run id (in order of first appearance)."""
+    if not by_run:
+        return [(None, rows)]
+    groups: dict[str, list[present.Row]] = {}
+    for row in rows:
+        groups.setdefault(row.summary.context.get("run-id", "(no run id)"), []).append(row)
+    return list(groups.items())
+
+
+def _whole_run(store: Store, name: str) -> list[Exchange]:
+    return [store.exchange(name, row.seq) for row in store.exchanges(name)]
+
+
+def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> dict[str, Any]:
+    """What the exchange page shows beside the document: the conversation, body previews,
+    the stream chart; bodies kept in the store are read only as far as a preview goes."""
+    conversation = conversation_of(exchange)
+    response = exchange.response
+    chart = None
+    if response is not None:
+        size = response.body_ref.size if response.body_ref is not None else len(response.body)
+        chart = present.stream_chart([[c.offset, c.at] for c in response.chunks], size)
+    content_type = ""
+    if response is not None:
+        content_type = next(
+            (v.decode("latin-1") for n, v in response.headers if n.lower() == b"content-type"), ""
+        )
+    return {
+        "conversation": None if conversation is None else conversation_document(conversation),
+        "request_preview": present.preview(store, exchange.request_body, exchange.request_body_ref),
+        "response_preview": None
+        if response is None
+        else present.preview(store, response.body, response.body_ref),
+        "chart": chart,
+        "json_answer": "json" in content_type.lower(),
+        "editable": response is not None and response.body_ref is None,
+        "edit_body": _editable_text(response),
+        "stripped": canonicalize(stored_view(exchange), config).stripped,
+    }
+
+
+def _editable_text(response: RecordedResponse | None) -> str:
+    """The answer's body, decoded, for the edit form: when it is text and not too long."""
+    if response is None or response.body_ref is not None:
+        return ""
+    found = decode_body(response.body, response.headers)
+    if not found.whole or len(found.data) > EDIT_BYTES:
+        return ""
+    try:
+        return found.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""

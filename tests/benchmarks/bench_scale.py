@@ -1,0 +1,257 @@
+"""A big store: replay start-up, lookups, ``ls`` and a run's listing as the store grows.
+
+    .venv/bin/python tests/benchmarks/bench_scale.py                       # 1,000 and 20,000
+    .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000 1000000  # a long while
+    .venv/bin/python tests/benchmarks/bench_scale.py --sizes 20000 --mitmdump
+
+For each size N, a SQLite store is filled through the store's own API (``submit``) with N
+exchanges in runs of 1,000 (one cassette each, every body different), the last run being
+the one measured, then:
+
+* ``replay start``: ``freezeframe run --mode replay`` on that store, from the process's
+  start until ``/health`` answers, and the proxy's resident memory then (median of three);
+  with ``--mitmdump``, ``mitmdump -S`` on a flow file of the same N exchanges, until its port
+  accepts (mitmproxy loads every flow before it listens);
+* ``lookup``: ``Store.lookup`` of each of the measured run's exchanges, from a store just
+  opened (every answer read for the first time), per lookup;
+* ``ls``: ``Store.cassettes()``, the listing of every cassette with counts and sizes;
+* ``run view``: ``Store.exchanges(run)``, the rows of one run's waterfall.
+
+A script, not a test: it asserts nothing but that every lookup finds its recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+from storage import (  # noqa: E402
+    Chunk,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    Store,
+    open_store,
+)
+
+RUN = 1_000
+START_TIMEOUT = 120.0
+
+
+def exchange(store: Store, cassette: str, n: int) -> NewExchange:
+    """The ``n``-th exchange: a small chat request and answer, both unlike any other."""
+    key = f"{n:064x}"
+    request = json.dumps(
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"step {n}"}]}
+    ).encode()
+    answer = json.dumps(
+        {"id": f"chatcmpl-{n}", "object": "chat.completion", "choices": [{"index": 0}]}
+    ).encode()
+    return NewExchange(
+        cassette=cassette,
+        key=key,
+        key_scheme=1,
+        canonical=b"POST /v1/chat/completions " + key.encode(),
+        method="POST",
+        scheme="https",
+        host="api.openai.com",
+        port=443,
+        path="/v1/chat/completions",
+        http_version="HTTP/1.1",
+        request_headers=((b"content-type", b"application/json"),),
+        request_body=request,
+        started_at=1_700_000_000.0 + n,
+        duration=0.2,
+        response=RecordedResponse(
+            status=200,
+            reason="OK",
+            http_version="HTTP/1.1",
+            headers=((b"content-type", b"application/json"),),
+            body=answer,
+            chunks=(Chunk(0, 0.1),),
+            first_byte_at=0.1,
+        ),
+        outcome=Outcome.COMPLETE,
+        error=None,
+        context={"run-id": cassette},
+        slot=store.reserve(cassette, key),
+    )
+
+
+def fill(url: str, size: int) -> str:
+    """N exchanges in runs of RUN; the name of the last run."""
+    cassette = ""
+    with open_store(url) as store:
+        for n in range(size):
+            if n % RUN == 0:
+                cassette = f"run-{n // RUN:06d}"
+            store.submit(exchange(store, cassette, n))
+            if n % 5_000 == 4_999:
+                store.flush(600)
+        store.flush(600)
+    return cassette
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def started(cmd: list[str], ready: str, port: int) -> tuple[float, float]:
+    """Seconds from spawning ``cmd`` until ``ready`` (a URL, or "port") answers, and the
+    process's resident MB then."""
+    log = tempfile.TemporaryFile()
+    began = time.perf_counter()
+    child = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
+    try:
+        deadline = began + START_TIMEOUT
+        while time.perf_counter() < deadline:
+            if child.poll() is not None:
+                log.seek(0)
+                said = log.read().decode(errors="replace")[-2000:]
+                raise SystemExit(f"{cmd[0]} exited with {child.returncode}:\n{said}")
+            if _answers(ready, port):
+                seconds = time.perf_counter() - began
+                return seconds, psutil.Process(child.pid).memory_info().rss / 2**20
+            time.sleep(0.01)
+        raise SystemExit(f"{cmd[0]} did not start within {START_TIMEOUT:.0f} s")
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait(10)
+        log.close()
+
+
+def _answers(ready: str, port: int) -> bool:
+    if ready == "port":
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+    try:
+        return httpx.get(ready, timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def replay_start(data_dir: Path, cassette: str) -> tuple[float, float]:
+    runs = []
+    for _ in range(3):
+        admin = free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "cli",
+            "run",
+            "--mode",
+            "replay",
+            "--cassette",
+            cassette,
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--admin",
+            f"127.0.0.1:{admin}",
+        ]
+        runs.append(started(cmd, f"http://127.0.0.1:{admin}/health", admin))
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def mitmdump_start(tmp: Path, size: int) -> tuple[float, float]:
+    from mitmproxy import io as mitm_io
+    from mitmproxy.test import tflow
+
+    flows = tmp / "flows"
+    with flows.open("wb") as file:
+        writer = mitm_io.FlowWriter(file)
+        for n in range(size):
+            flow = tflow.tflow(resp=True)
+            flow.request.content = f'{{"messages": "step {n}"}}'.encode()
+            assert flow.response is not None
+            flow.response.content = f'{{"id": "chatcmpl-{n}"}}'.encode()
+            writer.add(flow)
+    port = free_port()
+    mitmdump = str(Path(sys.executable).parent / "mitmdump")
+    cmd = [mitmdump, "-q", "-p", str(port), "--listen-host", "127.0.0.1", "-S", str(flows)]
+    return started(cmd, "port", port)
+
+
+def measure(size: int, mitmdump: bool) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="freezeframe-scale-") as tmp:
+        data_dir = Path(tmp)
+        url = f"sqlite:///{data_dir / 'freezeframe.db'}"
+        began = time.perf_counter()
+        run = fill(url, size)
+        result: dict[str, float] = {"exchanges": size, "fill_s": time.perf_counter() - began}
+        with open_store(url, create=False) as store:
+            keys = [(e.key, e.occurrence) for e in store.exchanges(run)]
+        with open_store(url, create=False) as store:
+            began = time.perf_counter()
+            for key, occurrence in keys:
+                if store.lookup(run, key, occurrence) is None:
+                    raise SystemExit(f"no recording for {key} in {run}")
+            result["lookup_ms"] = (time.perf_counter() - began) / len(keys) * 1000
+            began = time.perf_counter()
+            listed = store.cassettes()
+            result["ls_ms"] = (time.perf_counter() - began) * 1000
+            result["cassettes"] = len(listed)
+            began = time.perf_counter()
+            store.exchanges(run)
+            result["run_view_ms"] = (time.perf_counter() - began) * 1000
+        result["db_mb"] = (data_dir / "freezeframe.db").stat().st_size / 2**20
+        result["replay_start_s"], result["replay_rss_mb"] = replay_start(data_dir, run)
+        if mitmdump:
+            result["mitmdump_start_s"], result["mitmdump_rss_mb"] = mitmdump_start(data_dir, size)
+        return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 20_000])
+    parser.add_argument("--mitmdump", action="store_true", help="also time mitmdump -S")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    results = []
+    print(
+        f"{'exchanges':>10} {'fill s':>7} {'db MB':>7} {'replay start':>12} {'rss MB':>7} "
+        f"{'lookup':>9} {'ls':>9} {'run view':>9} {'mitmdump -S start':>18}"
+    )
+    for size in args.sizes:
+        result = measure(size, args.mitmdump)
+        results.append(result)
+        mitm = (
+            f"{result['mitmdump_start_s']:.2f} s {result['mitmdump_rss_mb']:.0f} MB"
+            if "mitmdump_start_s" in result
+            else "-"
+        )
+        print(
+            f"{size:>10,} {result['fill_s']:>7.0f} {result['db_mb']:>7.1f} "
+            f"{result['replay_start_s']:>10.2f} s {result['replay_rss_mb']:>7.0f} "
+            f"{result['lookup_ms']:>7.2f}ms {result['ls_ms']:>7.1f}ms "
+            f"{result['run_view_ms']:>7.1f}ms {mitm:>18}",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,38 @@
+"""A real browser for the case file's tests: Debian's chromium driven by Playwright.
+
+Playwright's own browser download cannot be reached here (nor in CI), so the tests launch the
+system's ``/usr/bin/chromium`` (``apt-get install chromium``, done by ``.ci/run``) through
+``executable_path``, and skip, saying why, where it is missing. A test that fails leaves a
+screenshot of its page under ``test-artifacts/casefile/`` (see ``screenshot_on_failure``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+PHASE_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+"""Each phase's report of a test, kept by tests/conftest.py's makereport hook."""
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parents[2] / "test-artifacts" / "casefile"
+
+
+def chromium_or_skip() -> str:
+    found = shutil.which(CHROMIUM) or shutil.which("chromium")
+    if found is None:
+        pytest.skip("no chromium: apt-get install chromium (as .ci/run does)")
+    return found
+
+
+def failed(item: pytest.Item) -> bool:
+    reports = item.stash.get(PHASE_REPORTS, {})
+    return any(report.failed for report in reports.values())
+
+
+def artifact_path(item: pytest.Item) -> Path:
+    """Where a failing test's screenshot goes: one file per test, named after it."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / (re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name) + ".png")
