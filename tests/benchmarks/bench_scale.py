@@ -39,17 +39,13 @@ import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
+for path in (ROOT, ROOT / "tests"):
+    if str(path) not in sys.path:
+        sys.path.append(str(path))
 
-from storage import (  # noqa: E402
-    Chunk,
-    NewExchange,
-    Outcome,
-    RecordedResponse,
-    Store,
-    open_store,
-)
+from support.exchanges import plausible_exchange, plausible_response  # noqa: E402
+
+from storage import NewExchange, Store, open_store  # noqa: E402
 
 RUN = 1_000
 START_TIMEOUT = 120.0
@@ -58,40 +54,16 @@ START_TIMEOUT = 120.0
 def exchange(store: Store, cassette: str, n: int) -> NewExchange:
     """The ``n``-th exchange: a small chat request and answer, both unlike any other."""
     key = f"{n:064x}"
-    request = json.dumps(
-        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"step {n}"}]}
-    ).encode()
-    answer = json.dumps(
-        {"id": f"chatcmpl-{n}", "object": "chat.completion", "choices": [{"index": 0}]}
-    ).encode()
-    return NewExchange(
+    request = json.dumps({"model": "gpt-4o-mini", "messages": [{"content": f"step {n}"}]})
+    answer = json.dumps({"id": f"chatcmpl-{n}", "object": "chat.completion"})
+    return plausible_exchange(
+        store.reserve(cassette, key),
         cassette=cassette,
         key=key,
-        key_scheme=1,
-        canonical=b"POST /v1/chat/completions " + key.encode(),
-        method="POST",
-        scheme="https",
-        host="api.openai.com",
-        port=443,
-        path="/v1/chat/completions",
-        http_version="HTTP/1.1",
-        request_headers=((b"content-type", b"application/json"),),
-        request_body=request,
+        request_body=request.encode(),
         started_at=1_700_000_000.0 + n,
-        duration=0.2,
-        response=RecordedResponse(
-            status=200,
-            reason="OK",
-            http_version="HTTP/1.1",
-            headers=((b"content-type", b"application/json"),),
-            body=answer,
-            chunks=(Chunk(0, 0.1),),
-            first_byte_at=0.1,
-        ),
-        outcome=Outcome.COMPLETE,
-        error=None,
+        response=plausible_response(body=answer.encode()),
         context={"run-id": cassette},
-        slot=store.reserve(cassette, key),
     )
 
 
