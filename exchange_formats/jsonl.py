@@ -2,23 +2,26 @@
 
 Keys are sorted and nothing in a line depends on when it was exported, so exporting a
 cassette twice gives the same file and a cassette kept in git diffs line by line. A body the
-store keeps out of memory is written into its line piece by piece, never held whole; reading
-a line back holds that line. ``schema/jsonl.schema.json`` describes every line.
+store keeps out of memory is written into its line piece by piece, never held whole, and a
+line too long to hold is read back in pieces (exchange_formats.longlines).
+``schema/jsonl.schema.json`` describes every line.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from exchange_formats.errors import FormatError
+from exchange_formats.longlines import SPOOL_ABOVE, read_long_line
 from exchange_formats.portable import (
     FORMAT_VERSION,
     BodyReader,
     DocumentError,
     Reading,
+    Spooled,
     bytes_document,
     exchange_document,
     ref_document,
@@ -102,15 +105,31 @@ def _header(path: Path, line: bytes) -> str:
 
 
 def _exchanges(path: Path, source: IO[bytes], cassette: str) -> Iterator[Imported]:
+    """Each line's exchange; a line longer than SPOOL_ABOVE is read in pieces, its long
+    strings spooled (exchange_formats.longlines), and the spools deleted once the store has
+    taken the exchange."""
     with source:
-        for number, line in enumerate(source, start=2):
-            if not line.strip():
+        number = 1
+        while first := source.readline(SPOOL_ABOVE):
+            number += 1
+            if first.endswith(b"\n") or len(first) < SPOOL_ABOVE:
+                if first.strip():
+                    yield read_line(path, number, first, cassette, None)
                 continue
-            yield read_line(path, number, line, cassette, None)
+            line = read_long_line(source, first)
+            try:
+                yield read_line(path, number, bytes(line.skeleton), cassette, None, line.spooled)
+            finally:
+                line.close()
 
 
 def read_line(
-    path: Path, number: int, line: bytes, cassette: str, bodies: BodyReader | None
+    path: Path,
+    number: int,
+    line: bytes,
+    cassette: str,
+    bodies: BodyReader | None,
+    spooled: Mapping[str, Spooled] | None = None,
 ) -> Imported:
     """One exchange line, as the record to import; FormatError names what is wrong."""
     where = f"line {number}"
@@ -120,7 +139,11 @@ def read_line(
         document = json.loads(line)
     except ValueError as exc:
         raise FormatError(path, where, f"not JSON: {exc}") from None
+
+    def locate(error: DocumentError) -> FormatError:
+        return FormatError(path, f"{where}: {error.where}", error.what)
+
     try:
-        return Reading(document, "$", bodies).imported(cassette)
+        return Reading(document, "$", bodies, spooled, locate).imported(cassette)
     except DocumentError as exc:
-        raise FormatError(path, f"{where}: {exc.where}", exc.what) from None
+        raise locate(exc) from None
