@@ -577,6 +577,9 @@ def test_otel_spans_follow_the_gen_ai_conventions_under_the_agents_trace(
     assert seen["gen_ai.response.finish_reasons"] == ["tool_calls"]
     assert seen["gen_ai.usage.input_tokens"] > 0
     assert json.loads(seen["gen_ai.input.messages"])[0]["role"] == "user"
+    (output,) = json.loads(seen["gen_ai.output.messages"])
+    assert output["finish_reason"] == "tool_call"
+    assert [part["name"] for part in output["parts"]] == ["get_weather"]
     (tool,) = [s for s in spans if attributes(s).get("gen_ai.operation.name") == "execute_tool"]
     assert tool.name == "execute_tool get_weather"
     assert (tool.trace_id, tool.parent_span_id) == (first.trace_id, first.span_id)
