@@ -116,8 +116,16 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
     with open(path, "rb") as probe:
         start = probe.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
     if start.startswith(b"PK"):
-        name, items, total = read_bundle(path, cassette)
-        return Opened("bundle", name, items, total)
+        name, items, total, signed_by = read_bundle(path, cassette)
+        signer = (
+            []
+            if signed_by is None
+            else [
+                f"signed by {signed_by}: check that it is a key you trust with "
+                "freezeframe verify --bundle FILE --trust NAME.pub"
+            ]
+        )
+        return Opened("bundle", name, items, total, signer)
     if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
         name, items = read_jsonl(path, cassette)
         return Opened("jsonl", name, items, None)

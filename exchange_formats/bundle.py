@@ -372,21 +372,24 @@ def _body_refs(path: Path, number: int, line: bytes) -> Iterator[tuple[BlobRef, 
         raise FormatError(path, f"{EXCHANGES}: line {number}", "not an exchange document") from None
 
 
-def read_bundle(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported], int]:
+def read_bundle(
+    path: Path, cassette: str | None
+) -> tuple[str, Iterator[Imported], int, str | None]:
     """The cassette to import into (``cassette`` or the bundle's), its exchanges, read
-    lazily and checked against the manifest as they are read, and how many there are. A
-    signed manifest must verify against the key it names (checking that key against one the
-    user trusts is verify --bundle's job)."""
+    lazily and checked against the manifest as they are read, how many there are, and the
+    fingerprint of the key that signed it (None: unsigned). A signed manifest must verify
+    against the key it names; checking that key against one the user trusts is
+    verify --bundle's job."""
     bundle = Bundle(path)
     try:
-        _check_signature(bundle, None)
+        signed_by, _ = _check_signature(bundle, None)
         bundle.check_root()
         bundle.check_rules()
     except BaseException:
         bundle.close()
         raise
     name = cassette or str(bundle.manifest["cassette"])
-    return name, _imported(bundle, name), len(bundle.entries)
+    return name, _imported(bundle, name), len(bundle.entries), signed_by
 
 
 def _imported(bundle: Bundle, cassette: str) -> Iterator[Imported]:
