@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -10,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.exchanges import plausible_exchange
+from support.exchanges import plausible_exchange, plausible_response
 
 from exchange_formats import FormatError, Keeper, export_cassette, open_import
-from storage import Imported, Slot, Store, open_store
+from storage import Edit, Imported, Slot, Store, open_store
 
 
 def no_keeper(cassette: str) -> Keeper:
@@ -84,3 +85,24 @@ def test_ctrl_c_during_an_import_rolls_it_back(store: Store) -> None:
     store.submit(plausible_exchange(store.reserve("after", "k"), cassette="after"))
     store.flush(10)
     assert len(store.exchanges("after")) == 1
+
+
+def test_an_edited_fork_keeps_its_provenance_and_drift_through_jsonl(
+    store: Store, tmp_path: Path
+) -> None:
+    answer = plausible_response(body=b'{"edited": true}')
+    store.fork("c", "what-if", edits={1: Edit(answer, {}, ("response body replaced",))})
+    store.note_drift("what-if", 2, ["body:$.user"], {"run-id": "r2"})
+    store.flush(10)
+    path = tmp_path / "what-if.jsonl"
+    export_cassette(store, "what-if", path, "jsonl")
+    import_(store, path, "what-if-copy")
+
+    for seq in range(3):
+        original = store.exchange("what-if", seq)
+        copy = store.exchange("what-if-copy", seq)
+        assert dataclasses.replace(copy, cassette="what-if", chain=original.chain) == original
+    edited = store.exchange("what-if-copy", 1).origin
+    assert edited is not None and (edited.kind, edited.cassette, edited.seq) == ("edited", "c", 1)
+    assert edited.changes == ("response body replaced",)
+    assert store.verify("what-if-copy").ok
