@@ -24,10 +24,12 @@ from exchange_formats.portable import (
     Spooled,
     bytes_document,
     exchange_document,
+    origin_document,
+    read_origin,
     ref_document,
 )
 from exchange_formats.streaming import Streamed
-from storage import BlobRef, Exchange, Imported, Store
+from storage import BlobRef, Exchange, ForkOrigin, Imported, Store
 
 FORMAT = "freezeframe.jsonl"
 
@@ -35,8 +37,12 @@ Progress = Callable[[int], None]
 """Told how many more exchanges are done."""
 
 
-def header(cassette: str) -> dict[str, Any]:
-    return {"cassette": cassette, "format": FORMAT, "format_version": FORMAT_VERSION}
+def header(cassette: str, origin: ForkOrigin | None) -> dict[str, Any]:
+    """The first line: the format, and the cassette with, for a fork, what it came from."""
+    found = {"cassette": cassette, "format": FORMAT, "format_version": FORMAT_VERSION}
+    if origin is not None:
+        found["origin"] = origin_document(origin)
+    return found
 
 
 def dumps(document: object) -> str:
@@ -46,7 +52,7 @@ def dumps(document: object) -> str:
 
 def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress) -> int:
     """Write the cassette to ``out``; returns how many exchanges were written."""
-    out.write(dumps(header(cassette)).encode("utf-8") + b"\n")
+    out.write(dumps(header(cassette, store.fork_origin(cassette))).encode("utf-8") + b"\n")
     count = 0
     for summary in store.exchanges(cassette):
         write_exchange(store, store.exchange(cassette, summary.seq), out)
@@ -69,21 +75,24 @@ def write_exchange(store: Store, exchange: Exchange, out: IO[bytes]) -> None:
     out.write(b"\n")
 
 
-def read_jsonl(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported]]:
-    """The cassette name to import into (``cassette`` or the one the file names) and its
-    exchanges, read lazily. Raises FormatError naming the file, the line and the field."""
+def read_jsonl(
+    path: Path, cassette: str | None
+) -> tuple[str, Iterator[Imported], ForkOrigin | None]:
+    """The cassette name to import into (``cassette`` or the one the file names), its
+    exchanges, read lazily, and what it was forked from. Raises FormatError naming the file,
+    the line and the field."""
     source = open(path, "rb")  # noqa: SIM115 - closed by the generator below
     try:
         first = source.readline()
-        found = _header(path, first)
+        found, origin = _header(path, first)
     except BaseException:
         source.close()
         raise
     name = cassette or found
-    return name, _exchanges(path, source, name)
+    return name, _exchanges(path, source, name), origin
 
 
-def _header(path: Path, line: bytes) -> str:
+def _header(path: Path, line: bytes) -> tuple[str, ForkOrigin | None]:
     try:
         document = json.loads(line)
     except ValueError:
@@ -101,7 +110,10 @@ def _header(path: Path, line: bytes) -> str:
     name = document.get("cassette")
     if not isinstance(name, str):
         raise FormatError(path, "line 1", "$.cassette: expected a string")
-    return name
+    try:
+        return name, read_origin(document.get("origin"))
+    except DocumentError as exc:
+        raise FormatError(path, f"line 1: {exc.where}", exc.what) from None
 
 
 def _exchanges(path: Path, source: IO[bytes], cassette: str) -> Iterator[Imported]:

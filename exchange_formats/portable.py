@@ -21,6 +21,7 @@ from storage import (
     Chunk,
     Drift,
     Exchange,
+    ForkOrigin,
     Header,
     Imported,
     Message,
@@ -56,6 +57,25 @@ class DocumentError(ValueError):
         super().__init__(f"{where}: {what}")
         self.where = where
         self.what = what
+
+
+def origin_document(origin: ForkOrigin) -> dict[str, Any]:
+    """What a forked cassette was forked from, as an export's header or manifest says it."""
+    return {"cassette": origin.cassette, "upto": origin.upto, "head": origin.head}
+
+
+def read_origin(found: object) -> ForkOrigin | None:
+    """An origin document back as the record; None for null. Raises DocumentError."""
+    if found is None:
+        return None
+    if (
+        not isinstance(found, dict)
+        or not isinstance(found.get("cassette"), str)
+        or not isinstance(found.get("head"), str)
+        or not isinstance(found.get("upto"), int | type(None))
+    ):
+        raise DocumentError("$.origin", "expected {cassette, upto, head}")
+    return ForkOrigin(found["cassette"], found["upto"], found["head"])
 
 
 def bytes_document(data: bytes) -> dict[str, Any]:
