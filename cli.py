@@ -13,9 +13,11 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import secrets
 import ssl
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -45,7 +47,8 @@ from evidence.editing import AnswerEdit, Assignment, edited
 from evidence.inert import inert
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
-from proxy.command import CAPTURES, Confinement, run_command
+from proxy.clock import Clock, FakedClock, library
+from proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
 from proxy.discovery import (
     NoProxyFound,
     Trust,
@@ -310,6 +313,17 @@ _RUN_OPTIONS = [
         metavar="DURATION",
     ),
     _setting(
+        "--perturb",
+        "In replay, perturb recorded answers: KIND[=ARG][@HOST[/PATH-GLOB]][:P],… "
+        "(see the README's Fuzzing section).",
+        metavar="SPEC",
+    ),
+    _setting(
+        "--seed",
+        "Seed of --perturb's rolls  [default: drawn at start and logged]",
+        metavar="N",
+    ),
+    _setting(
         "--replay-session",
         "Count replay positions in the store under NAME, shared by replicas replaying together.",
         metavar="NAME",
@@ -356,6 +370,21 @@ def run(**options: Any) -> None:
     envvar="FREEZEFRAME_ISOLATE",
     default=None,
 )
+@_setting(
+    "--clock",
+    "Run COMMAND under libfaketime from this time: recorded (the cassette's first request) "
+    "or ISO 8601, e.g. 2024-02-29T23:59:30Z.",
+    metavar="recorded|TIME",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run COMMAND this many times, run i with seed S+i; then a table of what was "
+    "perturbed in each run and its exit status.",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --runs: one JSON document on stdout.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
 def exec_(
@@ -363,6 +392,9 @@ def exec_(
     proxy_url: str | None,
     capture: str | None,
     isolate: bool | None,
+    clock: str | None,
+    runs: int,
+    as_json: bool,
     **options: Any,
 ) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
@@ -377,12 +409,25 @@ def exec_(
     Example:
         freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
         sudo freezeframe exec --capture transparent --cassette bug-8821 -- node agent.js
+        freezeframe exec --mode replay --cassette bug-8821 --clock recorded -- python agent.py
+        freezeframe exec --mode replay --cassette bug-8821 --runs 20 \\
+            --perturb '429@api.openai.com/v1/*:0.3,reset@tools.local:0.1' -- python agent.py
     """
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
+    faked = _faked_clock(clock, options) if clock else None
+    if runs > 1 or as_json:
+        if proxy_url is not None:
+            raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
+        settings = settings_module.build(**options)
+        sys.exit(_repeat(command, settings, runs, confinement, faked, as_json))
     if proxy_url is None:
         settings = settings_module.build(**options)
-        sys.exit(asyncio.run(run_command(command, settings=settings, confinement=confinement)))
+        sys.exit(
+            asyncio.run(
+                run_command(command, settings=settings, confinement=confinement, clock=faked)
+            )
+        )
     explicit = Path(options["data_dir"]).expanduser() if _explicit("data_dir") else None
 
     def trust_of() -> Trust:
@@ -391,9 +436,91 @@ def exec_(
 
     sys.exit(
         asyncio.run(
-            run_command(command, proxy_url=proxy_url, trust_of=trust_of, confinement=confinement)
+            run_command(
+                command,
+                proxy_url=proxy_url,
+                trust_of=trust_of,
+                confinement=confinement,
+                clock=faked,
+            )
         )
     )
+
+
+def _repeat(
+    command: Sequence[str],
+    settings: settings_module.Settings,
+    runs: int,
+    confinement: Confinement,
+    clock: FakedClock | None,
+    as_json: bool,
+) -> int:
+    """``exec --runs``: 0 when every run exited 0, else 1. With ``--json`` the command's
+    output goes to stderr, so that stdout is the one JSON document."""
+    stdout = os.dup(1) if as_json else None
+    if stdout is not None:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    try:
+        done = asyncio.run(
+            run_repeatedly(command, settings, runs, confinement=confinement, clock=clock)
+        )
+    finally:
+        if stdout is not None:
+            os.dup2(stdout, 1)
+            os.close(stdout)
+    if as_json:
+        _emit_json({"runs": [_run_document(run) for run in done]})
+    else:
+        _print_runs(done)
+    return 0 if all(run.status == 0 for run in done) else 1
+
+
+def _run_document(run: Run) -> dict[str, Any]:
+    return {
+        "run": run.number,
+        "seed": run.seed,
+        "exit": run.status,
+        "record_into": run.record_into,
+        "perturbed": [
+            {
+                "perturbation": event.perturbed,
+                "request": f"{event.method} {event.url}",
+                "recording": f"{event.cassette}#{event.seq}",
+            }
+            for event in run.perturbed
+        ],
+    }
+
+
+def _print_runs(done: Sequence[Run]) -> None:
+    """Each run's perturbations and exit status, then each perturbation's exit statuses."""
+    console = _console()
+    table = Table("run", "seed", "exit", "perturbed", title="exec --runs", title_justify="left")
+    by_kind: dict[str, Counter[int]] = {}
+    for run in done:
+        lines = [f"{event.perturbed}: {event.method} {event.url}" for event in run.perturbed]
+        cells = "\n".join(_cell(line) for line in lines)
+        table.add_row(str(run.number), str(run.seed), str(run.status), cells)
+        kinds = {str(event.perturbed).split()[0] for event in run.perturbed} or {"(none)"}
+        for kind in kinds:
+            by_kind.setdefault(kind, Counter())[run.status] += 1
+    console.print(table)
+    summary = Table("perturbation", "runs", "exit statuses", title="by perturbation")
+    for kind, statuses in sorted(by_kind.items()):
+        counted = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
+        summary.add_row(_cell(kind), str(sum(statuses.values())), counted)
+    console.print(summary)
+
+
+def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
+    """``--clock``: refused in one line without libfaketime, or without a time to start at."""
+    wanted = Clock.parse(value)
+    lib = library()
+    if wanted.moment is not None:
+        return FakedClock(wanted.moment, lib)
+    with _open(options["data_dir"], options["store"]) as store:
+        return FakedClock(wanted.start(store, options["cassette"]), lib)
 
 
 def _trust_of_proxy(url: str, admin: str, data_dir: Path | None) -> Trust:

@@ -83,7 +83,7 @@ def substitute(
     for location, found in substitution.path.find(value):
         if not isinstance(found, str):
             continue
-        changed = substitution.pattern.sub(substitution.replacement, found)
+        changed = substitution.compiled.sub(substitution.replacement, found)
         if changed == found:
             continue
         stripped.append(Stripped(f"body:{render(location)}", rule, short_digest(found)))

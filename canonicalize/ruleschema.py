@@ -11,6 +11,7 @@ from datetime import date, datetime, time
 from typing import Any
 
 from .jsonpath import BadPath, JsonPath, parse_path
+from .patterns import linear_pattern
 from .ruleset import ROUTE_MODES, Route, Rule, RuleSet, Substitution
 from .tomllines import Address
 
@@ -97,13 +98,17 @@ def _substitution(address: Address, table: dict[str, Any]) -> Substitution:
     _refuse_unknown(address, table, _SUBSTITUTE_KEYS, "[[rule.substitute]]")
     strings = _Reader(address, table)
     path = strings.parsed("path", _EVERY_STRING, parse_path)
-    pattern = strings.parsed("pattern", None, re.compile)
+    pattern = strings.parsed("pattern", None, linear_pattern)
     replacement = strings.text("replacement", None)
+    # The template is checked against a pattern with the same groups: RE2 reads it only
+    # when a match is replaced, and a bad one must fail here, not on some later request.
+    names = {index: name for name, index in pattern.groupindex.items()}
+    groups = (f"(?P<{names[n]}>)" if n in names else "()" for n in range(1, pattern.groups + 1))
     try:
-        pattern.sub(replacement, "")
+        re.compile("".join(groups)).sub(replacement, "")
     except re.error as error:
         raise SchemaError(address, "replacement", f"bad replacement: {error}") from None
-    return Substitution(path, pattern, replacement)
+    return Substitution(path, pattern.pattern, replacement)
 
 
 def _refuse_unknown(
@@ -134,10 +139,12 @@ class _Reader:
         return value
 
     def parsed[T](self, key: str, default: str | None, parse: Callable[[str], T]) -> T:
-        """A string read by `parse`, whose ValueError (re.error, BadPath) becomes the message."""
+        """A string read by `parse`, whose ValueError (a pattern RE2 refuses, BadPath)
+        becomes the message."""
+        text = self.text(key, default)
         try:
-            return parse(self.text(key, default))
-        except (re.error, BadPath) as error:
+            return parse(text)
+        except (ValueError, BadPath) as error:
             raise SchemaError(self._address, key, f"bad {key}: {error}") from None
 
     def items[T](self, key: str, parse: Callable[[str], T]) -> tuple[T, ...]:

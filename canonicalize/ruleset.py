@@ -4,11 +4,12 @@ Kept apart from the file format (`rules.py`) so a key configuration can hold rul
 knowing they came from TOML, and so rules compare and hash by value like the rest of KeyConfig.
 """
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import Any
 
 from .jsonpath import JsonPath
+from .patterns import linear_pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,8 +17,13 @@ class Substitution:
     """Rewrite every match of `pattern` in the strings at `path`, as `re.sub` does."""
 
     path: JsonPath
-    pattern: re.Pattern[str]
+    pattern: str
     replacement: str
+    compiled: Any = field(init=False, compare=False, repr=False)
+    """``pattern`` compiled by RE2 (patterns.linear_pattern): it matches in linear time."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compiled", linear_pattern(self.pattern))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlencode
 
 import blake3
+import re2
 
 Header = tuple[bytes, bytes]
 
@@ -34,6 +35,14 @@ SECRET_QUERY: frozenset[str] = frozenset({"key", "api_key", "apikey", "api-key",
 #: (``sk-ant-``) keys; long enough not to hit ordinary prose.
 DEFAULT_BODY_PATTERNS: tuple[str, ...] = (r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",)
 
+# User patterns run on every body recorded, so on RE2, which matches in time linear in the
+# body whatever the pattern: a backtracking one could hold the proxy on one body for minutes.
+# On bodies byte by byte (Latin-1), as Python's re reads bytes; on log text as UTF-8.
+_BYTES = re2.Options()
+_BYTES.log_errors = False
+_BYTES.encoding = re2.Options.Encoding.LATIN1
+_TEXT = re2.Options()
+_TEXT.log_errors = False
 _AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.DOTALL)
 _MARKER_PREFIX = b"[redacted:"
 KEY_BYTES = 32
@@ -57,11 +66,20 @@ class Redactor:
         compiled = []
         for pattern in (*DEFAULT_BODY_PATTERNS, *patterns):
             try:
-                compiled.append(re.compile(pattern.encode()))
-            except re.error as exc:
-                raise ValueError(f"invalid redaction pattern {pattern!r}: {exc}") from None
-        self._patterns = tuple(compiled)
-        self._text_patterns = tuple(re.compile(p.pattern.decode()) for p in self._patterns)
+                compiled.append(
+                    (
+                        re2.compile(pattern.encode(), options=_BYTES),
+                        re2.compile(pattern, options=_TEXT),
+                    )
+                )
+            except re2.error as exc:
+                reason = exc.args[0].decode() if isinstance(exc.args[0], bytes) else exc
+                raise ValueError(
+                    f"invalid redaction pattern {pattern!r}: {reason} (patterns run on RE2, "
+                    "in linear time: no lookaround, no backreferences)"
+                ) from None
+        self._patterns = tuple(on_bytes for on_bytes, _ in compiled)
+        self._text_patterns = tuple(on_text for _, on_text in compiled)
 
     def fingerprint(self, secret: bytes) -> str:
         return blake3.blake3(secret, key=self._key).hexdigest()[:16]

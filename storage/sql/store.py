@@ -14,6 +14,7 @@ rewriting keys in storage.sql.rekey.
 """
 
 import dataclasses
+import logging
 import threading
 import time
 import weakref
@@ -32,6 +33,7 @@ from sqlalchemy import (
     or_,
     select,
 )
+from sqlalchemy.exc import SQLAlchemyError
 
 from storage import blobs
 from storage.base import BlobWriter, Store
@@ -101,6 +103,9 @@ _SEQS = select(exchanges.c.seq).join_from(exchanges, cassettes).where(_IN_CASSET
 
 _CANDIDATE_COLUMNS = ("id", "seq", "occurrence", "key", "method", "scheme", "host", "port", "path")
 _FORM_COLUMNS = (exchanges.c.id, exchanges.c.canonical, exchanges.c.canonical_digest)
+
+
+log = logging.getLogger("freezeframe.storage")
 
 
 class SqlStore(Store):
@@ -308,8 +313,18 @@ class SqlStore(Store):
             return sorted(conn.scalars(select(cassettes.c.name)))
 
     def cassettes(self, where: ExchangeFilter | None = None) -> list[CassetteSummary]:
+        if listings.matching(where):
+            with self._connect() as conn:
+                return listings.cassette_summaries(conn, where)
         with self._connect() as conn:
-            return listings.cassette_summaries(conn, where)
+            summaries, fresh = listings.counted_summaries(conn)
+        if fresh:
+            try:
+                with self._engine.begin() as conn:
+                    listings.save_totals(conn, fresh)
+            except SQLAlchemyError as exc:  # a read-only store, or one busy: count next time
+                log.debug("cassette totals not kept in %s: %s", self._where, exc)
+        return summaries
 
     def exchanges(
         self,

@@ -3,6 +3,7 @@ profiles drop, keeps what they would drop, and rewrites strings before keying.""
 
 import json
 import re
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_the_documented_format_loads_into_rules() -> None:
         substitute=(
             Substitution(
                 parse_path("$.messages[*].content"),
-                re.compile(r"\d{4}-\d{2}-\d{2}T[0-9:.]+Z?"),
+                r"\d{4}-\d{2}-\d{2}T[0-9:.]+Z?",
                 "<timestamp>",
             ),
         ),
@@ -121,7 +122,7 @@ def test_load_rules_reads_the_file_and_names_it_in_errors(tmp_path: Path) -> Non
         (
             '[[rule]]\n[[rule.substitute]]\npattern = "a"\nreplacement = ""\n'
             '[[rule.substitute]]\npattern = "(unclosed"\nreplacement = ""\n',
-            "r.toml:6: rule 1, substitute 2: bad pattern: missing ), unterminated subpattern",
+            "r.toml:6: rule 1, substitute 2: bad pattern: missing ): (unclosed",
         ),
         (
             '[[rule]]\n[[rule.substitute]]\npattern = "(a)"\nreplacement = "\\\\2"\n',
@@ -465,3 +466,32 @@ def test_a_bad_route_is_refused_naming_its_line(text: str, error: str) -> None:
     with pytest.raises(RulesError) as caught:
         parse_rules(text, "rules.toml")
     assert str(caught.value).startswith(error)
+
+
+def test_a_pattern_that_would_backtrack_for_ever_runs_in_linear_time() -> None:
+    """A rule runs on every string of every request: ``(a+)+$`` on 100,000 ``a``s and a
+    ``b`` would hold a backtracking engine for longer than anyone waits."""
+    rules = '[[rule]]\n[[rule.substitute]]\npattern = "(a+)+$"\nreplacement = "<run>"\n'
+    tool = replace(OPENAI, host="tools.internal", path="/lookup")
+    long = "a" * 100_000 + "b"
+    started = time.perf_counter()
+    key, _ = keyed(tool, {"text": long, "tail": "aaa"}, rules)
+    assert time.perf_counter() - started < 5
+    assert key == keyed(tool, {"text": long, "tail": "a"}, rules)[0]
+    assert key != keyed(tool, {"text": long, "tail": "b"}, rules)[0]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "refused"),
+    [("(a)\\\\1", "invalid escape sequence"), ("foo(?=bar)", "invalid perl operator")],
+    ids=["backreference", "lookahead"],
+)
+def test_a_pattern_re2_cannot_run_in_linear_time_is_refused_where_it_is_written(
+    pattern: str, refused: str
+) -> None:
+    text = f'[[rule]]\n[[rule.substitute]]\npattern = "{pattern}"\nreplacement = "x"\n'
+    with pytest.raises(RulesError) as error:
+        parse_rules(text, "agent.toml")
+    message = str(error.value)
+    assert message.startswith("agent.toml:") and refused in message
+    assert "no lookaround, no backreferences" in message and "\n" not in message

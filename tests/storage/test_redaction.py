@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,23 @@ def test_a_damaged_key_file_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"short")
     with pytest.raises(ValueError, match="expected a 32-byte key"):
         load_or_create_key(path)
+
+
+def test_a_redaction_pattern_runs_in_linear_time_on_any_body() -> None:
+    """Redaction runs on every body recorded: a pattern that would make a backtracking
+    engine take minutes on one body takes no time, and binary bodies are matched byte by
+    byte."""
+    redactor = Redactor(KEY, patterns=[r"(x+x+)+y", r"pw=[^&\s]{6,}"])
+    body = b"\xff\x80" + b"x" * 50_000 + b" pw=hunter2&\x00"
+    started = time.perf_counter()
+    redacted = redactor.body(body)
+    assert time.perf_counter() - started < 2
+    assert len(redacted) == len(body) and b"hunter2" not in redacted
+    assert redacted.startswith(b"\xff\x80" + b"x" * 50_000)
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"tok(?=_)", r"(unclosed"])
+def test_a_pattern_that_cannot_run_in_linear_time_or_at_all_is_refused(pattern: str) -> None:
+    with pytest.raises(ValueError, match=r"^invalid redaction pattern .*RE2") as error:
+        Redactor(KEY, patterns=[pattern])
+    assert "\n" not in str(error.value)
