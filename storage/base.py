@@ -341,8 +341,8 @@ class Store(ABC):
         Bodies are stored as any recorded body (deduplicated, as deltas where they grow a
         conversation), drift notes on their exchanges, and the chain is computed afresh.
         ``exchanges`` is consumed on the store's writer thread while the transaction is
-        open, so a file is read once and never held whole; recording into the store waits
-        meanwhile. Whatever it raises (a bad line in the file, a body that does not match
+        open, so a file is read once and never held whole; recording through this store
+        waits meanwhile, and so, on SQLite, does every other process writing to the file. Whatever it raises (a bad line in the file, a body that does not match
         its digest) rolls everything back and is raised here, so nothing is half-imported.
         An ``origin`` (an exported fork's) is kept as the new cassette's, its chain starting
         from it as the fork's did, so ``verify`` reports what it was forked from.
