@@ -342,8 +342,9 @@ class Store(ABC):
         conversation), drift notes on their exchanges, and the chain is computed afresh.
         ``exchanges`` is consumed on the store's writer thread while the transaction is
         open, so a file is read once and never held whole; recording through this store
-        waits meanwhile, and so, on SQLite, does every other process writing to the file. Whatever it raises (a bad line in the file, a body that does not match
-        its digest) rolls everything back and is raised here, so nothing is half-imported.
+        waits meanwhile, and so, on SQLite, does every other process writing to the file.
+        Whatever it raises (a bad line in the file, a body that does not match its digest)
+        rolls everything back and is raised here, so nothing is half-imported.
         An ``origin`` (an exported fork's) is kept as the new cassette's, its chain starting
         from it as the fork's did, so ``verify`` reports what it was forked from.
         Raises StoreError when ``cassette`` exists, ValueError for a fact of the wrong kind.
