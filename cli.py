@@ -1168,7 +1168,9 @@ def import_(
     opened = open_store(store or settings_module.default_store_url(directory))
     try:
         with _progress(f"importing {file.name}", source.total) as advance:
-            imported = opened.import_cassette(source.cassette, _counted(source.exchanges, advance))
+            imported = opened.import_cassette(
+                source.cassette, _counted(source.exchanges, advance), origin=source.origin
+            )
     finally:
         opened.close()
     _say(

@@ -24,7 +24,7 @@ from exchange_formats.har import export_har, read_har
 from exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
 from exchange_formats.otel import export_otel, post_to, write_lines
 from exchange_formats.signing import keygen, load_private
-from storage import Imported, Store
+from storage import ForkOrigin, Imported, Store
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -107,6 +107,8 @@ class Opened:
     """How many exchanges there are, where the file says so up front."""
     notes: list[str] = field(default_factory=list)
     """What the file did not have, one line per kind; complete once ``exchanges`` is."""
+    origin: ForkOrigin | None = None
+    """What the exported cassette was forked from, to import it as a fork of the same."""
 
 
 def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper]) -> Opened:
@@ -116,11 +118,19 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
     with open(path, "rb") as probe:
         start = probe.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
     if start.startswith(b"PK"):
-        name, items, total = read_bundle(path, cassette)
-        return Opened("bundle", name, items, total)
+        name, items, total, signed_by, origin = read_bundle(path, cassette)
+        signer = (
+            []
+            if signed_by is None
+            else [
+                f"signed by {signed_by}: check that it is a key you trust with "
+                "freezeframe verify --bundle FILE --trust NAME.pub"
+            ]
+        )
+        return Opened("bundle", name, items, total, signer, origin)
     if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
-        name, items = read_jsonl(path, cassette)
-        return Opened("jsonl", name, items, None)
+        name, items, origin = read_jsonl(path, cassette)
+        return Opened("jsonl", name, items, None, [], origin)
     name = cassette or path.stem
     notes: list[str] = []
     if start.startswith(b"{"):

@@ -37,8 +37,15 @@ from exchange_formats import signing
 from exchange_formats.errors import FormatError
 from exchange_formats.jsonl import Progress, dumps, header, read_line
 from exchange_formats.merkle import merkle_root
-from exchange_formats.portable import FORMAT_VERSION, bytes_document, exchange_document
-from storage import BlobRef, Imported, Store, StoreError
+from exchange_formats.portable import (
+    FORMAT_VERSION,
+    DocumentError,
+    bytes_document,
+    exchange_document,
+    origin_document,
+    read_origin,
+)
+from storage import BlobRef, ForkOrigin, Imported, Store, StoreError
 
 FORMAT = "freezeframe.bundle"
 MANIFEST = "manifest.json"
@@ -100,7 +107,8 @@ def export_bundle(
                 stored.add(ref.digest)
             return {"blake3": ref.digest, "size": ref.size}
 
-        lines.write(dumps(header(cassette)).encode("utf-8") + b"\n")
+        origin = store.fork_origin(cassette)
+        lines.write(dumps(header(cassette, origin)).encode("utf-8") + b"\n")
         for summary in store.exchanges(cassette):
             exchange = store.exchange(cassette, summary.seq)
             line = dumps(exchange_document(exchange, body)).encode("utf-8")
@@ -133,6 +141,7 @@ def export_bundle(
             "merkle_root": merkle_root([entry["blake3"] for entry in entries]),
             "bodies": len(stored),
             "rules": None if rules_digest is None else {"name": RULES, "blake3": rules_digest},
+            "origin": None if origin is None else origin_document(origin),
         }
         signed_text = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8") + b"\n"
         archive.writestr(MANIFEST, signed_text)
@@ -372,21 +381,28 @@ def _body_refs(path: Path, number: int, line: bytes) -> Iterator[tuple[BlobRef, 
         raise FormatError(path, f"{EXCHANGES}: line {number}", "not an exchange document") from None
 
 
-def read_bundle(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported], int]:
+def read_bundle(
+    path: Path, cassette: str | None
+) -> tuple[str, Iterator[Imported], int, str | None, ForkOrigin | None]:
     """The cassette to import into (``cassette`` or the bundle's), its exchanges, read
-    lazily and checked against the manifest as they are read, and how many there are. A
-    signed manifest must verify against the key it names (checking that key against one the
-    user trusts is verify --bundle's job)."""
+    lazily and checked against the manifest as they are read, how many there are, the
+    fingerprint of the key that signed it (None: unsigned), and what it was forked from. A
+    signed manifest must verify against the key it names; checking that key against one the
+    user trusts is verify --bundle's job."""
     bundle = Bundle(path)
     try:
-        _check_signature(bundle, None)
+        signed_by, _ = _check_signature(bundle, None)
         bundle.check_root()
         bundle.check_rules()
+        origin = read_origin(bundle.manifest.get("origin"))
+    except DocumentError as exc:
+        bundle.close()
+        raise FormatError(path, f"{MANIFEST}: {exc.where}", exc.what) from None
     except BaseException:
         bundle.close()
         raise
     name = cassette or str(bundle.manifest["cassette"])
-    return name, _imported(bundle, name), len(bundle.entries)
+    return name, _imported(bundle, name), len(bundle.entries), signed_by, origin
 
 
 def _imported(bundle: Bundle, cassette: str) -> Iterator[Imported]:

@@ -2,29 +2,34 @@
 
 Keys are sorted and nothing in a line depends on when it was exported, so exporting a
 cassette twice gives the same file and a cassette kept in git diffs line by line. A body the
-store keeps out of memory is written into its line piece by piece, never held whole; reading
-a line back holds that line. ``schema/jsonl.schema.json`` describes every line.
+store keeps out of memory is written into its line piece by piece, never held whole, and a
+line too long to hold is read back in pieces (exchange_formats.longlines).
+``schema/jsonl.schema.json`` describes every line.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from exchange_formats.errors import FormatError
+from exchange_formats.longlines import SPOOL_ABOVE, read_long_line
 from exchange_formats.portable import (
     FORMAT_VERSION,
     BodyReader,
     DocumentError,
     Reading,
+    Spooled,
     bytes_document,
     exchange_document,
+    origin_document,
+    read_origin,
     ref_document,
 )
 from exchange_formats.streaming import Streamed
-from storage import BlobRef, Exchange, Imported, Store
+from storage import BlobRef, Exchange, ForkOrigin, Imported, Store
 
 FORMAT = "freezeframe.jsonl"
 
@@ -32,8 +37,12 @@ Progress = Callable[[int], None]
 """Told how many more exchanges are done."""
 
 
-def header(cassette: str) -> dict[str, Any]:
-    return {"cassette": cassette, "format": FORMAT, "format_version": FORMAT_VERSION}
+def header(cassette: str, origin: ForkOrigin | None) -> dict[str, Any]:
+    """The first line: the format, and the cassette with, for a fork, what it came from."""
+    found = {"cassette": cassette, "format": FORMAT, "format_version": FORMAT_VERSION}
+    if origin is not None:
+        found["origin"] = origin_document(origin)
+    return found
 
 
 def dumps(document: object) -> str:
@@ -43,7 +52,7 @@ def dumps(document: object) -> str:
 
 def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress) -> int:
     """Write the cassette to ``out``; returns how many exchanges were written."""
-    out.write(dumps(header(cassette)).encode("utf-8") + b"\n")
+    out.write(dumps(header(cassette, store.fork_origin(cassette))).encode("utf-8") + b"\n")
     count = 0
     for summary in store.exchanges(cassette):
         write_exchange(store, store.exchange(cassette, summary.seq), out)
@@ -66,21 +75,24 @@ def write_exchange(store: Store, exchange: Exchange, out: IO[bytes]) -> None:
     out.write(b"\n")
 
 
-def read_jsonl(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported]]:
-    """The cassette name to import into (``cassette`` or the one the file names) and its
-    exchanges, read lazily. Raises FormatError naming the file, the line and the field."""
+def read_jsonl(
+    path: Path, cassette: str | None
+) -> tuple[str, Iterator[Imported], ForkOrigin | None]:
+    """The cassette name to import into (``cassette`` or the one the file names), its
+    exchanges, read lazily, and what it was forked from. Raises FormatError naming the file,
+    the line and the field."""
     source = open(path, "rb")  # noqa: SIM115 - closed by the generator below
     try:
         first = source.readline()
-        found = _header(path, first)
+        found, origin = _header(path, first)
     except BaseException:
         source.close()
         raise
     name = cassette or found
-    return name, _exchanges(path, source, name)
+    return name, _exchanges(path, source, name), origin
 
 
-def _header(path: Path, line: bytes) -> str:
+def _header(path: Path, line: bytes) -> tuple[str, ForkOrigin | None]:
     try:
         document = json.loads(line)
     except ValueError:
@@ -98,19 +110,38 @@ def _header(path: Path, line: bytes) -> str:
     name = document.get("cassette")
     if not isinstance(name, str):
         raise FormatError(path, "line 1", "$.cassette: expected a string")
-    return name
+    try:
+        return name, read_origin(document.get("origin"))
+    except DocumentError as exc:
+        raise FormatError(path, f"line 1: {exc.where}", exc.what) from None
 
 
 def _exchanges(path: Path, source: IO[bytes], cassette: str) -> Iterator[Imported]:
+    """Each line's exchange; a line longer than SPOOL_ABOVE is read in pieces, its long
+    strings spooled (exchange_formats.longlines), and the spools deleted once the store has
+    taken the exchange."""
     with source:
-        for number, line in enumerate(source, start=2):
-            if not line.strip():
+        number = 1
+        while first := source.readline(SPOOL_ABOVE):
+            number += 1
+            if first.endswith(b"\n") or len(first) < SPOOL_ABOVE:
+                if first.strip():
+                    yield read_line(path, number, first, cassette, None)
                 continue
-            yield read_line(path, number, line, cassette, None)
+            line = read_long_line(source, first)
+            try:
+                yield read_line(path, number, bytes(line.skeleton), cassette, None, line.spooled)
+            finally:
+                line.close()
 
 
 def read_line(
-    path: Path, number: int, line: bytes, cassette: str, bodies: BodyReader | None
+    path: Path,
+    number: int,
+    line: bytes,
+    cassette: str,
+    bodies: BodyReader | None,
+    spooled: Mapping[str, Spooled] | None = None,
 ) -> Imported:
     """One exchange line, as the record to import; FormatError names what is wrong."""
     where = f"line {number}"
@@ -120,7 +151,11 @@ def read_line(
         document = json.loads(line)
     except ValueError as exc:
         raise FormatError(path, where, f"not JSON: {exc}") from None
+
+    def locate(error: DocumentError) -> FormatError:
+        return FormatError(path, f"{where}: {error.where}", error.what)
+
     try:
-        return Reading(document, "$", bodies).imported(cassette)
+        return Reading(document, "$", bodies, spooled, locate).imported(cassette)
     except DocumentError as exc:
-        raise FormatError(path, f"{where}: {exc.where}", exc.what) from None
+        raise locate(exc) from None

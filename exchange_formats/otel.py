@@ -37,6 +37,18 @@ _INTERNAL = 1
 _ERROR = 2
 """StatusCode ERROR."""
 
+_FINISH = {
+    "tool_calls": "tool_call",
+    "tool_use": "tool_call",
+    "function_call": "tool_call",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "completed": "stop",
+}
+"""Providers' finish reasons in the conventions' words for an output message (the span's
+``gen_ai.response.finish_reasons`` keeps the provider's own)."""
+
 Send = Callable[[bytes], None]
 """Takes one ExportTraceServiceRequest as JSON."""
 
@@ -200,7 +212,7 @@ def _gen_ai(c: Conversation) -> list[dict[str, Any]]:
     output = {
         "role": "assistant",
         "parts": _parts(answer.text, answer.tool_calls),
-        "finish_reason": answer.finish_reason or "",
+        "finish_reason": _FINISH.get(answer.finish_reason or "", answer.finish_reason or ""),
     }
     attributes.append(
         _attribute("gen_ai.output.messages", json.dumps([output], ensure_ascii=False))

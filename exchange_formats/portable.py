@@ -11,8 +11,8 @@ inline (``{"blake3", "size"}`` alone), and its bodies live beside the documents.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import blake3
 
@@ -21,6 +21,7 @@ from storage import (
     Chunk,
     Drift,
     Exchange,
+    ForkOrigin,
     Header,
     Imported,
     Message,
@@ -40,6 +41,15 @@ BodyReader = Callable[[BlobRef], Iterable[bytes]]
 """Reads a body kept outside the document (a large one, or any body of a bundle)."""
 
 
+class Spooled(Protocol):
+    """A string too long to hold that the document names by a placeholder
+    (exchange_formats.longlines): its content read back piece by piece."""
+
+    def utf8(self) -> Iterator[bytes]: ...
+
+    def base64(self) -> Iterator[bytes]: ...
+
+
 class DocumentError(ValueError):
     """A document that is not an exchange: ``where`` in it, and ``what`` is wrong."""
 
@@ -47,6 +57,25 @@ class DocumentError(ValueError):
         super().__init__(f"{where}: {what}")
         self.where = where
         self.what = what
+
+
+def origin_document(origin: ForkOrigin) -> dict[str, Any]:
+    """What a forked cassette was forked from, as an export's header or manifest says it."""
+    return {"cassette": origin.cassette, "upto": origin.upto, "head": origin.head}
+
+
+def read_origin(found: object) -> ForkOrigin | None:
+    """An origin document back as the record; None for null. Raises DocumentError."""
+    if found is None:
+        return None
+    if (
+        not isinstance(found, dict)
+        or not isinstance(found.get("cassette"), str)
+        or not isinstance(found.get("head"), str)
+        or not isinstance(found.get("upto"), int | type(None))
+    ):
+        raise DocumentError("$.origin", "expected {cassette, upto, head}")
+    return ForkOrigin(found["cassette"], found["upto"], found["head"])
 
 
 def bytes_document(data: bytes) -> dict[str, Any]:
@@ -146,9 +175,19 @@ class Reading:
     """Reads one exchange document into the record the store imports, naming the first
     field that is missing or of the wrong kind."""
 
-    def __init__(self, document: object, where: str, bodies: BodyReader | None) -> None:
+    def __init__(
+        self,
+        document: object,
+        where: str,
+        bodies: BodyReader | None,
+        spooled: Mapping[str, Spooled] | None = None,
+        locate: Callable[[DocumentError], Exception] = lambda error: error,
+    ) -> None:
         self.where = where
         self._bodies = bodies
+        self._spooled = spooled or {}
+        self._locate = locate
+        """Makes the error a spooled string's reader raises name its file and line."""
         self._streams: list[tuple[BlobRef, Callable[[], Iterable[bytes]]]] = []
         self.document = self.object(document, "")
 
@@ -205,7 +244,14 @@ class Reading:
         document = self.get(parent, name, path, dict)
         digest = self.get(document, "blake3", at, str)
         size = self.get(document, "size", at, int)
-        if "text" in document:
+        spooled = self._spooled_reader(document, at)
+        if spooled is not None:
+            ref = BlobRef(digest, size)
+            if not inline and size > INLINE_LIMIT:
+                self._streams.append((ref, spooled))
+                return b"", ref
+            data = b"".join(spooled())
+        elif "text" in document:
             data = self.get(document, "text", at, str).encode("utf-8", "surrogatepass")
         elif "base64" in document:
             try:
@@ -224,6 +270,18 @@ class Reading:
         if len(data) != size or blake3.blake3(data).hexdigest() != digest:
             raise self.fail(at, "its bytes do not match its blake3 digest and size")
         return data, None
+
+    def _spooled_reader(
+        self, document: Mapping[str, Any], at: str
+    ) -> Callable[[], Iterator[bytes]] | None:
+        """The reader of a body whose text or base64 was spooled, if it was."""
+        for kind in ("text", "base64"):
+            value = document.get(kind)
+            if isinstance(value, str) and value in self._spooled:
+                spool = self._spooled[value]
+                pieces = spool.utf8 if kind == "text" else spool.base64
+                return _located(pieces, f"{self.where}{at}.{kind}", self._locate)
+        return None
 
     def imported(self, cassette: str) -> Imported:
         """The exchange to import into ``cassette``."""
@@ -336,6 +394,22 @@ class Reading:
             chain=self.get(found, "chain", at, str),
             changes=tuple(str(change) for change in self.get(found, "changes", at, list)),
         )
+
+
+def _located(
+    pieces: Callable[[], Iterator[bytes]],
+    where: str,
+    locate: Callable[[DocumentError], Exception],
+) -> Callable[[], Iterator[bytes]]:
+    """``pieces``, with a ValueError it raises made to name ``where``."""
+
+    def read() -> Iterator[bytes]:
+        try:
+            yield from pieces()
+        except ValueError as exc:
+            raise locate(DocumentError(where, str(exc))) from None
+
+    return read
 
 
 KIND_NAMES = {

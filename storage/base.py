@@ -35,6 +35,7 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     Forked,
+    ForkOrigin,
     Imported,
     ImportedCassette,
     KeyChange,
@@ -327,15 +328,25 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def import_cassette(self, cassette: str, exchanges: Iterable[Imported]) -> ImportedCassette:
+    def fork_origin(self, cassette: str) -> ForkOrigin | None:
+        """What the cassette was forked from; None when it is no fork. Raises
+        CassetteNotFound."""
+
+    @abstractmethod
+    def import_cassette(
+        self, cassette: str, exchanges: Iterable[Imported], *, origin: ForkOrigin | None = None
+    ) -> ImportedCassette:
         """Write ``exchanges`` as the new cassette ``cassette``, all in one transaction.
 
         Bodies are stored as any recorded body (deduplicated, as deltas where they grow a
         conversation), drift notes on their exchanges, and the chain is computed afresh.
         ``exchanges`` is consumed on the store's writer thread while the transaction is
-        open, so a file is read once and never held whole; recording into the store waits
-        meanwhile. Whatever it raises (a bad line in the file, a body that does not match
-        its digest) rolls everything back and is raised here, so nothing is half-imported.
+        open, so a file is read once and never held whole; recording through this store
+        waits meanwhile, and so, on SQLite, does every other process writing to the file.
+        Whatever it raises (a bad line in the file, a body that does not match its digest)
+        rolls everything back and is raised here, so nothing is half-imported.
+        An ``origin`` (an exported fork's) is kept as the new cassette's, its chain starting
+        from it as the fork's did, so ``verify`` reports what it was forked from.
         Raises StoreError when ``cassette`` exists, ValueError for a fact of the wrong kind.
         """
 

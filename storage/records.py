@@ -273,6 +273,18 @@ class Imported:
 
 
 @dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """What a forked cassette was made from (Store.fork); its chain starts from a link over
+    this, so an export carries it and an import gives it back (Store.fork_origin)."""
+
+    cassette: str
+    upto: int | None
+    """The last seq copied, or None for every one."""
+    head: str
+    """The source's chain head when it was forked."""
+
+
+@dataclass(frozen=True, slots=True)
 class ImportedCassette:
     """A cassette written by Store.import_cassette."""
 

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, insert, select, text, update
 from storage import blobs
 from storage.chain import GENESIS, exchange_digest, link
 from storage.errors import CassetteNotFound, StoreError
-from storage.records import Edit, Forked, Origin
+from storage.records import Edit, Forked, ForkOrigin, Origin
 from storage.search import answer_values
 from storage.sql.bodies import form
 from storage.sql.engine import insert_ignore
@@ -47,6 +47,19 @@ def start_of(origin: str | None) -> str:
     if origin is None:
         return GENESIS
     return link(GENESIS, exchange_digest({"origin": origin}))
+
+
+def fork_origin_of(origin: str | None) -> ForkOrigin | None:
+    """A cassette's stored origin as a record."""
+    if origin is None:
+        return None
+    found = json.loads(origin)
+    return ForkOrigin(found["cassette"], found["upto"], found["head"])
+
+
+def origin_text(origin: ForkOrigin) -> str:
+    """A cassette's origin as fork() stores it, and as its chain's start digests it."""
+    return json_text({"cassette": origin.cassette, "upto": origin.upto, "head": origin.head})
 
 
 def provenance(conn: Connection, cassette_id: int, origin: str | None) -> tuple[str, ...]:
@@ -113,7 +126,7 @@ def fork(
         raise StoreError(f"cassette {source!r} has no exchange up to #{upto} to fork")
     if missing := sorted(set(edits) - {row["seq"] for row in rows}):
         raise StoreError(f"cassette {source!r} has no exchange {missing[0]} to edit")
-    origin = json_text({"cassette": source, "upto": upto, "head": source_head})
+    origin = origin_text(ForkOrigin(source, upto, source_head))
     target_id = conn.execute(
         insert(cassettes)
         .values(name=target, created_at=time.time(), head=GENESIS, origin=origin)

@@ -49,6 +49,7 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     Forked,
+    ForkOrigin,
     Imported,
     ImportedCassette,
     KeyChange,
@@ -68,6 +69,7 @@ from storage.sql import bodies, listings, positions, rekey
 from storage.sql import search as search_index
 from storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from storage.sql.fork import fork as fork_cassette
+from storage.sql.fork import fork_origin_of
 from storage.sql.gc import collect
 from storage.sql.misses import list_misses
 from storage.sql.reads import ExchangeReader
@@ -402,9 +404,20 @@ class SqlStore(Store):
             with exclusive(self._engine) as conn:
                 return fork_cassette(conn, source, target, upto, edits or {}, self._where)
 
-    def import_cassette(self, cassette: str, exchanges: Iterable[Imported]) -> ImportedCassette:
+    def fork_origin(self, cassette: str) -> ForkOrigin | None:
+        with self._connect() as conn:
+            found = conn.execute(
+                select(cassettes.c.origin).where(cassettes.c.name == cassette)
+            ).first()
+        if found is None:
+            raise CassetteNotFound(cassette, self._where)
+        return fork_origin_of(found[0])
+
+    def import_cassette(
+        self, cassette: str, exchanges: Iterable[Imported], *, origin: ForkOrigin | None = None
+    ) -> ImportedCassette:
         self._check_open()
-        job = ImportJob(cassette, exchanges)
+        job = ImportJob(cassette, exchanges, origin)
         self._writer.put(job)
         try:
             job.done.wait()

@@ -64,6 +64,7 @@ from storage.deltas import Base, Lines
 from storage.errors import StoreClosed, StoreError
 from storage.records import (
     BlobRef,
+    ForkOrigin,
     Imported,
     ImportedCassette,
     Miss,
@@ -74,6 +75,7 @@ from storage.records import (
 from storage.search import Searchable, searchable
 from storage.spool import SpooledBlob, SpoolWriter
 from storage.sql.engine import insert_ignore, reason
+from storage.sql.fork import origin_text, start_of
 from storage.sql.misses import MISS_COLUMNS, miss_row
 from storage.sql.prepared import Prepared
 from storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
@@ -112,6 +114,12 @@ class _Statements:
             update(cassettes)
             .where(cassettes.c.id == bindparam("cassette_id"))
             .values(head=bindparam("head")),
+            dialect,
+        )
+        self.set_origin = Prepared(
+            update(cassettes)
+            .where(cassettes.c.id == bindparam("cassette_id"))
+            .values(origin=bindparam("origin")),
             dialect,
         )
         self.add_cassette = Prepared(
@@ -208,9 +216,10 @@ class DriftNote:
 class ImportJob:
     """An import waiting for the writer thread, and, once done, what came of it."""
 
-    def __init__(self, cassette: str, items: Iterable[Imported]) -> None:
+    def __init__(self, cassette: str, items: Iterable[Imported], origin: ForkOrigin | None) -> None:
         self.cassette = cassette
         self.items = items
+        self.origin = origin
         self.cancelled = threading.Event()
         """Set by a caller that stopped waiting (Ctrl-C): the import rolls back."""
         self.done = threading.Event()
@@ -675,6 +684,12 @@ class Writer:
                         "import it under another name (--as NAME)"
                     )
                 tip = self._tip(cursor, cassette)
+                if job.origin is not None:
+                    origin = origin_text(job.origin)
+                    self._statements.set_origin.execute(
+                        cursor, {"cassette_id": tip.cassette_id, "origin": origin}
+                    )
+                    tip = _Tip(tip.cassette_id, start_of(origin))
                 batch: list[Imported] = []
                 count = 0
                 for item in job.items:

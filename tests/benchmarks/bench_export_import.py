@@ -1,6 +1,6 @@
 """Benchmark: a cassette holding a 1 GiB body, exported to a bundle, a jsonl file and a HAR
-file, and the bundle imported back, each with its time and how much the process's resident
-memory grew. A script, not a test. Run it from the repository root::
+file, and the bundle and the jsonl file imported back, each with its time and how much the
+process's resident memory grew. A script, not a test. Run it from the repository root::
 
     .venv/bin/python tests/benchmarks/bench_export_import.py [--size-mib 1024]
 
@@ -27,7 +27,7 @@ from storage import open_store  # noqa: E402
 
 
 def no_keeper(cassette: str) -> Keeper:
-    raise AssertionError("a bundle needs no keying")
+    raise AssertionError("an export needs no keying")
 
 
 def main() -> None:
@@ -56,11 +56,12 @@ def main() -> None:
             with peak_rss(os.getpid()) as rss:
                 export_cassette(store, "big", path, format_)
             report("export " + format_, started, rss, path.stat().st_size)
-        started = time.perf_counter()
-        with peak_rss(os.getpid()) as rss:
-            opened = open_import(Path(where) / "big.bundle", "copy", no_keeper)
-            store.import_cassette(opened.cassette, opened.exchanges)
-        report("import bundle", started, rss, None)
+        for format_ in ("bundle", "jsonl"):
+            started = time.perf_counter()
+            with peak_rss(os.getpid()) as rss:
+                opened = open_import(Path(where) / f"big.{format_}", f"copy-{format_}", no_keeper)
+                store.import_cassette(opened.cassette, opened.exchanges)
+            report("import " + format_, started, rss, None)
 
 
 def report(what: str, started: float, rss: list[int], size: int | None) -> None:

@@ -379,6 +379,17 @@ def signed(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     return bundle, where / "team.pub"
 
 
+def test_an_import_of_a_signed_bundle_names_its_signer(
+    corpus: Corpus, signed: tuple[Path, Path]
+) -> None:
+    bundle, public = signed
+    done = freezeframe(corpus.data_dir, "import", str(bundle), "--as", "signed-copy")
+    assert done.returncode == 0, done.stderr
+    fingerprint = freezeframe(None, "verify", "--bundle", str(bundle), "--trust", str(public))
+    signer = fingerprint.stdout.split("signed by trusted key ")[1].split()[0]
+    assert f"  signed by {signer}: check that it is a key you trust" in done.stdout
+
+
 def test_keygen_writes_a_private_key_only_its_owner_reads(signed: tuple[Path, Path]) -> None:
     _, public = signed
     assert (public.with_suffix(".key").stat().st_mode & 0o777) == 0o600
@@ -577,6 +588,9 @@ def test_otel_spans_follow_the_gen_ai_conventions_under_the_agents_trace(
     assert seen["gen_ai.response.finish_reasons"] == ["tool_calls"]
     assert seen["gen_ai.usage.input_tokens"] > 0
     assert json.loads(seen["gen_ai.input.messages"])[0]["role"] == "user"
+    (output,) = json.loads(seen["gen_ai.output.messages"])
+    assert output["finish_reason"] == "tool_call"
+    assert [part["name"] for part in output["parts"]] == ["get_weather"]
     (tool,) = [s for s in spans if attributes(s).get("gen_ai.operation.name") == "execute_tool"]
     assert tool.name == "execute_tool get_weather"
     assert (tool.trace_id, tool.parent_span_id) == (first.trace_id, first.span_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -9,11 +10,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
-from support.exchanges import plausible_exchange
+from support.exchanges import plausible_exchange, plausible_response
 
 from exchange_formats import FormatError, Keeper, export_cassette, open_import
-from storage import Imported, Slot, Store, open_store
+from storage import Edit, Imported, Slot, Store, open_store
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[2] / "exchange_formats" / "schema" / "jsonl.schema.json").read_text()
+)
 
 
 def no_keeper(cassette: str) -> Keeper:
@@ -38,7 +44,7 @@ def exported(store: Store, tmp_path: Path) -> Path:
 
 def import_(store: Store, path: Path, name: str) -> None:
     opened = open_import(path, name, no_keeper)
-    store.import_cassette(opened.cassette, opened.exchanges)
+    store.import_cassette(opened.cassette, opened.exchanges, origin=opened.origin)
 
 
 def test_a_newer_format_version_asks_for_an_upgrade(store: Store, exported: Path) -> None:
@@ -84,3 +90,36 @@ def test_ctrl_c_during_an_import_rolls_it_back(store: Store) -> None:
     store.submit(plausible_exchange(store.reserve("after", "k"), cassette="after"))
     store.flush(10)
     assert len(store.exchanges("after")) == 1
+
+
+@pytest.mark.parametrize("format_", ["jsonl", "bundle"])
+def test_an_edited_fork_keeps_its_provenance_and_drift_through_an_export(
+    store: Store, tmp_path: Path, format_: str
+) -> None:
+    answer = plausible_response(body=b'{"edited": true}')
+    store.fork("c", "what-if", edits={1: Edit(answer, {}, ("response body replaced",))})
+    store.note_drift("what-if", 2, ["body:$.user"], {"run-id": "r2"})
+    store.flush(10)
+    path = tmp_path / f"what-if.{format_}"
+    export_cassette(store, "what-if", path, format_)
+    if format_ == "jsonl":
+        header = json.loads(path.read_bytes().splitlines()[0])
+        jsonschema.validate(header, SCHEMA)
+        assert header["origin"]["cassette"] == "c"
+    head = store.verify("c").head
+    store.remove("c")
+    import_(store, path, "what-if-copy")
+
+    for seq in range(3):
+        original = store.exchange("what-if", seq)
+        copy = store.exchange("what-if-copy", seq)
+        assert dataclasses.replace(copy, cassette="what-if", chain=original.chain) == original
+    edited = store.exchange("what-if-copy", 1).origin
+    assert edited is not None and (edited.kind, edited.cassette, edited.seq) == ("edited", "c", 1)
+    assert edited.changes == ("response body replaced",)
+    report = store.verify("what-if-copy")
+    assert report.ok, report.detail
+    assert report.provenance == (
+        f"forked from 'c' (every exchange; its chain then ended at {head})",
+        "'c' is not in this store: the fork's own chain is the record",
+    )

@@ -7,6 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
 from support.exchanges import plausible_exchange, plausible_response
 from support.memory import peak_rss
 
@@ -19,10 +20,11 @@ GROWTH_LIMIT = 48 * 1024 * 1024
 
 
 def no_keeper(cassette: str) -> Keeper:
-    raise AssertionError("a bundle needs no keying")
+    raise AssertionError("an export needs no keying")
 
 
-def test_a_large_body_exports_to_a_bundle_and_imports_back_in_parts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("format_", ["bundle", "jsonl"])
+def test_a_large_body_exports_and_imports_back_in_parts(format_: str, tmp_path: Path) -> None:
     seed = hashlib.sha256(b"seed").digest()
     with open_store(f"sqlite:///{tmp_path}/data/freezeframe.db") as store:
         writer = store.blob_writer()
@@ -42,11 +44,11 @@ def test_a_large_body_exports_to_a_bundle_and_imports_back_in_parts(tmp_path: Pa
         )
         store.flush(60)
 
-        bundle = tmp_path / "big.ffcase"
+        exported_file = tmp_path / f"big.{format_}"
         with peak_rss(os.getpid()) as exported:
-            export_cassette(store, "big", bundle, "bundle")
+            export_cassette(store, "big", exported_file, format_)
         with peak_rss(os.getpid()) as imported:
-            opened = open_import(bundle, "big-copy", no_keeper)
+            opened = open_import(exported_file, "big-copy", no_keeper)
             store.import_cassette(opened.cassette, opened.exchanges)
 
         answer = store.exchange("big-copy", 0).response

@@ -11,6 +11,7 @@ from support.exchanges import plausible_exchange, plausible_response
 from storage import (
     BlobRef,
     Drift,
+    ForkOrigin,
     Imported,
     Slot,
     Store,
@@ -100,3 +101,29 @@ def test_a_large_body_streams_in_and_one_that_lies_about_its_digest_fails(
     with pytest.raises(StoreError, match="does not match what was read"):
         store.import_cassette("liar", [Imported(liar, streams=((lying, pieces),))])
     assert "liar" not in store.cassette_names()
+
+
+def test_a_fork_imported_with_its_origin_chains_from_it_and_says_so(store: Store) -> None:
+    store.import_cassette("source", items("source", 3))
+    store.fork("source", "fork", upto=1)
+    origin = store.fork_origin("fork")
+    assert origin == ForkOrigin("source", 1, store.verify("source").head)
+    assert store.fork_origin("source") is None
+
+    moved = [
+        Imported(
+            plausible_exchange(
+                Slot(n, n),
+                cassette="moved",
+                key="k",
+                response=plausible_response(body=f"answer {n % 3}".encode()),
+                origin=store.exchange("fork", n).origin,
+            )
+        )
+        for n in range(2)
+    ]
+    imported = store.import_cassette("moved", moved, origin=origin)
+    report = store.verify("moved")
+    assert report.ok and report.head == imported.head
+    assert report.provenance[0].startswith("forked from 'source' (exchanges up to #1;")
+    assert store.fork_origin("moved") == origin
