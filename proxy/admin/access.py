@@ -187,7 +187,7 @@ def login_routes(
             return RedirectResponse(_next(target), status_code=303)
         offered = fields.get("token", "").strip().encode()
         if not hmac.compare_digest(offered, token.encode()):
-            return form(request, target, 401, "That is not this proxy's admin token.")
+            return form(request, target, 401, "That is not the admin token of this proxy.")
         answer = RedirectResponse(_next(target), status_code=303)
         answer.set_cookie(
             SESSION_COOKIE,
