@@ -164,7 +164,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         if not request.state.trusted:
             public: dict[str, Any] = {"status": "ok" if problem is None else "degraded"}
             if settings.admin_token is not None:
-                public["admin_token"] = "required for more"
+                public["admin_token"] = "required"
             return JSONResponse(public)
         return JSONResponse(
             {

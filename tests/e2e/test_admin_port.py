@@ -123,7 +123,7 @@ def test_no_route_serves_the_ca_key_or_the_secret_key(guarded: ProxyProcess) -> 
 def test_a_stranger_gets_the_status_and_the_ca_and_nothing_else(guarded: ProxyProcess) -> None:
     assert guarded.admin("GET", "/health").json() == {
         "status": "ok",
-        "admin_token": "required for more",
+        "admin_token": "required",
     }
     assert b"BEGIN CERTIFICATE" in guarded.admin("GET", "/ca.pem").content
     for path in ("/api/mode", "/api/cassettes", "/metrics", "/cassettes.json"):

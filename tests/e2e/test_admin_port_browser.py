@@ -240,7 +240,7 @@ def test_a_rebound_name_gets_only_the_status_and_signing_out_locks_the_case_file
     health = page.goto(f"{rebound}/health")
     assert health is not None and health.json() == {
         "status": "ok",
-        **({"admin_token": "required for more"} if token_of(proxy) else {}),
+        **({"admin_token": "required"} if token_of(proxy) else {}),
     }
     if token_of(proxy) is not None:
         page.goto(f"{proxy.admin_url}/cassettes")

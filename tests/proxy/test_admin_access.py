@@ -52,7 +52,7 @@ def client(data_dir: Path) -> Iterator[TestClient]:
 def test_a_stranger_reads_only_health_and_the_ca(client: TestClient) -> None:
     health = client.get("/health")
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "admin_token": "required for more"}
+    assert health.json() == {"status": "ok", "admin_token": "required"}
     assert client.get("/ca.pem").content == CERT
     for path in ("/", "/api/mode", "/api/cassettes", "/metrics", "/cassettes.json"):
         refused = client.get(path)
