@@ -9,13 +9,16 @@ on stdout for machines (``--json``). Errors are one line on stderr with a non-ze
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
+import os
 import secrets
 import ssl
 import sys
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,8 +30,10 @@ import httpx
 from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import exchange_formats
 from canonicalize import RequestView, canonicalize
 from evidence import (
     cassette_document,
@@ -42,7 +47,8 @@ from evidence.editing import AnswerEdit, Assignment, edited
 from evidence.inert import inert
 from evidence.text import exchange_lines
 from proxy import settings as settings_module
-from proxy.command import CAPTURES, Confinement, run_command
+from proxy.clock import Clock, FakedClock, library
+from proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
 from proxy.discovery import (
     NoProxyFound,
     Trust,
@@ -324,6 +330,17 @@ _RUN_OPTIONS = [
         metavar="DURATION",
     ),
     _setting(
+        "--perturb",
+        "In replay, perturb recorded answers: KIND[=ARG][@HOST[/PATH-GLOB]][:P],… "
+        "(see the README's Fuzzing section).",
+        metavar="SPEC",
+    ),
+    _setting(
+        "--seed",
+        "Seed of --perturb's rolls  [default: drawn at start and logged]",
+        metavar="N",
+    ),
+    _setting(
         "--replay-session",
         "Count replay positions in the store under NAME, shared by replicas replaying together.",
         metavar="NAME",
@@ -370,6 +387,21 @@ def run(**options: Any) -> None:
     envvar="FREEZEFRAME_ISOLATE",
     default=None,
 )
+@_setting(
+    "--clock",
+    "Run COMMAND under libfaketime from this time: recorded (the cassette's first request) "
+    "or ISO 8601, e.g. 2024-02-29T23:59:30Z.",
+    metavar="recorded|TIME",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run COMMAND this many times, run i with seed S+i; then a table of what was "
+    "perturbed in each run and its exit status.",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --runs: one JSON document on stdout.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
 def exec_(
@@ -377,6 +409,9 @@ def exec_(
     proxy_url: str | None,
     capture: str | None,
     isolate: bool | None,
+    clock: str | None,
+    runs: int,
+    as_json: bool,
     **options: Any,
 ) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
@@ -391,12 +426,25 @@ def exec_(
     Example:
         freezeframe exec --mode replay --cassette bug-8821 -- python agent.py
         sudo freezeframe exec --capture transparent --cassette bug-8821 -- node agent.js
+        freezeframe exec --mode replay --cassette bug-8821 --clock recorded -- python agent.py
+        freezeframe exec --mode replay --cassette bug-8821 --runs 20 \\
+            --perturb '429@api.openai.com/v1/*:0.3,reset@tools.local:0.1' -- python agent.py
     """
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
+    faked = _faked_clock(clock, options) if clock else None
+    if runs > 1 or as_json:
+        if proxy_url is not None:
+            raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
+        settings = settings_module.build(**options)
+        sys.exit(_repeat(command, settings, runs, confinement, faked, as_json))
     if proxy_url is None:
         settings = settings_module.build(**options)
-        sys.exit(asyncio.run(run_command(command, settings=settings, confinement=confinement)))
+        sys.exit(
+            asyncio.run(
+                run_command(command, settings=settings, confinement=confinement, clock=faked)
+            )
+        )
     explicit = Path(options["data_dir"]).expanduser() if _explicit("data_dir") else None
 
     def trust_of() -> Trust:
@@ -405,9 +453,91 @@ def exec_(
 
     sys.exit(
         asyncio.run(
-            run_command(command, proxy_url=proxy_url, trust_of=trust_of, confinement=confinement)
+            run_command(
+                command,
+                proxy_url=proxy_url,
+                trust_of=trust_of,
+                confinement=confinement,
+                clock=faked,
+            )
         )
     )
+
+
+def _repeat(
+    command: Sequence[str],
+    settings: settings_module.Settings,
+    runs: int,
+    confinement: Confinement,
+    clock: FakedClock | None,
+    as_json: bool,
+) -> int:
+    """``exec --runs``: 0 when every run exited 0, else 1. With ``--json`` the command's
+    output goes to stderr, so that stdout is the one JSON document."""
+    stdout = os.dup(1) if as_json else None
+    if stdout is not None:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    try:
+        done = asyncio.run(
+            run_repeatedly(command, settings, runs, confinement=confinement, clock=clock)
+        )
+    finally:
+        if stdout is not None:
+            os.dup2(stdout, 1)
+            os.close(stdout)
+    if as_json:
+        _emit_json({"runs": [_run_document(run) for run in done]})
+    else:
+        _print_runs(done)
+    return 0 if all(run.status == 0 for run in done) else 1
+
+
+def _run_document(run: Run) -> dict[str, Any]:
+    return {
+        "run": run.number,
+        "seed": run.seed,
+        "exit": run.status,
+        "record_into": run.record_into,
+        "perturbed": [
+            {
+                "perturbation": event.perturbed,
+                "request": f"{event.method} {event.url}",
+                "recording": f"{event.cassette}#{event.seq}",
+            }
+            for event in run.perturbed
+        ],
+    }
+
+
+def _print_runs(done: Sequence[Run]) -> None:
+    """Each run's perturbations and exit status, then each perturbation's exit statuses."""
+    console = _console()
+    table = Table("run", "seed", "exit", "perturbed", title="exec --runs", title_justify="left")
+    by_kind: dict[str, Counter[int]] = {}
+    for run in done:
+        lines = [f"{event.perturbed}: {event.method} {event.url}" for event in run.perturbed]
+        cells = "\n".join(_cell(line) for line in lines)
+        table.add_row(str(run.number), str(run.seed), str(run.status), cells)
+        kinds = {str(event.perturbed).split()[0] for event in run.perturbed} or {"(none)"}
+        for kind in kinds:
+            by_kind.setdefault(kind, Counter())[run.status] += 1
+    console.print(table)
+    summary = Table("perturbation", "runs", "exit statuses", title="by perturbation")
+    for kind, statuses in sorted(by_kind.items()):
+        counted = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
+        summary.add_row(_cell(kind), str(sum(statuses.values())), counted)
+    console.print(summary)
+
+
+def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
+    """``--clock``: refused in one line without libfaketime, or without a time to start at."""
+    wanted = Clock.parse(value)
+    lib = library()
+    if wanted.moment is not None:
+        return FakedClock(wanted.moment, lib)
+    with _open(options["data_dir"], options["store"]) as store:
+        return FakedClock(wanted.start(store, options["cassette"]), lib)
 
 
 def _trust_of_proxy(url: str, admin: str, data_dir: Path | None, token: str | None) -> Trust:
@@ -844,21 +974,52 @@ def _view(
 
 
 @main.command()
-@click.argument("cassette")
+@click.argument("cassette", required=False)
 @_store_options
+@click.option(
+    "--bundle",
+    "bundle_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Check this bundle offline instead: no store, no secret.",
+)
+@click.option(
+    "--trust",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="NAME.pub",
+    help="With --bundle: the public key the bundle must be signed with.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
-def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
+def verify(
+    cassette: str | None,
+    data_dir: str,
+    store: str | None,
+    bundle_file: Path | None,
+    trust: Path | None,
+    as_json: bool,
+) -> None:
     """Check the cassette's tamper-evident hash chain; exit 1 on any break.
 
     Prints the chain head the cassette ends at (write it into the ticket: a later verify
     that prints the same head shows nothing was changed since), and for a fork what it was
-    forked from and whether the source still holds it.
+    forked from and whether the source still holds it. With --bundle, checks a bundle
+    offline: every body against its digest, every exchange against the manifest, the
+    Merkle root, and with --trust the signature.
 
     \b
     Example:
         freezeframe verify bug-8821 && echo intact
+        freezeframe verify --bundle bug-8821.ffcase --trust team.pub
     """
+    if bundle_file is not None:
+        if cassette is not None:
+            raise click.UsageError("give a CASSETTE or --bundle FILE, not both")
+        _verify_bundle(bundle_file, trust, as_json)
+        return
+    if cassette is None:
+        raise click.UsageError("missing CASSETTE (or --bundle FILE)")
+    if trust is not None:
+        raise click.UsageError("--trust checks a bundle's signature: add --bundle FILE")
     validate_cassette_name(cassette)
     opened = _open(data_dir, store)
     try:
@@ -875,6 +1036,223 @@ def verify(cassette: str, data_dir: str, store: str | None, as_json: bool) -> No
         click.echo(f"{cassette}: BROKEN at #{report.first_break}: {report.detail}", err=True)
     if not report.ok:
         sys.exit(1)
+
+
+def _verify_bundle(path: Path, trust: Path | None, as_json: bool) -> None:
+    report = exchange_formats.verify_bundle(path, trust)
+    if as_json:
+        _emit_json(asdict(report))
+        return
+    if report.signed_by is None:
+        signed = "not signed"
+    elif report.trusted:
+        signed = f"signed by trusted key {report.signed_by}"
+    else:
+        signed = f"signed by {report.signed_by} (not checked against a key: pass --trust)"
+    _say(
+        f"{path}: intact: cassette {report.cassette!r}, {report.exchanges} exchanges, "
+        f"{report.bodies} bodies; {signed}"
+    )
+    click.echo(f"  chain head {report.chain_head}, merkle root {report.merkle_root}")
+
+
+@main.command(name="export")
+@click.argument("cassette")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="The file to write (not with --otlp-endpoint).",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(exchange_formats.EXPORT_FORMATS),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: lossless, one exchange a line; bundle: one signed file (.ffcase); har: HAR 1.2; "
+    "otel: OTLP JSON Lines; dataset: eval rows, one per model call.",
+)
+@click.option(
+    "--sign",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="NAME.key",
+    help="With --format bundle: sign the manifest with this Ed25519 key (freezeframe keygen).",
+)
+@click.option(
+    "--shape",
+    type=click.Choice(exchange_formats.SHAPES),
+    default=exchange_formats.SHAPES[0],
+    show_default=True,
+    help="With --format dataset: the field names of this eval tool.",
+)
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="With --format otel: send the spans to this OTLP/HTTP collector instead of a file.",
+)
+@_store_options
+@_setting(
+    "--rules",
+    "With --format bundle: the key rules to carry in it  [default: <data dir>/rules.toml if it "
+    "exists]",
+    metavar="FILE",
+)
+@_debug_option
+def export(
+    cassette: str,
+    output: Path | None,
+    format_: str,
+    sign: Path | None,
+    shape: str,
+    otlp_endpoint: str | None,
+    data_dir: str,
+    store: str | None,
+    rules: str | None,
+) -> None:
+    """Write a cassette to a portable file; secrets stay markers.
+
+    \b
+    Example:
+        freezeframe export bug-8821 -o bug-8821.jsonl
+        freezeframe export bug-8821 -o bug-8821.ffcase --format bundle --sign team.key
+        freezeframe export bug-8821 --format otel --otlp-endpoint http://localhost:4318
+    """
+    validate_cassette_name(cassette)
+    if otlp_endpoint is not None and (format_ != "otel" or output is not None):
+        raise click.UsageError("--otlp-endpoint sends otel spans instead of writing -o FILE")
+    if otlp_endpoint is None and output is None:
+        raise click.UsageError("missing -o FILE")
+    rules_file = rules_path(rules, Path(data_dir).expanduser())
+    opened = _open(data_dir, store)
+    try:
+        total = len(opened.exchanges(cassette))
+        with _progress(f"exporting {cassette}", total) as advance:
+            if otlp_endpoint is not None:
+                spans = exchange_formats.send_otel(opened, cassette, otlp_endpoint, advance)
+            else:
+                assert output is not None
+                written = exchange_formats.export_cassette(
+                    opened,
+                    cassette,
+                    output,
+                    format_,
+                    key=sign,
+                    rules=rules_file,
+                    shape=shape,
+                    progress=advance,
+                )
+    finally:
+        opened.close()
+    if otlp_endpoint is not None:
+        _say(f"{otlp_endpoint}: sent {spans} spans")
+    elif isinstance(written, exchange_formats.BundleReport):
+        signed = f", signed by {written.signed_by}" if written.signed_by else ""
+        _say(
+            f"{output}: {written.exchanges} exchanges, {written.bodies} bodies{signed}; "
+            f"chain head {written.chain_head}, merkle root {written.merkle_root}"
+        )
+    else:
+        unit = {"otel": "spans", "dataset": "rows"}.get(format_, "exchanges")
+        _say(f"{output}: {written} {unit}")
+
+
+@main.command(name="import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--as", "name", metavar="NAME", help="The new cassette's name  [default: the file's]")
+@_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
+)
+@_debug_option
+def import_(
+    file: Path, name: str | None, data_dir: str, store: str | None, rules: str | None
+) -> None:
+    """Load a file as a new cassette, in one transaction: a freezeframe export (jsonl or
+    bundle), a HAR file (Chrome, Firefox, mitmproxy) or a mitmproxy flow file.
+
+    A capture from another tool has its secrets replaced by markers and its requests keyed
+    as the proxy would; what it lacks (chunk timing, run context) is said, one line each.
+
+    \b
+    Example:
+        freezeframe import bug-8821.ffcase --as bug-8821-review
+        freezeframe import session.har --as from-devtools
+    """
+    if name is not None:
+        validate_cassette_name(name)
+    directory = Path(data_dir).expanduser()
+
+    def keeper(cassette: str) -> exchange_formats.Keeper:
+        redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
+        return exchange_formats.Keeper(cassette, redactor, key_config(rules_path(rules, directory)))
+
+    source = exchange_formats.open_import(file, name, keeper)
+    try:
+        validate_cassette_name(source.cassette)
+    except InvalidCassetteName as exc:
+        raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
+    opened = open_store(store or settings_module.default_store_url(directory))
+    try:
+        with _progress(f"importing {file.name}", source.total) as advance:
+            imported = opened.import_cassette(source.cassette, _counted(source.exchanges, advance))
+    finally:
+        opened.close()
+    _say(
+        f"{imported.cassette}: imported {imported.exchanges} exchanges from {file} "
+        f"({source.format}), chain head {imported.head}"
+    )
+    for note in source.notes:
+        _say(f"  {note}")
+
+
+@main.command()
+@click.option(
+    "-o",
+    "--output",
+    "name",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="NAME",
+    help="Writes NAME.key (mode 0600) and NAME.pub.",
+)
+@_debug_option
+def keygen(name: Path) -> None:
+    """Make an Ed25519 key pair to sign bundles with (export --sign NAME.key).
+
+    Keep NAME.key to yourself; hand NAME.pub to whoever checks your bundles
+    (verify --bundle FILE --trust NAME.pub).
+
+    \b
+    Example:
+        freezeframe keygen -o team
+    """
+    private, public = exchange_formats.keygen(name)
+    click.echo(f"wrote {private} (keep it secret) and {public}")
+
+
+def _counted[T](items: Iterable[T], advance: Callable[[int], None]) -> Iterator[T]:
+    for item in items:
+        yield item
+        advance(1)
+
+
+@contextlib.contextmanager
+def _progress(what: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal (stderr), nothing in a pipe."""
+    if not sys.stderr.isatty():
+        yield lambda _: None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 @main.command()

@@ -18,6 +18,7 @@ from addons.routing import Routing
 from addons.state import Mode, RuntimeState
 from addons.upstream_errors import UpstreamErrors
 from canonicalize import KeyConfig
+from evidence.perturb import Perturber
 from storage import Store
 from storage.redaction import Redactor
 
@@ -34,9 +35,11 @@ def default_addons(
     routing: Routing,
     admin: str,
     strict: bool = False,
+    perturber: Perturber | None = None,
 ) -> list[object]:
     """``admin`` is the admin API's ``host:port``, which freezeframe's answers name;
-    ``strict``: an answer being recorded ends only once it is committed."""
+    ``strict``: an answer being recorded ends only once it is committed; ``perturber``
+    changes replayed answers (``--perturb``)."""
     reenactor = Reenactor(store, redactor)
     return [
         Capture(state, addresses),  # first: a captured request gets its name before anyone looks
@@ -44,6 +47,6 @@ def default_addons(
         UpstreamErrors(),
         RequestContext(state, redactor, routing),
         reenactor,
-        Replay(store, state, key_config, redactor, reenactor, admin),
+        Replay(store, state, key_config, redactor, reenactor, admin, perturber),
         Record(store, state, key_config, redactor, strict=strict),
     ]

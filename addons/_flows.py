@@ -17,6 +17,7 @@ from mitmproxy import http
 from addons.routing import Decision
 from addons.state import Mode
 from canonicalize import Canonical, KeyConfig, RequestView, canonicalize
+from evidence.perturb import Perturbed
 from storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
 from storage.encodings import HELD_DECODED, decode_body
 from storage.redaction import Redactor
@@ -39,6 +40,7 @@ class FlowInfo:
     canonical: Canonical | None = None
     view: RequestView | None = None  # what ``canonical`` was computed from, when held whole
     served: Exchange | None = None  # set when replay answered this flow
+    perturbed: Perturbed | None = None  # set when that answer was perturbed (--perturb)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -22,6 +22,8 @@ MISS = b"x-freezeframe-miss"
 """On freezeframe's miss answer: the cassette that had no recording."""
 RECORDED = b"x-freezeframe-recorded"
 """On a forwarded answer being recorded: ``<cassette>#<seq>``, where it will be stored."""
+PERTURBED = b"x-freezeframe-perturbed"
+"""On a replayed answer that ``--perturb`` changed: what was done (``429 retry-after 1``)."""
 
 
 def hit(
@@ -33,6 +35,10 @@ def hit(
     if rewrites:
         headers.append((REWRITE, _value(", ".join(rewrites))))
     return tuple(headers)
+
+
+def perturbed(description: str) -> tuple[Header, ...]:
+    return ((PERTURBED, _value(description)),)
 
 
 def miss(cassette: str) -> tuple[Header, ...]:

@@ -1,26 +1,36 @@
 """Every use of mitmproxy's private API, in one place.
 
-mitmproxy gives addons no say over two things freezeframe needs: the error page it sends
-when a request cannot be forwarded, and which ALPN protocol the client side gets under the
-lazy connection strategy. Each is reached here and nowhere else, so a mitmproxy upgrade that
-moves one breaks this module, and ``tests/addons/test_mitmproxy_internals.py`` says so by
-name, instead of the behaviour changing quietly in the middle of the proxy.
+mitmproxy gives addons no say over three things freezeframe needs: the error page it sends
+when a request cannot be forwarded, which ALPN protocol the client side gets under the lazy
+connection strategy, and from when the certificates it makes for clients are valid. Each is
+reached here and nowhere else, so a mitmproxy upgrade that moves one breaks this module, and
+``tests/addons/test_mitmproxy_internals.py`` says so by name, instead of the behaviour
+changing quietly in the middle of the proxy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
+from mitmproxy import certs
 from mitmproxy.proxy.layers.http import _http1
 from mitmproxy.proxy.layers.http._base import format_error
 from OpenSSL import SSL
 
-__all__ = ["ErrorPage", "format_error", "prefer_alpn", "set_error_page"]
+__all__ = [
+    "ErrorPage",
+    "certificates_valid_from",
+    "format_error",
+    "prefer_alpn",
+    "set_error_page",
+]
 
 ErrorPage = Callable[[int, str], bytes | None]
 """``(status, message) -> raw HTTP/1 response``, or None for mitmproxy's own page."""
 
 _MITMPROXY_ERROR_PAGE = _http1.make_error_response
+_MITMPROXY_VALIDITY_OFFSET = certs.CERT_VALIDITY_OFFSET
 
 
 def set_error_page(render: ErrorPage | None) -> None:
@@ -44,3 +54,15 @@ def prefer_alpn(ssl_conn: SSL.Connection, protocol: bytes) -> None:
     app_data = ssl_conn.get_app_data()
     if isinstance(app_data, dict) and app_data.get("client_alpn") is None:
         app_data["client_alpn"] = protocol
+
+
+def certificates_valid_from(moment: datetime | None) -> None:
+    """Make the certificates mitmproxy makes for clients from now on valid from its margin
+    (two days) before ``moment`` instead of before now, for a client whose clock is set to
+    ``moment`` (``exec --clock``), which would refuse one not yet valid; None restores
+    mitmproxy's. mitmproxy reads ``CERT_VALIDITY_OFFSET`` each time it makes one."""
+    if moment is None:
+        certs.CERT_VALIDITY_OFFSET = _MITMPROXY_VALIDITY_OFFSET
+        return
+    shift = moment - datetime.now(moment.tzinfo)
+    certs.CERT_VALIDITY_OFFSET = shift + _MITMPROXY_VALIDITY_OFFSET

@@ -289,7 +289,13 @@ class Record:
                     stripped=digests(canonical.stripped),
                     facts=recorded_facts(info, self._view(flow, info), served.response),
                     messages=served.messages,
-                    origin=Origin("replayed", served.cassette, served.seq, served.chain),
+                    origin=Origin(
+                        "replayed",
+                        served.cassette,
+                        served.seq,
+                        served.chain,
+                        (f"perturbed: {info.perturbed.description}",) if info.perturbed else (),
+                    ),
                 )
             )
         except StoreError as exc:
@@ -408,6 +414,14 @@ class Record:
         response = exchange.response
         self._state.tally.recorded(
             exchange.outcome.value, exchange.host, None if response is None else response.status
+        )
+        self._state.journal.add(
+            "recorded",
+            info.record_cassette,
+            exchange.slot.seq,
+            flow.request.method,
+            display_url(flow, info),
+            status=response.status if response is not None else None,
         )
         log.info(
             "recorded %s#%d %s %s %s %s %.0f ms%s",

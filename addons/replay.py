@@ -33,6 +33,8 @@ from addons.uploads import RequestBody, begin_upload, upload_canonical, upload_o
 from addons.websocket import is_websocket
 from canonicalize import Canonical, KeyConfig, nearest
 from canonicalize.drift import drifted
+from evidence.perturb import Perturbed, Perturber
+from evidence.perturb import Request as PerturbedRequest
 from evidence.rewrites import (
     JSONRPC_ID,
     instant_rewrites,
@@ -70,8 +72,10 @@ class Replay:
         redactor: Redactor,
         reenactor: Reenactor,
         admin: str,
+        perturber: Perturber | None = None,
     ) -> None:
         self._store = store
+        self._perturber = perturber
         self._admin = admin  # host:port of the admin API, named in miss messages
         self._state = state
         self._key_config = key_config
@@ -124,7 +128,7 @@ class Replay:
         # forwarded, so a miss is a miss (even on a live route under --after-miss live).
         answer = self._answer(flow, info, canonical, Mode.REPLAY, can_forward=False)
         assert answer is not None
-        if isinstance(answer, Staged) and self._direct(answer):
+        if isinstance(answer, Staged) and self._direct(answer, info):
             return dataclasses.replace(answer, pace=INSTANT_PACE)
         return answer
 
@@ -151,7 +155,7 @@ class Replay:
         if isinstance(answer, http.Response):
             flow.response = answer
         elif isinstance(answer, Staged):
-            if answer.response is not None and self._direct(answer):
+            if answer.response is not None and self._direct(answer, info):
                 flow.response = response_from(answer.response, answer.headers)
             else:
                 self._reenactor.route(
@@ -209,6 +213,20 @@ class Replay:
         drift = self._drift(flow, info, canonical, exchange)
         self._state.tally.replayed(info.cassette, bool(drift))
         recorded = exchange.response
+        perturbed = self._perturb(flow, info, canonical.key, exchange, occurrence)
+        if perturbed is not None:
+            exchange, recorded = perturbed.exchange, perturbed.response
+            info.served, info.perturbed = exchange, perturbed
+        self._state.journal.add(
+            "hit",
+            info.cassette,
+            exchange.seq,
+            flow.request.method,
+            display_url(flow, info),
+            status=recorded.status if recorded is not None else None,
+            drift=drift,
+            perturbed=perturbed.description if perturbed is not None else None,
+        )
         log.info(
             "replayed %s#%d for %s %s: %s %s",
             info.cassette,
@@ -228,6 +246,8 @@ class Replay:
                 failure.headers.fields += annotate.hit(info.cassette, exchange.seq, drift)
             return failure
         pace = self._state.pace
+        if perturbed is not None and perturbed.pace != 1.0:
+            pace = (pace or 1.0) * perturbed.pace
         recorded, rewritten = self._answer_as(flow, exchange, recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
@@ -243,7 +263,38 @@ class Replay:
                 )
         if self._state.annotate:
             headers = (*headers, *annotate.hit(info.cassette, exchange.seq, drift, rewritten))
+            if perturbed is not None:
+                headers = (*headers, *annotate.perturbed(perturbed.description))
         return Staged(exchange, recorded, tuple(headers), pace)
+
+    def _perturb(
+        self, flow: http.HTTPFlow, info: FlowInfo, key: str, exchange: Exchange, occurrence: int
+    ) -> Perturbed | None:
+        """The recording as ``--perturb`` changes it, if it does. A failure is served in
+        place of the recording, which stays where it was for the client's retry."""
+        if self._perturber is None or exchange.response is None:
+            return None
+        request = PerturbedRequest(
+            flow.request.host,
+            flow.request.port,
+            info.target.partition("?")[0],
+            anthropic="anthropic-version" in flow.request.headers,
+        )
+        perturbed = self._perturber.perturb(exchange, exchange.response, request, occurrence)
+        if perturbed is None:
+            return None
+        if perturbed.failure:
+            self._state.give_back(info.cassette, key, occurrence)
+        log.info(
+            "perturbed %s#%d for %s %s: %s (%s)",
+            info.cassette,
+            exchange.seq,
+            flow.request.method,
+            display_url(flow, info),
+            perturbed.description,
+            perturbed.perturbation.text,
+        )
+        return perturbed
 
     def _drift(
         self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical, exchange: Exchange
@@ -271,8 +322,10 @@ class Replay:
         return paths
 
     @staticmethod
-    def _direct(staged: Staged) -> bool:
+    def _direct(staged: Staged, info: FlowInfo) -> bool:
         """Whether the recording can be served as a finished response (no re-enactment)."""
+        if info.perturbed is not None and info.perturbed.played:
+            return False  # its timing or its end is the perturbation
         if staged.response is None or is_websocket(staged.response):
             return False  # a WebSocket's conversation is re-enacted (addons.wsreenact)
         in_memory = staged.response.body_ref is None
@@ -351,6 +404,15 @@ class Replay:
                 else:
                     message += "; the cassette has no recordings to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
+        self._state.journal.add(
+            "miss",
+            cassette,
+            None,
+            flow.request.method,
+            display_url(flow, info),
+            status=answers.MISS_STATUS,
+            message=message,
+        )
         miss = Miss(
             cassette=cassette,
             at=time.time(),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, deque
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from storage import Store
 
@@ -136,6 +137,58 @@ class TallyCounts:
     missed: Counter[str]
 
 
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One request as the proxy handled it: ``hit`` (replayed from ``cassette#seq``),
+    ``miss`` (``message`` says why), or ``recorded`` (stored as ``cassette#seq``)."""
+
+    n: int
+    kind: str
+    cassette: str
+    seq: int | None
+    method: str
+    url: str
+    status: int | None = None
+    drift: tuple[str, ...] = ()
+    """On a hit: the stripped parts in which the request differed from the recording."""
+    perturbed: str | None = None
+    """On a hit whose answer was perturbed (``--perturb``): the perturbation."""
+    message: str = ""
+
+    def document(self) -> dict[str, Any]:
+        return {**asdict(self), "drift": list(self.drift)}
+
+
+JOURNAL_KEPT = 10_000
+
+
+class Journal:
+    """The latest requests the proxy handled, numbered from 1, so a caller that noted the
+    last number before a test (the pytest plugin, ``exec --runs``) can ask what happened
+    during it (``GET /api/events?after=N``). The oldest are dropped past ``JOURNAL_KEPT``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: deque[Event] = deque(maxlen=JOURNAL_KEPT)
+        self._last = 0
+
+    def add(
+        self, kind: str, cassette: str, seq: int | None, method: str, url: str, **rest: Any
+    ) -> None:
+        with self._lock:
+            self._last += 1
+            self._events.append(Event(self._last, kind, cassette, seq, method, url, **rest))
+
+    @property
+    def last(self) -> int:
+        with self._lock:
+            return self._last
+
+    def after(self, n: int) -> list[Event]:
+        with self._lock:
+            return [event for event in self._events if event.n > n]
+
+
 class SharedPositions:
     """Replay positions counted in the store, so proxy replicas that replay one session
     together (``--replay-session``) hand out each recording once, in order per key."""
@@ -155,7 +208,7 @@ class RuntimeState:
     """Mode, default cassette, replay pace, and the replay position of every (cassette, key).
 
     ``annotate`` is fixed for the process: whether answers carry addons.annotate's headers.
-    ``tally`` counts what the process did.
+    ``tally`` counts what the process did, ``journal`` lists it request by request.
     """
 
     def __init__(
@@ -172,6 +225,7 @@ class RuntimeState:
         self._pace = pace
         self.annotate = annotate
         self.tally = Tally()
+        self.journal = Journal()
         self._shared = shared
         self._served: Counter[tuple[str, str]] = Counter()
         self._diverged: set[str] = set()

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import secrets
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from addons import AddressBook
-from addons.state import Mode
+from addons.mitmproxy_internals import certificates_valid_from
+from addons.state import Event, Mode
 from proxy import sandbox
+from proxy.clock import FakedClock, trust_notice
 from proxy.discovery import Trust, trust_in
 from proxy.localcapture import local_capture_unavailable_reason
 from proxy.serve import Embedded, StartupError, serve
@@ -57,11 +61,17 @@ async def run_command(
     proxy_url: str | None = None,
     trust_of: Callable[[], Trust] | None = None,
     confinement: Confinement = Confinement(),
+    clock: FakedClock | None = None,
+    journal: list[Event] | None = None,
 ) -> int:
     """Run ``command`` through a new proxy (``settings``), or through the running proxy at
-    ``proxy_url`` whose CA ``trust_of`` finds, once ``confinement`` is known to be possible."""
+    ``proxy_url`` whose CA ``trust_of`` finds, once ``confinement`` is known to be possible;
+    on ``clock``'s time when given. ``journal`` receives what the new proxy did with each
+    request."""
     network = _network(settings, proxy_url, confinement)
     trust = trust_of() if trust_of is not None else None
+    if clock is not None and settings is not None:
+        certificates_valid_from(clock.start)
     addresses = AddressBook()
     link = f"ff{os.getpid():x}"[:15] if network == "capture" else None
     embedded = Embedded(addresses, (f"tun:{link}",) if link else ())
@@ -72,20 +82,22 @@ async def run_command(
     try:
         if confinement.capture == "local":  # the redirector needs the pid before it runs
             box = sandbox.Sandbox("none", ("127.0.0.1", 0), addresses)
-            env = _environment(_client_url(settings, proxy_url, None), settings, trust)
+            env = _environment(_client_url(settings, proxy_url, None), settings, trust, clock)
             child = await box.spawn(command, env)
             embedded.extra_modes = (f"local:{child.pid}",)
         if settings is not None:
             server = await _start(settings, embedded, stop)
+        if clock is not None:
+            _say_if_untrusted(clock, settings, trust)
         if network is not None:
             box = sandbox.Sandbox(network, _proxy_address(settings, proxy_url), addresses, link)
-            env = _environment(_client_url(settings, proxy_url, network), settings, trust)
+            env = _environment(_client_url(settings, proxy_url, network), settings, trust, clock)
             child = await _spawn_confined(box, command, env, confinement)
         if child is None:  # no namespace asked for, or (said in one line) none to be had
             if box is not None:
                 await box.close()
                 box = None
-            env = _environment(_client_url(settings, proxy_url, None), settings, trust)
+            env = _environment(_client_url(settings, proxy_url, None), settings, trust, clock)
             child = await _spawn(command, env)
         elif box is not None:
             await box.go()
@@ -99,7 +111,49 @@ async def run_command(
         if server is not None:
             await server
     _say_if_nothing_was_recorded(settings, embedded)
+    if journal is not None and embedded.journal is not None:
+        journal.extend(embedded.journal.after(0))
     return code
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of ``exec --runs``: its seed, its exit status, the answers it had perturbed."""
+
+    number: int
+    seed: int
+    status: int
+    perturbed: tuple[Event, ...]
+    record_into: str | None
+
+
+async def run_repeatedly(
+    command: Sequence[str],
+    settings: Settings,
+    runs: int,
+    *,
+    confinement: Confinement = Confinement(),
+    clock: FakedClock | None = None,
+) -> list[Run]:
+    """``exec --runs N``: the command N times, each through a proxy of its own, run ``i``
+    with seed ``S + i`` (``S`` from ``--seed``, or drawn), so that any one of them is run
+    again alone with ``--runs 1 --seed S+i``. With ``--record-into NAME``, run ``i`` is
+    recorded into ``NAME-<its seed>``, so the variant that failed can be kept."""
+    first = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+    done = []
+    for number in range(runs):
+        seed = first + number
+        into = settings.record_into
+        if into is not None and runs > 1:
+            into = f"{into}-{seed}"
+        seeded = dataclasses.replace(settings, seed=seed, record_into=into)
+        journal: list[Event] = []
+        status = await run_command(
+            command, settings=seeded, confinement=confinement, clock=clock, journal=journal
+        )
+        perturbed = tuple(event for event in journal if event.perturbed is not None)
+        done.append(Run(number + 1, seed, status, perturbed, into))
+    return done
 
 
 def _network(settings: Settings | None, proxy_url: str | None, want: Confinement) -> str | None:
@@ -135,6 +189,12 @@ def _network(settings: Settings | None, proxy_url: str | None, want: Confinement
         _not_isolated(reason)
         return None
     return "isolate"
+
+
+def _say_if_untrusted(clock: FakedClock, settings: Settings | None, trust: Trust | None) -> None:
+    ca = trust.ca if trust is not None else trust_in(settings.data_dir).ca if settings else None
+    if ca is not None and (notice := trust_notice(clock.start, ca, settings is not None)):
+        log.warning("%s", notice)
 
 
 def _not_isolated(reason: str) -> None:
@@ -189,10 +249,12 @@ def _client_url(settings: Settings | None, proxy_url: str | None, network: str |
     return proxy_url
 
 
-def _environment(proxy_url: str, settings: Settings | None, trust: Trust | None) -> dict[str, str]:
+def _environment(
+    proxy_url: str, settings: Settings | None, trust: Trust | None, clock: FakedClock | None
+) -> dict[str, str]:
     """The command's environment: this process's, with the client variables of the proxy
     started for it (whose CA is in its data dir), or of the running proxy whose CA is
-    ``trust``."""
+    ``trust``, and libfaketime's when the command runs on ``clock``."""
     if trust is None:
         assert settings is not None
         trust = trust_in(settings.data_dir)
@@ -204,6 +266,8 @@ def _environment(proxy_url: str, settings: Settings | None, trust: Trust | None)
     )
     if inherited := env.get("JAVA_TOOL_OPTIONS"):
         ours["JAVA_TOOL_OPTIONS"] = f"{inherited} {ours['JAVA_TOOL_OPTIONS']}"
+    if clock is not None:
+        ours.update(clock.environment(env.get("LD_PRELOAD")))
     env.update(ours)
     return env
 

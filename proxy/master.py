@@ -15,6 +15,7 @@ from mitmproxy.addons import next_layer, proxyserver, tlsconfig, upstream_auth
 
 from addons import AddressBook, Routing, default_addons
 from addons.state import RuntimeState
+from evidence.perturb import Perturber
 from proxy.keys import key_config
 from proxy.settings import Settings
 from storage import Store
@@ -53,6 +54,7 @@ def build_master(
     upstream_trust: str,
     addresses: AddressBook,
     extra_modes: Sequence[str] = (),
+    perturber: Perturber | None = None,
 ) -> master.Master:
     """Must be called with the event loop running: mitmproxy binds to it."""
     config = key_config(settings.rules)
@@ -77,6 +79,7 @@ def build_master(
             ),
             admin=str(settings.admin),
             strict=settings.durability == "strict",
+            perturber=perturber,
         ),
     )
     opts.update(**mitmproxy_options(settings, upstream_trust, extra_modes))

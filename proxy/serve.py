@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import re
+import secrets
 import signal
 import socket
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from mitmproxy.addons.proxyserver import Proxyserver
 
 from addons import AddressBook
 from addons.capture import Capture
-from addons.state import Mode, RuntimeState, SharedPositions
+from addons.state import Journal, Mode, RuntimeState, SharedPositions
+from evidence.perturb import Perturber
 from proxy.admin import AdminServer, create_app
 from proxy.discovery import admin_url
 from proxy.master import build_master
@@ -51,6 +53,8 @@ class Embedded:
     addresses: AddressBook
     extra_modes: tuple[str, ...] = ()
     capture: Capture | None = None
+    journal: Journal | None = None
+    """Once the proxy runs: what it did with each request."""
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -188,6 +192,20 @@ def _empty(store: Store, cassette: str) -> None:
     )
 
 
+def _perturber(settings: Settings) -> Perturber | None:
+    """``--perturb``'s rolls, from ``--seed`` or from a seed drawn now and logged, so that a
+    run worth keeping can be run again."""
+    if not settings.perturb:
+        return None
+    seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+    log.info(
+        "perturbing replayed answers (%s) with seed %d",
+        ", ".join(p.text for p in settings.perturb),
+        seed,
+    )
+    return Perturber(settings.perturb, seed)
+
+
 async def _run(
     settings: Settings,
     store: Store,
@@ -214,10 +232,12 @@ async def _run(
         upstream_trust,
         embedded.addresses,
         embedded.extra_modes,
+        _perturber(settings),
     )
     capture = proxy_master.addons.get("capture")
     assert isinstance(capture, Capture)
     embedded.capture = capture
+    embedded.journal = state.journal
     admin = AdminServer(create_app(store, state, settings), settings.admin)
     admin_task: asyncio.Task[None] | None = None
     sweeper: asyncio.Task[None] | None = None

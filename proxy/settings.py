@@ -19,6 +19,7 @@ from cryptography import x509
 
 from addons.state import RECORDED_PACE, Mode, parse_pace
 from canonicalize import Route
+from evidence.perturb import Perturbation, parse_spec
 from proxy.keys import key_config, rules_path
 from storage.names import validate_cassette_name
 
@@ -189,6 +190,10 @@ class Settings:
     """``--max-age``: seconds after its last exchange that a cassette is removed."""
     durability: str = "batched"
     """``--durability``: ``batched``, or ``strict``: an answer ends once it is committed."""
+    perturb: tuple[Perturbation, ...] = ()
+    """``--perturb``: in replay, recorded answers changed by seeded rolls (evidence.perturb)."""
+    seed: int | None = None
+    """``--seed``: the rolls' seed; None: one is drawn at start, and logged."""
     admin_token: str | None = field(default=None, repr=False)
     """``--admin-token``: every admin route but /health and /ca.pem asks for it."""
     admin_hosts: tuple[str, ...] = ()
@@ -246,6 +251,13 @@ def _durability(value: str) -> str:
     if choice not in ("batched", "strict"):
         raise ValueError(f"--durability {value!r}: choose batched or strict")
     return choice
+
+
+def _seed(value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ValueError(f"--seed {value!r}: expected a whole number, e.g. 7") from None
 
 
 def _session(value: str) -> str:
@@ -345,6 +357,8 @@ def build(
     replay_session: str | None = None,
     max_age: str | None = None,
     durability: str = "batched",
+    perturb: str | None = None,
+    seed: str | None = None,
     admin_token: str | None = None,
     admin_hosts: tuple[str, ...] = (),
 ) -> Settings:
@@ -385,6 +399,8 @@ def build(
         replay_session=_session(replay_session) if replay_session else None,
         max_age=parse_duration(max_age, "--max-age") if max_age else None,
         durability=_durability(durability),
+        perturb=parse_spec(perturb) if perturb else (),
+        seed=_seed(seed) if seed else None,
         admin_token=check_admin_token(admin_token, admin_address),
         admin_hosts=tuple(check_admin_host(name) for name in admin_hosts if name.strip()),
     )

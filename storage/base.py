@@ -21,7 +21,7 @@ through read_blob(), part by part:
 """
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -35,6 +35,8 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     Forked,
+    Imported,
+    ImportedCassette,
     KeyChange,
     Miss,
     NewExchange,
@@ -322,6 +324,19 @@ class Store(ABC):
         the new cassette's chain starts from its provenance, so ``verify`` reports what it
         was forked from and whether the source still holds it. Raises CassetteNotFound,
         or StoreError when ``target`` exists or a seq to edit was not copied.
+        """
+
+    @abstractmethod
+    def import_cassette(self, cassette: str, exchanges: Iterable[Imported]) -> ImportedCassette:
+        """Write ``exchanges`` as the new cassette ``cassette``, all in one transaction.
+
+        Bodies are stored as any recorded body (deduplicated, as deltas where they grow a
+        conversation), drift notes on their exchanges, and the chain is computed afresh.
+        ``exchanges`` is consumed on the store's writer thread while the transaction is
+        open, so a file is read once and never held whole; recording into the store waits
+        meanwhile. Whatever it raises (a bad line in the file, a body that does not match
+        its digest) rolls everything back and is raised here, so nothing is half-imported.
+        Raises StoreError when ``cassette`` exists, ValueError for a fact of the wrong kind.
         """
 
     @abstractmethod

@@ -8,7 +8,7 @@ too large to hold in memory crosses as a BlobRef instead, and its bytes are
 streamed through the store (Store.blob_writer, Store.read_blob).
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -254,6 +254,32 @@ class Exchange:
     @property
     def url(self) -> str:
         return format_url(self.scheme, self.host, self.port, self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """One exchange brought in from a file, as it was recorded elsewhere (Store.import_cassette).
+
+    Its slot keeps the seq and occurrence it had, so the imported cassette replays in the same
+    order. A body too large to hold in memory is named by a BlobRef in the exchange and read
+    from its source by one of ``streams``, piece by piece, when the import writes it.
+    """
+
+    exchange: NewExchange
+    drift: tuple[Drift, ...] = ()
+    streams: tuple[tuple[BlobRef, Callable[[], Iterable[bytes]]], ...] = ()
+    """Each body the exchange names by BlobRef, with a function that reads it from the file;
+    a body whose bytes do not match its reference fails the import."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedCassette:
+    """A cassette written by Store.import_cassette."""
+
+    cassette: str
+    exchanges: int
+    head: str
+    """The chain head of the new cassette, which is chained afresh under its own name."""
 
 
 @dataclass(frozen=True, slots=True)

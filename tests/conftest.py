@@ -141,4 +141,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     item.stash.setdefault(PHASE_REPORTS, {})[report.when] = report
     return report
-

@@ -73,6 +73,7 @@ ROUTES = (
     ("GET", "/api/mode", "mode, default cassette and replay pace"),
     ("PUT", "/api/mode", 'switch: {"mode": ..., "cassette": ..., "pace": ...}'),
     ("POST", "/api/replay/reset", "start replay from the top"),
+    ("GET", "/api/events", "?after=N: what the proxy did with each request since event N"),
     ("GET", "/api/cassettes", "the cassettes (freezeframe ls --json); ?run_id=&model=&status="),
     ("GET", "/api/cassettes/{name}", "a cassette's exchanges (freezeframe show NAME --json)"),
     ("GET", "/api/cassettes/{name}/{seq}", "one exchange (freezeframe show NAME SEQ --json)"),
@@ -217,6 +218,16 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         state.reset()
         return JSONResponse(mode_document())
 
+    async def events(request: Request) -> JSONResponse:
+        try:
+            after = int(request.query_params.get("after", "0"))
+        except ValueError:
+            return _error(400, "GET /api/events: ?after= takes an event number")
+        found = state.journal.after(after)
+        return JSONResponse(
+            {"last": state.journal.last, "events": [event.document() for event in found]}
+        )
+
     async def cassettes(request: Request) -> JSONResponse:
         try:
             where = _where(request)
@@ -323,6 +334,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/api/mode", get_mode, methods=["GET"]),
             Route("/api/mode", put_mode, methods=["PUT"]),
             Route("/api/replay/reset", reset, methods=["POST"]),
+            Route("/api/events", events),
             Route("/api/cassettes", cassettes),
             Route("/api/cassettes/{name}", cassette),
             Route("/api/cassettes/{name}/{seq:int}", exchange),

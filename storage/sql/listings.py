@@ -9,7 +9,17 @@ never on the replay path.
 import json
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, func, or_, select, union
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    union,
+)
 
 from storage.records import (
     FACT_KINDS,
@@ -20,7 +30,7 @@ from storage.records import (
     RunOverview,
 )
 from storage.sql.rows import to_summary
-from storage.sql.schema import blobs, cassettes, drifts, exchanges
+from storage.sql.schema import blobs, cassette_totals, cassettes, drifts, exchanges
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
 
@@ -156,6 +166,103 @@ def cassette_summaries(conn: Connection, where: ExchangeFilter | None) -> list[C
         .where(*conditions)
         .group_by(cassettes.c.id, cassettes.c.name)
     )
+    rows = conn.execute(totals).mappings().all()
+    stored = _stored_bytes(conn, conditions)
+    summaries = [
+        CassetteSummary(
+            name=row["name"],
+            exchanges=row["exchanges"],
+            first_at=row["first_at"],
+            last_at=row["last_at"],
+            stored_bytes=stored.get(row["id"], 0),
+        )
+        for row in rows
+    ]
+    return sorted(summaries, key=lambda summary: summary.name)
+
+
+def counted_summaries(conn: Connection) -> tuple[list[CassetteSummary], list[dict[str, Any]]]:
+    """Every cassette, by name, from the totals counted at its current head, and the totals
+    counted afresh here for the cassettes whose head has moved (for save_totals)."""
+    rows = conn.execute(
+        select(
+            cassettes.c.id,
+            cassettes.c.name,
+            cassettes.c.head,
+            cassette_totals.c.head.label("counted_at"),
+            cassette_totals.c.exchanges,
+            cassette_totals.c.first_at,
+            cassette_totals.c.last_at,
+            cassette_totals.c.stored_bytes,
+        ).outerjoin_from(
+            cassettes, cassette_totals, cassette_totals.c.cassette_id == cassettes.c.id
+        )
+    ).mappings()
+    known: dict[int, dict[str, Any]] = {}
+    names: dict[int, str] = {}
+    for row in rows:
+        names[row["id"]] = row["name"]
+        if row["counted_at"] == row["head"]:
+            known[row["id"]] = dict(row)
+    fresh = [_count(conn, cassette_id, head) for cassette_id, head in _moved(conn, known, names)]
+    for totals in fresh:
+        known[totals["cassette_id"]] = totals
+    summaries = [
+        CassetteSummary(
+            name=names[cassette_id],
+            exchanges=totals["exchanges"],
+            first_at=totals["first_at"],
+            last_at=totals["last_at"],
+            stored_bytes=totals["stored_bytes"],
+        )
+        for cassette_id, totals in known.items()
+    ]
+    return sorted(summaries, key=lambda summary: summary.name), fresh
+
+
+def save_totals(conn: Connection, fresh: list[dict[str, Any]]) -> None:
+    """Keep totals counted by counted_summaries for the next listing."""
+    ids = [totals["cassette_id"] for totals in fresh]
+    conn.execute(delete(cassette_totals).where(cassette_totals.c.cassette_id.in_(ids)))
+    conn.execute(insert(cassette_totals), fresh)
+
+
+def _moved(
+    conn: Connection, known: dict[int, dict[str, Any]], names: dict[int, str]
+) -> list[tuple[int, str]]:
+    missing = [cassette_id for cassette_id in names if cassette_id not in known]
+    if not missing:
+        return []
+    return [
+        (cassette_id, head)
+        for cassette_id, head in conn.execute(
+            select(cassettes.c.id, cassettes.c.head).where(cassettes.c.id.in_(missing))
+        )
+    ]
+
+
+def _count(conn: Connection, cassette_id: int, head: str) -> dict[str, Any]:
+    """One cassette's totals, as ``ls`` shows them, at ``head``."""
+    own = [exchanges.c.cassette_id == cassette_id]
+    count, first, last = conn.execute(
+        select(
+            func.count(exchanges.c.id),
+            func.min(exchanges.c.started_at),
+            func.max(exchanges.c.started_at),
+        ).where(*own)
+    ).one()
+    return {
+        "cassette_id": cassette_id,
+        "head": head,
+        "exchanges": count,
+        "first_at": first,
+        "last_at": last,
+        "stored_bytes": _stored_bytes(conn, own).get(cassette_id, 0),
+    }
+
+
+def _stored_bytes(conn: Connection, conditions: list[ColumnElement[bool]]) -> dict[int, int]:
+    """The stored size of the bodies each cassette's matching exchanges hold."""
     # UNION, not UNION ALL: a body used twice in a cassette is stored once.
     uses = union(
         *(
@@ -172,19 +279,7 @@ def cassette_summaries(conn: Connection, where: ExchangeFilter | None) -> list[C
         .join_from(uses, blobs, uses.c.digest == blobs.c.digest)
         .group_by(uses.c.cassette_id)
     )
-    rows = conn.execute(totals).mappings().all()
-    stored = {cassette_id: int(size) for cassette_id, size in conn.execute(sizes)}
-    summaries = [
-        CassetteSummary(
-            name=row["name"],
-            exchanges=row["exchanges"],
-            first_at=row["first_at"],
-            last_at=row["last_at"],
-            stored_bytes=stored.get(row["id"], 0),
-        )
-        for row in rows
-    ]
-    return sorted(summaries, key=lambda summary: summary.name)
+    return {cassette_id: int(size) for cassette_id, size in conn.execute(sizes)}
 
 
 def drift_of(conn: Connection, cassette: str, seq: int) -> tuple[Drift, ...]:

@@ -152,6 +152,21 @@ cassettes = Table(
     Column("origin", Text),
 )
 
+# Version 6. What ``ls`` shows of each cassette, as of the chain head it was counted at: a
+# cassette whose head has not moved is not counted again, so listing a store of a million
+# exchanges reads one row per cassette. A cache: a row whose head is not the cassette's is
+# ignored, and readers write it (storage.sql.listings), never the recording path.
+cassette_totals = Table(
+    "cassette_totals",
+    metadata,
+    Column("cassette_id", Integer, primary_key=True, autoincrement=False),
+    Column("head", String(64), nullable=False),
+    Column("exchanges", Integer, nullable=False),
+    Column("first_at", Double),
+    Column("last_at", Double),
+    Column("stored_bytes", BigInteger, nullable=False),
+)
+
 blobs = Table(
     "blobs",
     metadata,
@@ -437,7 +452,9 @@ def _add_search_and_misses(conn: Connection) -> None:
 
 
 def _add_blob_bases(conn: Connection) -> None:
-    """5 -> 6: bodies stored against a base. Existing bodies are stored on their own."""
+    """5 -> 6: bodies stored against a base (existing bodies are stored on their own), and
+    the cassette totals ``ls`` reads."""
+    cassette_totals.create(conn, checkfirst=True)
     present = {c["name"] for c in inspect(conn).get_columns(blobs.name)}
     if "base" not in present:
         # Spelled out: SQLite adds a foreign key to a table only inline, with the column.

@@ -14,10 +14,11 @@ rewriting keys in storage.sql.rekey.
 """
 
 import dataclasses
+import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Self
 
@@ -32,6 +33,7 @@ from sqlalchemy import (
     or_,
     select,
 )
+from sqlalchemy.exc import SQLAlchemyError
 
 from storage import blobs
 from storage.base import BlobWriter, Store
@@ -47,6 +49,8 @@ from storage.records import (
     ExchangeFilter,
     ExchangeSummary,
     Forked,
+    Imported,
+    ImportedCassette,
     KeyChange,
     Miss,
     NewExchange,
@@ -62,7 +66,7 @@ from storage.records import (
 from storage.spool import SpoolWriter
 from storage.sql import bodies, listings, positions, rekey
 from storage.sql import search as search_index
-from storage.sql.engine import connect, exclusive, mask, unavailable
+from storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from storage.sql.fork import fork as fork_cassette
 from storage.sql.gc import collect
 from storage.sql.misses import list_misses
@@ -71,7 +75,7 @@ from storage.sql.remove import remove_cassette
 from storage.sql.rows import canonical_of
 from storage.sql.schema import ExactText, cassettes, exchanges
 from storage.sql.verify import verify_cassette
-from storage.sql.writer import DriftNote, Writer
+from storage.sql.writer import DriftNote, ImportJob, Writer
 from storage.stats import WriterStats
 
 PENDING_WAIT_S = 30.0
@@ -97,6 +101,9 @@ _SEQS = select(exchanges.c.seq).join_from(exchanges, cassettes).where(_IN_CASSET
 
 _CANDIDATE_COLUMNS = ("id", "seq", "occurrence", "key", "method", "scheme", "host", "port", "path")
 _FORM_COLUMNS = (exchanges.c.id, exchanges.c.canonical, exchanges.c.canonical_digest)
+
+
+log = logging.getLogger("freezeframe.storage")
 
 
 class SqlStore(Store):
@@ -304,8 +311,18 @@ class SqlStore(Store):
             return sorted(conn.scalars(select(cassettes.c.name)))
 
     def cassettes(self, where: ExchangeFilter | None = None) -> list[CassetteSummary]:
+        if listings.matching(where):
+            with self._connect() as conn:
+                return listings.cassette_summaries(conn, where)
         with self._connect() as conn:
-            return listings.cassette_summaries(conn, where)
+            summaries, fresh = listings.counted_summaries(conn)
+        if fresh:
+            try:
+                with self._engine.begin() as conn:
+                    listings.save_totals(conn, fresh)
+            except SQLAlchemyError as exc:  # a read-only store, or one busy: count next time
+                log.debug("cassette totals not kept in %s: %s", self._where, exc)
+        return summaries
 
     def exchanges(
         self,
@@ -384,6 +401,28 @@ class SqlStore(Store):
         with unavailable(what, self._engine):
             with exclusive(self._engine) as conn:
                 return fork_cassette(conn, source, target, upto, edits or {}, self._where)
+
+    def import_cassette(self, cassette: str, exchanges: Iterable[Imported]) -> ImportedCassette:
+        self._check_open()
+        job = ImportJob(cassette, exchanges)
+        self._writer.put(job)
+        try:
+            job.done.wait()
+        except BaseException:
+            # Ctrl-C: the import rolls back at its next exchange, and is waited for.
+            job.cancelled.set()
+            job.done.wait()
+            raise
+        self._counters.forget(cassette)
+        if isinstance(job.error, self._engine.dialect.loaded_dbapi.Error):
+            what = reason(job.error, self._engine.url)
+            raise StoreError(
+                f"cannot import cassette {cassette!r} into store {self._where}: {what}"
+            ) from None
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
 
     def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
         self.flush(PENDING_WAIT_S)

@@ -29,6 +29,10 @@ Drift notes (Store.note_drift) and misses (Store.note_miss) come the same way, s
 noting one never waits either; each is written after the exchanges queued before it, in a
 transaction of its own, since it is an observation and not part of any chain.
 
+An import (Store.import_cassette) comes the same way and is written in one transaction of
+its own, batch by batch with the same code as recorded exchanges, its large bodies streamed in
+within that transaction too, so that a failure anywhere leaves nothing of it behind.
+
 Each batch of exchanges is indexed for search in its own transaction (storage.sql.search):
 the values are worked out before the transaction starts, so the database is held only for
 the inserts.
@@ -58,9 +62,17 @@ from storage import blobs, transcript
 from storage.chain import GENESIS, Scalar, exchange_digest, link
 from storage.deltas import Base, Lines
 from storage.errors import StoreClosed, StoreError
-from storage.records import BlobRef, Miss, NewExchange, Slot
+from storage.records import (
+    BlobRef,
+    Imported,
+    ImportedCassette,
+    Miss,
+    NewExchange,
+    Slot,
+    check_facts,
+)
 from storage.search import Searchable, searchable
-from storage.spool import SpooledBlob
+from storage.spool import SpooledBlob, SpoolWriter
 from storage.sql.engine import insert_ignore, reason
 from storage.sql.misses import MISS_COLUMNS, miss_row
 from storage.sql.prepared import Prepared
@@ -193,9 +205,24 @@ class DriftNote:
     context: dict[str, str]
 
 
-_Item = NewExchange | SpooledBlob | DriftNote | Miss | threading.Event | None
-"""An exchange, a streamed body, a drift note or a miss to write, a flush marker to set once
-everything before it is written, or None: stop after writing everything before it."""
+class ImportJob:
+    """An import waiting for the writer thread, and, once done, what came of it."""
+
+    def __init__(self, cassette: str, items: Iterable[Imported]) -> None:
+        self.cassette = cassette
+        self.items = items
+        self.cancelled = threading.Event()
+        """Set by a caller that stopped waiting (Ctrl-C): the import rolls back."""
+        self.done = threading.Event()
+        self.result: ImportedCassette | None = None
+        self.error: BaseException | None = None
+
+
+_Taken = NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | threading.Event
+"""An exchange, a streamed body, a drift note, a miss or an import to write, or a flush marker
+to set once everything before it is written."""
+_Item = _Taken | None
+"""What is queued: something taken, or None: stop after writing everything before it."""
 
 
 @dataclass(frozen=True)
@@ -250,9 +277,9 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss) -> None:
-        """Queue an exchange, a drift note, a miss, or a streamed body (which the writer
-        then discards)."""
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob) -> None:
+        """Queue an exchange, a drift note, a miss, an import, or a streamed body (which the
+        writer then discards)."""
         with self._lock:
             if self._stopping:
                 raise StoreClosed(self._where)
@@ -316,6 +343,11 @@ class Writer:
                     self._store_blob(item)
                 elif isinstance(item, DriftNote | Miss):
                     notes.append(item)
+                elif isinstance(item, ImportJob):
+                    if batch:
+                        self._write(batch)
+                        batch = []
+                    self._import(item)
                 else:
                     markers.append(item)
             if batch:
@@ -329,10 +361,10 @@ class Writer:
 
     def _take(
         self,
-    ) -> tuple[list[NewExchange | SpooledBlob | DriftNote | Miss | threading.Event], bool]:
+    ) -> tuple[list[_Taken], bool]:
         """Block for one item, then take what else is already queued, up to a batch
         of exchanges; True if a stop was taken."""
-        items: list[NewExchange | SpooledBlob | DriftNote | Miss | threading.Event] = []
+        items: list[_Taken] = []
         exchanges = 0
         item = self._queue.get()
         while True:
@@ -354,27 +386,7 @@ class Writer:
         try:
             # Not skipped when the digest is known: the spool is the only copy left.
             with self._transaction() as cursor:
-                parts = blob.parts()
-                row = {
-                    "digest": ref.digest,
-                    "size": ref.size,
-                    "stored_size": blob.stored_size,
-                    "stored_at": time.time(),
-                    "base": None,
-                    "depth": 0,
-                }
-                if blob.count == 1:
-                    row |= {"data": next(parts), "parts": 0}
-                else:
-                    row |= {"data": b"", "parts": blob.count}
-                # RETURNING, not rowcount: drivers need not count rows an INSERT skipped.
-                self._statements.add_blob.execute(cursor, row)
-                added = cursor.fetchone() is not None
-                if blob.count > 1 and added:
-                    for index, data in enumerate(parts):
-                        self._statements.add_part.execute(
-                            cursor, {"digest": ref.digest, "idx": index, "data": data}
-                        )
+                self._insert_blob(cursor, blob)
             self._known.add([ref.digest])
         except Exception as exc:
             log.error(
@@ -386,6 +398,31 @@ class Writer:
             )
         finally:
             blob.discard()
+
+    def _insert_blob(self, cursor: DBAPICursor, blob: SpooledBlob) -> None:
+        """Insert a spooled body unless the database has it, one part per statement."""
+        ref = blob.ref
+        parts = blob.parts()
+        row = {
+            "digest": ref.digest,
+            "size": ref.size,
+            "stored_size": blob.stored_size,
+            "stored_at": time.time(),
+            "base": None,
+            "depth": 0,
+        }
+        if blob.count == 1:
+            row |= {"data": next(parts), "parts": 0}
+        else:
+            row |= {"data": b"", "parts": blob.count}
+        # RETURNING, not rowcount: drivers need not count rows an INSERT skipped.
+        self._statements.add_blob.execute(cursor, row)
+        added = cursor.fetchone() is not None
+        if blob.count > 1 and added:
+            for index, data in enumerate(parts):
+                self._statements.add_part.execute(
+                    cursor, {"digest": ref.digest, "idx": index, "data": data}
+                )
 
     @contextmanager
     def _transaction(self, *, exclusive: bool = False) -> Iterator[DBAPICursor]:
@@ -607,6 +644,132 @@ class Writer:
             occurrence,
         )
         return dataclasses.replace(exchange, slot=Slot(seq, occurrence))
+
+    def _import(self, job: ImportJob) -> None:
+        """Run an import and hand its result, or what it raised, to the waiting caller."""
+        try:
+            job.result = self._load(job)
+        except BaseException as exc:
+            job.error = exc
+        finally:
+            close = getattr(job.items, "close", None)
+            if close is not None:
+                close()
+            job.done.set()
+
+    def _load(self, job: ImportJob) -> ImportedCassette:
+        """Write an import as a new cassette in one transaction: its bodies, its exchanges
+        in batches chained from GENESIS, their drift notes and search values."""
+        cassette = job.cassette
+        with self._lock:
+            forget_digests, self._forget_digests = self._forget_digests, False
+        if forget_digests:
+            self._known.clear()
+            self._search.forget()
+        written: list[str] = []
+        try:
+            with self._transaction(exclusive=True) as cursor:
+                if self._statements.tip.first(cursor, {"name": cassette}) is not None:
+                    raise StoreError(
+                        f"cassette {cassette!r} already exists in store {self._where}; "
+                        "import it under another name (--as NAME)"
+                    )
+                tip = self._tip(cursor, cassette)
+                batch: list[Imported] = []
+                count = 0
+                for item in job.items:
+                    if job.cancelled.is_set():
+                        raise StoreError(f"the import into {cassette!r} was cancelled")
+                    check_facts(item.exchange.facts)
+                    for ref, read in item.streams:
+                        self._stream_in(cursor, ref, read)
+                        written.append(ref.digest)
+                    batch.append(item)
+                    if len(batch) == BATCH_SIZE:
+                        tip = self._insert_imported(cursor, tip, batch, written)
+                        count, batch = count + len(batch), []
+                if batch:
+                    tip = self._insert_imported(cursor, tip, batch, written)
+                    count += len(batch)
+                self._statements.set_head.execute(
+                    cursor, {"cassette_id": tip.cassette_id, "head": tip.head}
+                )
+        except Exception:
+            self._search.forget()
+            raise
+        self._ids[cassette] = tip.cassette_id
+        self._known.add(written)
+        return ImportedCassette(cassette, count, tip.head)
+
+    def _stream_in(
+        self, cursor: DBAPICursor, ref: BlobRef, read: Callable[[], Iterable[bytes]]
+    ) -> None:
+        """Spool a body from its source and insert it in the open transaction, if it is
+        the body ``ref`` names."""
+        spooled: list[SpooledBlob] = []
+        writer = SpoolWriter(spooled.append, self._where)
+        try:
+            for piece in read():
+                writer.write(piece)
+            got = writer.finish()
+        finally:
+            writer.abort()
+        try:
+            if got != ref:
+                raise StoreError(
+                    f"body {ref.digest[:16]} ({ref.size} bytes) does not match what was read "
+                    f"for it ({got.digest[:16]}, {got.size} bytes)"
+                )
+            for blob in spooled:
+                self._insert_blob(cursor, blob)
+        finally:
+            for blob in spooled:
+                blob.discard()
+
+    def _insert_imported(
+        self, cursor: DBAPICursor, tip: _Tip, batch: list[Imported], written: list[str]
+    ) -> _Tip:
+        """Insert one batch of an import as _commit inserts recorded exchanges, chained on
+        from ``tip``; returns where the chain ends after it."""
+        exchanges_ = [item.exchange for item in batch]
+        named = [_Named.of(exchange) for exchange in exchanges_]
+        bodies = {name: data for each in named for name, data in each.bodies()}
+        stored = self._compress(exchanges_, named)
+        rows = []
+        head = tip.head
+        for exchange, names in zip(exchanges_, named, strict=True):
+            row = exchange_row(
+                exchange, tip.cassette_id, names.request, names.response, names.messages
+            )
+            head = link(head, exchange_digest(chain_fields(row, exchange.cassette)))
+            row |= {"chain": head, "canonical_digest": names.form, "canonical": b""}
+            rows.append(row)
+        missing = [stored[name] for name in bodies if name in stored]
+        if missing:
+            self._statements.add_blobs.executemany(cursor, self._settle(cursor, missing, bodies))
+        self._statements.add_exchanges.executemany(cursor, rows)
+        written.extend(bodies)
+        indexed = []
+        for item in batch:
+            seq = item.exchange.slot.seq
+            for note in item.drift:
+                self._statements.add_drift.execute(
+                    cursor,
+                    {
+                        "cassette_id": tip.cassette_id,
+                        "seq": seq,
+                        "at": note.at,
+                        "paths": json_text(list(note.paths)),
+                        "context": json_text(dict(note.context)),
+                    },
+                )
+            found = self._statements.exchange_id.first(
+                cursor, {"cassette_id": tip.cassette_id, "seq": seq}
+            )
+            if found is not None:
+                indexed.append((found[0], tip.cassette_id, searchable(item.exchange)))
+        self._search.add(cursor, indexed)
+        return _Tip(tip.cassette_id, head)
 
     def _index(self, batch: list[NewExchange]) -> None:
         """Make a committed batch searchable; a failure costs the index, never the batch."""

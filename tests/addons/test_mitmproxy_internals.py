@@ -39,3 +39,19 @@ def test_the_client_alpn_choice_is_still_app_data_of_the_connection() -> None:
     source = inspect.getsource(tlsconfig)
     assert '"client_alpn"' in source, "mitmproxy no longer reads client_alpn from app data"
     assert mitmproxy_internals.format_error(502, "<x>").count(b"&lt;x&gt;") == 1
+
+
+def test_client_certificates_can_be_made_valid_at_another_time() -> None:
+    from datetime import UTC, datetime
+
+    from mitmproxy import certs
+
+    source = inspect.getsource(certs.dummy_cert)
+    assert "CERT_VALIDITY_OFFSET" in source, "mitmproxy no longer reads the validity offset"
+    original = certs.CERT_VALIDITY_OFFSET
+    mitmproxy_internals.certificates_valid_from(datetime(2024, 2, 29, tzinfo=UTC))
+    try:
+        assert datetime.now() + certs.CERT_VALIDITY_OFFSET < datetime(2024, 2, 28)
+    finally:
+        mitmproxy_internals.certificates_valid_from(None)
+    assert certs.CERT_VALIDITY_OFFSET == original

@@ -8,7 +8,8 @@ or ``--profiler cprofile``, which sees only the event-loop thread)::
 It starts the benchmark's upstream and a freezeframe ``record`` proxy (pinned like in
 ``bench_proxy.py``), attaches ``py-spy record --nonblocking --threads`` once the proxy is
 healthy, sends the sequential ~20 KB chat-completion POSTs of ``bench_proxy.py`` over one
-connection (every body different, as in its workload (a)), and stops. Then the same with the upstream down, in ``replay`` mode.
+connection (every body different, as in its workload (a)), and stops. Then the same with
+the upstream down, in ``replay`` mode.
 
 For each mode it prints, as a share of the proxy's busy samples (idle time excluded):
 

@@ -22,6 +22,7 @@ from storage import (
     CassetteNotFound,
     Chunk,
     Exchange,
+    ExchangeFilter,
     ExchangeNotFound,
     NewExchange,
     Outcome,
@@ -735,3 +736,30 @@ def test_a_failing_batch_is_still_split(store: Store) -> None:
     assert_same(store.lookup("c", "k", 0), good)
     assert_same(store.lookup("c", "k", 2), later)
     assert store.verify("c").ok
+
+
+def test_the_cassette_list_counts_a_cassette_again_only_once_it_has_moved(
+    store: Store, store_url: str
+) -> None:
+    """ls reads one totals row per cassette, kept at the head it was counted at: a store of
+    a million exchanges lists as fast as one of a thousand."""
+    record(store, cassette="a", key="k")
+    record(store, cassette="a", key="k")
+    record(store, cassette="b", key="k")
+    store.flush(WAIT)
+    assert [(c.name, c.exchanges) for c in store.cassettes()] == [("a", 2), ("b", 1)]
+    kept = run_sql(
+        store_url,
+        "SELECT c.name, t.exchanges FROM cassette_totals t JOIN cassettes c "
+        "ON c.id = t.cassette_id AND c.head = t.head ORDER BY c.name",
+    )
+    assert [tuple(row) for row in kept] == [("a", 2), ("b", 1)]
+    before = {c.name: c for c in store.cassettes()}
+
+    record(store, cassette="a", key="other", started_at=1_800_000_000.0)
+    store.flush(WAIT)
+    after = {c.name: c for c in store.cassettes()}
+    assert (after["a"].exchanges, after["a"].last_at) == (3, 1_800_000_000.0)
+    assert after["a"].stored_bytes >= before["a"].stored_bytes
+    assert after["b"] == before["b"]
+    assert store.cassettes(ExchangeFilter.parse(None, None, "200"))[0].exchanges == 3

@@ -8,6 +8,7 @@ screenshot of its page under ``test-artifacts/casefile/`` (see ``screenshot_on_f
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -20,10 +21,17 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts" / "casefile"
 
 
+#: CI sets this, so that a browser test never passes by skipping where CI installed none.
+REQUIRE_BROWSER = os.environ.get("FREEZEFRAME_REQUIRE_BROWSER") == "1"
+
+
 def chromium_or_skip() -> str:
     found = shutil.which(CHROMIUM) or shutil.which("chromium")
     if found is None:
-        pytest.skip("no chromium: apt-get install chromium (as .ci/run does)")
+        reason = "no chromium: apt-get install chromium (as .ci/run does)"
+        if REQUIRE_BROWSER:
+            pytest.fail(reason)
+        pytest.skip(reason)
     return found
 
 

@@ -1,0 +1,126 @@
+"""freezeframe's own portable form: a header line, then one exchange document a line.
+
+Keys are sorted and nothing in a line depends on when it was exported, so exporting a
+cassette twice gives the same file and a cassette kept in git diffs line by line. A body the
+store keeps out of memory is written into its line piece by piece, never held whole; reading
+a line back holds that line. ``schema/jsonl.schema.json`` describes every line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from exchange_formats.errors import FormatError
+from exchange_formats.portable import (
+    FORMAT_VERSION,
+    BodyReader,
+    DocumentError,
+    Reading,
+    bytes_document,
+    exchange_document,
+    ref_document,
+)
+from exchange_formats.streaming import Streamed
+from storage import BlobRef, Exchange, Imported, Store
+
+FORMAT = "freezeframe.jsonl"
+
+Progress = Callable[[int], None]
+"""Told how many more exchanges are done."""
+
+
+def header(cassette: str) -> dict[str, Any]:
+    return {"cassette": cassette, "format": FORMAT, "format_version": FORMAT_VERSION}
+
+
+def dumps(document: object) -> str:
+    """One line of the file: keys sorted, no spaces, text kept as text."""
+    return json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress) -> int:
+    """Write the cassette to ``out``; returns how many exchanges were written."""
+    out.write(dumps(header(cassette)).encode("utf-8") + b"\n")
+    count = 0
+    for summary in store.exchanges(cassette):
+        write_exchange(store, store.exchange(cassette, summary.seq), out)
+        count += 1
+        progress(1)
+    return count
+
+
+def write_exchange(store: Store, exchange: Exchange, out: IO[bytes]) -> None:
+    """One exchange's line; a body the store keeps out of memory is streamed into it."""
+    streamed = Streamed(store)
+
+    def body(data: bytes, ref: BlobRef | None) -> dict[str, Any]:
+        if ref is None:
+            return bytes_document(data)
+        text = streamed.is_text(ref)
+        return ref_document(ref) | {"text" if text else "base64": streamed.mark(ref, text)}
+
+    streamed.write(dumps(exchange_document(exchange, body)), out)
+    out.write(b"\n")
+
+
+def read_jsonl(path: Path, cassette: str | None) -> tuple[str, Iterator[Imported]]:
+    """The cassette name to import into (``cassette`` or the one the file names) and its
+    exchanges, read lazily. Raises FormatError naming the file, the line and the field."""
+    source = open(path, "rb")  # noqa: SIM115 - closed by the generator below
+    try:
+        first = source.readline()
+        found = _header(path, first)
+    except BaseException:
+        source.close()
+        raise
+    name = cassette or found
+    return name, _exchanges(path, source, name)
+
+
+def _header(path: Path, line: bytes) -> str:
+    try:
+        document = json.loads(line)
+    except ValueError:
+        raise FormatError(path, "line 1", "not a freezeframe jsonl header") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise FormatError(path, "line 1", f"not a {FORMAT} header")
+    version = document.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise FormatError(
+            path,
+            "line 1",
+            f"format version {version} is newer than this freezeframe reads "
+            f"({FORMAT_VERSION}): upgrade freezeframe",
+        )
+    name = document.get("cassette")
+    if not isinstance(name, str):
+        raise FormatError(path, "line 1", "$.cassette: expected a string")
+    return name
+
+
+def _exchanges(path: Path, source: IO[bytes], cassette: str) -> Iterator[Imported]:
+    with source:
+        for number, line in enumerate(source, start=2):
+            if not line.strip():
+                continue
+            yield read_line(path, number, line, cassette, None)
+
+
+def read_line(
+    path: Path, number: int, line: bytes, cassette: str, bodies: BodyReader | None
+) -> Imported:
+    """One exchange line, as the record to import; FormatError names what is wrong."""
+    where = f"line {number}"
+    if not line.endswith(b"\n"):
+        raise FormatError(path, where, "the line is cut off (the file is truncated)")
+    try:
+        document = json.loads(line)
+    except ValueError as exc:
+        raise FormatError(path, where, f"not JSON: {exc}") from None
+    try:
+        return Reading(document, "$", bodies).imported(cassette)
+    except DocumentError as exc:
+        raise FormatError(path, f"{where}: {exc.where}", exc.what) from None

@@ -1,0 +1,357 @@
+"""An exchange as a portable JSON document and back, losing nothing the store holds.
+
+The jsonl export writes these documents one a line and the bundle keeps them in its
+``exchanges.jsonl``, so both read them back with the same code. Bytes become UTF-8 text
+where they are valid text and base64 otherwise, each with its blake3 digest and size, so a
+reader can check them; headers keep their raw bytes as latin-1 text, which maps every byte
+to one code point and back. A bundle names its bodies by digest instead of carrying them
+inline (``{"blake3", "size"}`` alone), and its bodies live beside the documents.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import blake3
+
+from storage import (
+    BlobRef,
+    Chunk,
+    Drift,
+    Exchange,
+    Header,
+    Imported,
+    Message,
+    NewExchange,
+    Origin,
+    Outcome,
+    RecordedResponse,
+    Slot,
+)
+from storage.blobs import INLINE_LIMIT
+from storage.records import check_facts
+
+FORMAT_VERSION = 1
+"""The version of the exchange document; a newer one is refused with "upgrade freezeframe"."""
+
+BodyReader = Callable[[BlobRef], Iterable[bytes]]
+"""Reads a body kept outside the document (a large one, or any body of a bundle)."""
+
+
+class DocumentError(ValueError):
+    """A document that is not an exchange: ``where`` in it, and ``what`` is wrong."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where = where
+        self.what = what
+
+
+def bytes_document(data: bytes) -> dict[str, Any]:
+    """Bytes as text (or base64), with the blake3 and size a reader checks them by."""
+    document: dict[str, Any] = {"blake3": blake3.blake3(data).hexdigest(), "size": len(data)}
+    try:
+        document["text"] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        document["base64"] = base64.b64encode(data).decode("ascii")
+    return document
+
+
+def ref_document(ref: BlobRef) -> dict[str, Any]:
+    """A body named by digest and size only: its bytes are kept elsewhere."""
+    return {"blake3": ref.digest, "size": ref.size}
+
+
+def exchange_document(
+    exchange: Exchange, body: Callable[[bytes, BlobRef | None], dict[str, Any]]
+) -> dict[str, Any]:
+    """Every field of ``exchange``; ``body`` makes the document of the request's and the
+    response's body (from its bytes, or the reference of one the store keeps out of memory).
+    The canonical form and WebSocket messages are always held inline."""
+    response = exchange.response
+    return {
+        "seq": exchange.seq,
+        "occurrence": exchange.occurrence,
+        "key": exchange.key,
+        "key_scheme": exchange.key_scheme,
+        "canonical": bytes_document(exchange.canonical),
+        "request": {
+            "method": exchange.method,
+            "scheme": exchange.scheme,
+            "host": exchange.host,
+            "port": exchange.port,
+            "path": exchange.path,
+            "http_version": exchange.http_version,
+            "headers": _headers(exchange.request_headers),
+            "body": body(exchange.request_body, exchange.request_body_ref),
+        },
+        "started_at": exchange.started_at,
+        "duration": exchange.duration,
+        "response": None
+        if response is None
+        else {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": _headers(response.headers),
+            "trailers": _headers(response.trailers),
+            "body": body(response.body, response.body_ref),
+            "chunks": [[chunk.offset, chunk.at] for chunk in response.chunks],
+            "first_byte_at": response.first_byte_at,
+        },
+        "outcome": exchange.outcome.value,
+        "error": exchange.error,
+        "context": dict(exchange.context),
+        "stripped": None if exchange.stripped is None else dict(exchange.stripped),
+        "metadata": {name: _plain(value) for name, value in exchange.facts.items()},
+        "messages": None
+        if exchange.messages is None
+        else [
+            {
+                "from_client": message.from_client,
+                "text": message.text,
+                "at": message.at,
+                "data": bytes_document(message.data),
+            }
+            for message in exchange.messages
+        ],
+        "drift": [
+            {"at": note.at, "paths": list(note.paths), "context": dict(note.context)}
+            for note in exchange.drift
+        ],
+        "origin": None
+        if exchange.origin is None
+        else {
+            "kind": exchange.origin.kind,
+            "cassette": exchange.origin.cassette,
+            "seq": exchange.origin.seq,
+            "chain": exchange.origin.chain,
+            "changes": list(exchange.origin.changes),
+        },
+        "chain": exchange.chain,
+    }
+
+
+def _plain(value: object) -> object:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _headers(fields: Sequence[Header]) -> list[list[str]]:
+    return [[name.decode("latin-1"), value.decode("latin-1")] for name, value in fields]
+
+
+class Reading:
+    """Reads one exchange document into the record the store imports, naming the first
+    field that is missing or of the wrong kind."""
+
+    def __init__(self, document: object, where: str, bodies: BodyReader | None) -> None:
+        self.where = where
+        self._bodies = bodies
+        self._streams: list[tuple[BlobRef, Callable[[], Iterable[bytes]]]] = []
+        self.document = self.object(document, "")
+
+    def fail(self, path: str, what: str) -> DocumentError:
+        return DocumentError(f"{self.where}{path}", what)
+
+    def object(self, value: object, path: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected an object, found {kind_of(value)}")
+        return value
+
+    def get(self, parent: Mapping[str, Any], name: str, path: str, *kinds: type) -> Any:
+        if name not in parent:
+            raise self.fail(f"{path}.{name}", "missing")
+        value = parent[name]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            wanted = " or ".join(KIND_NAMES[kind] for kind in kinds)
+            raise self.fail(f"{path}.{name}", f"expected {wanted}, found {kind_of(value)}")
+        return value
+
+    def number(self, parent: Mapping[str, Any], name: str, path: str) -> float:
+        return float(self.get(parent, name, path, int, float))
+
+    def maybe_number(self, parent: Mapping[str, Any], name: str, path: str) -> float | None:
+        value = self.get(parent, name, path, int, float, type(None))
+        return None if value is None else float(value)
+
+    def headers(self, parent: Mapping[str, Any], name: str, path: str) -> tuple[Header, ...]:
+        found = []
+        for index, pair in enumerate(self.get(parent, name, path, list)):
+            at = f"{path}.{name}[{index}]"
+            if not (
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
+            ):
+                raise self.fail(at, "expected a [name, value] pair of strings")
+            try:
+                found.append((pair[0].encode("latin-1"), pair[1].encode("latin-1")))
+            except UnicodeEncodeError:
+                raise self.fail(at, "a header holds a character beyond latin-1") from None
+        return tuple(found)
+
+    def text_map(self, parent: Mapping[str, Any], name: str, path: str) -> dict[str, str]:
+        value = self.get(parent, name, path, dict)
+        if not all(isinstance(v, str) for v in value.values()):
+            raise self.fail(f"{path}.{name}", "expected an object of strings")
+        return dict(value)
+
+    def body(
+        self, parent: Mapping[str, Any], name: str, path: str, *, inline: bool = False
+    ) -> tuple[bytes, BlobRef | None]:
+        """The bytes of a body document, checked against its digest, or (a body kept outside
+        the document that is too large to hold) a reference to stream it in by."""
+        at = f"{path}.{name}"
+        document = self.get(parent, name, path, dict)
+        digest = self.get(document, "blake3", at, str)
+        size = self.get(document, "size", at, int)
+        if "text" in document:
+            data = self.get(document, "text", at, str).encode("utf-8", "surrogatepass")
+        elif "base64" in document:
+            try:
+                data = base64.b64decode(self.get(document, "base64", at, str), validate=True)
+            except ValueError:
+                raise self.fail(f"{at}.base64", "not valid base64") from None
+        elif self._bodies is not None:
+            ref = BlobRef(digest, size)
+            if not inline and size > INLINE_LIMIT:
+                reader = self._bodies
+                self._streams.append((ref, lambda: reader(ref)))
+                return b"", ref
+            data = b"".join(self._bodies(ref))
+        else:
+            raise self.fail(at, "holds neither text nor base64")
+        if len(data) != size or blake3.blake3(data).hexdigest() != digest:
+            raise self.fail(at, "its bytes do not match its blake3 digest and size")
+        return data, None
+
+    def imported(self, cassette: str) -> Imported:
+        """The exchange to import into ``cassette``."""
+        d = self.document
+        seq = self.get(d, "seq", "", int)
+        occurrence = self.get(d, "occurrence", "", int)
+        request = self.get(d, "request", "", dict)
+        request_body, request_ref = self.body(request, "body", ".request")
+        canonical, _ = self.body(d, "canonical", "", inline=True)
+        response = None
+        if (answer := self.get(d, "response", "", dict, type(None))) is not None:
+            at = ".response"
+            body, body_ref = self.body(answer, "body", at)
+            chunks = []
+            for index, pair in enumerate(self.get(answer, "chunks", at, list)):
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    raise self.fail(f"{at}.chunks[{index}]", "expected [offset, seconds]")
+                chunks.append(Chunk(int(pair[0]), float(pair[1])))
+            response = RecordedResponse(
+                status=self.get(answer, "status", at, int),
+                reason=self.get(answer, "reason", at, str),
+                http_version=self.get(answer, "http_version", at, str),
+                headers=self.headers(answer, "headers", at),
+                body=body,
+                chunks=tuple(chunks),
+                first_byte_at=self.maybe_number(answer, "first_byte_at", at),
+                trailers=self.headers(answer, "trailers", at),
+                body_ref=body_ref,
+            )
+        outcome = self.get(d, "outcome", "", str)
+        if outcome not in set(Outcome):
+            raise self.fail(".outcome", f"{outcome!r} is no outcome")
+        stripped = self.get(d, "stripped", "", dict, type(None))
+        facts = dict(self.get(d, "metadata", "", dict))
+        try:
+            check_facts(facts)
+        except ValueError as exc:
+            raise self.fail(".metadata", str(exc)) from None
+        exchange = NewExchange(
+            cassette=cassette,
+            key=self.get(d, "key", "", str),
+            key_scheme=self.get(d, "key_scheme", "", int),
+            canonical=canonical,
+            method=self.get(request, "method", ".request", str),
+            scheme=self.get(request, "scheme", ".request", str),
+            host=self.get(request, "host", ".request", str),
+            port=self.get(request, "port", ".request", int),
+            path=self.get(request, "path", ".request", str),
+            http_version=self.get(request, "http_version", ".request", str),
+            request_headers=self.headers(request, "headers", ".request"),
+            request_body=request_body,
+            started_at=self.number(d, "started_at", ""),
+            duration=self.maybe_number(d, "duration", ""),
+            response=response,
+            outcome=Outcome(outcome),
+            error=self.get(d, "error", "", str, type(None)),
+            context=self.text_map(d, "context", ""),
+            slot=Slot(seq, occurrence),
+            request_body_ref=request_ref,
+            stripped={} if stripped is None else self.text_map(d, "stripped", ""),
+            facts=facts,
+            messages=self._messages(d),
+            origin=self._origin(d),
+        )
+        return Imported(exchange, self._drift(d), tuple(self._streams))
+
+    def _messages(self, d: Mapping[str, Any]) -> tuple[Message, ...] | None:
+        found = self.get(d, "messages", "", list, type(None))
+        if found is None:
+            return None
+        messages = []
+        for index, item in enumerate(found):
+            at = f".messages[{index}]"
+            message = self.object(item, at)
+            data, _ = self.body(message, "data", at, inline=True)
+            messages.append(
+                Message(
+                    from_client=self.get(message, "from_client", at, bool),
+                    text=self.get(message, "text", at, bool),
+                    at=self.number(message, "at", at),
+                    data=data,
+                )
+            )
+        return tuple(messages)
+
+    def _drift(self, d: Mapping[str, Any]) -> tuple[Drift, ...]:
+        notes = []
+        for index, item in enumerate(self.get(d, "drift", "", list)):
+            at = f".drift[{index}]"
+            note = self.object(item, at)
+            paths = self.get(note, "paths", at, list)
+            notes.append(
+                Drift(
+                    at=self.number(note, "at", at),
+                    paths=tuple(str(path) for path in paths),
+                    context=self.text_map(note, "context", at),
+                )
+            )
+        return tuple(notes)
+
+    def _origin(self, d: Mapping[str, Any]) -> Origin | None:
+        found = self.get(d, "origin", "", dict, type(None))
+        if found is None:
+            return None
+        at = ".origin"
+        return Origin(
+            kind=self.get(found, "kind", at, str),
+            cassette=self.get(found, "cassette", at, str),
+            seq=self.get(found, "seq", at, int),
+            chain=self.get(found, "chain", at, str),
+            changes=tuple(str(change) for change in self.get(found, "changes", at, list)),
+        )
+
+
+KIND_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    dict: "an object",
+    list: "an array",
+    type(None): "null",
+}
+
+
+def kind_of(value: object) -> str:
+    """What a JSON value is, in the words an error message uses."""
+    for kind, name in KIND_NAMES.items():
+        if type(value) is kind:
+            return name
+    return type(value).__name__

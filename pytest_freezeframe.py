@@ -1,0 +1,416 @@
+"""The pytest plugin: a test's HTTP(S) traffic goes through freezeframe, replayed by default.
+
+A reproduced failure becomes a regression test by naming its cassette:
+``@pytest.mark.freezeframe(cassette="bug-8821")``, or the ``freezeframe`` fixture (the
+cassette is then named after the test). The test's process and its subprocesses get
+``HTTPS_PROXY``, ``SSL_CERT_FILE`` and the rest of ``exec``'s variables, restored afterwards.
+``--freezeframe-mode`` defaults to ``replay``, so CI never calls a provider, and a replay miss
+fails the test with the miss's explanation.
+
+One ``freezeframe run`` process per pytest process (per xdist worker), per rules file,
+started when the first test asks for it: starting one costs a second or two, switching its
+mode and cassette between tests (``PUT /api/mode``, which also starts replay from the top)
+costs a request. Mode and cassette are the proxy's, not a request's, so two tests running at
+once cannot share one; each xdist worker runs its tests one at a time with its own.
+
+Importing this module starts nothing and imports nothing heavy: pytest loads it in every
+session of an environment where freezeframe is installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from addons.state import Event
+
+MODES = ("record", "replay", "auto", "passthrough")
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+#: How long the fixture waits for a recorded exchange to reach the store when asked for it.
+STORED_TIMEOUT = 10.0
+#: Settings the plugin gives every proxy itself; an inherited variable must not contradict it.
+#: Its proxies' admin ports are on loopback, for the session alone, and the plugin talks to them
+#: without a token: one exported for another proxy (``FREEZEFRAME_ADMIN_TOKEN``) is not theirs.
+OWN_SETTINGS = (
+    "FREEZEFRAME_FRESH",
+    "FREEZEFRAME_REPLAY_SESSION",
+    "FREEZEFRAME_CASSETTE",
+    "FREEZEFRAME_ADMIN_TOKEN",
+    "FREEZEFRAME_ADMIN_HOSTS",
+)
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._:@+=-]+")
+_SESSION = pytest.StashKey["Session"]()
+_USE = pytest.StashKey["Freezeframe"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("freezeframe", "record and replay HTTP(S) with freezeframe")
+    group.addoption(
+        "--freezeframe-mode",
+        choices=MODES,
+        default="replay",
+        help="Mode of tests that use freezeframe (a marker's mode= wins). Default: replay.",
+    )
+    group.addoption(
+        "--freezeframe-data-dir",
+        default=None,
+        metavar="DIR",
+        help="freezeframe's data dir. Default: FREEZEFRAME_DATA_DIR, else <rootdir>/.freezeframe.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "freezeframe(cassette=None, mode=None, rules=None): run the test's HTTP(S) traffic "
+        "through freezeframe, replaying (or recording) the cassette",
+    )
+    config.stash[_SESSION] = Session(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is not None:
+        session.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class Drifted:
+    """A test whose replayed requests differed from the recordings in stripped parts."""
+
+    nodeid: str
+    events: tuple[Event, ...]
+
+
+@dataclass
+class Session:
+    """The proxies of this pytest process, started on first use, and what they saw."""
+
+    config: pytest.Config
+    proxies: dict[str | None, Proxy] = field(default_factory=dict)
+    drifted: list[Drifted] = field(default_factory=list)
+
+    @property
+    def data_dir(self) -> Path:
+        given = self.config.getoption("freezeframe_data_dir") or os.environ.get(
+            "FREEZEFRAME_DATA_DIR"
+        )
+        if given:
+            return Path(given).expanduser().absolute()
+        return self.config.rootpath / ".freezeframe"
+
+    def proxy(self, rules: str | None) -> Proxy:
+        if rules not in self.proxies:
+            self.proxies[rules] = Proxy.start(self.data_dir, rules)
+        return self.proxies[rules]
+
+    def stop(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.stop()
+        self.proxies.clear()
+
+
+class Freezeframe:
+    """The ``freezeframe`` fixture: where the test's traffic goes, and what happened to it.
+
+    ``events`` are this test's requests as the proxy handled them (``hit``, ``miss``,
+    ``recorded``), read when asked, so a test can assert on them as it goes.
+    """
+
+    def __init__(self, proxy: Proxy, cassette: str, mode: str) -> None:
+        self.proxy_url = proxy.url
+        self.admin_url = proxy.admin_url
+        self.cassette = cassette
+        self.mode = mode
+        self._proxy = proxy
+        self._after = proxy.journal_last()
+
+    @property
+    def events(self) -> list[Event]:
+        from addons.state import Event
+
+        answer = self._proxy.get(f"/api/events?after={self._after}")
+        return [
+            Event(**{**document, "drift": tuple(document["drift"])})
+            for document in answer["events"]
+        ]
+
+    @property
+    def hits(self) -> list[Event]:
+        return [event for event in self.events if event.kind == "hit"]
+
+    @property
+    def misses(self) -> list[Event]:
+        return [event for event in self.events if event.kind == "miss"]
+
+    @property
+    def drift(self) -> list[Event]:
+        """The hits whose request differed from the recording in parts the key leaves out."""
+        return [event for event in self.hits if event.drift]
+
+    @property
+    def recorded(self) -> list[Event]:
+        return [event for event in self.events if event.kind == "recorded"]
+
+    @property
+    def exchanges(self) -> list[dict[str, Any]]:
+        """The exchanges this test was served or recorded, whole (``show CASSETTE SEQ
+        --json``), in the order the requests came."""
+        return [
+            self._proxy.exchange(event.cassette, event.seq)
+            for event in self.events
+            if event.seq is not None
+        ]
+
+
+@pytest.fixture
+def freezeframe(request: pytest.FixtureRequest) -> Iterator[Freezeframe]:
+    """This test's traffic through freezeframe: the marker's cassette, mode and rules, else
+    a cassette named after the test and ``--freezeframe-mode``."""
+    marker = request.node.get_closest_marker("freezeframe")
+    wanted: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    unknown = set(wanted) - {"cassette", "mode", "rules"}
+    if unknown:
+        raise pytest.UsageError(
+            f"@pytest.mark.freezeframe takes cassette=, mode= and rules=, not {sorted(unknown)}"
+        )
+    mode = wanted.get("mode") or request.config.getoption("freezeframe_mode")
+    if mode not in MODES:
+        raise pytest.UsageError(f"@pytest.mark.freezeframe(mode={mode!r}): choose one of {MODES}")
+    cassette = wanted.get("cassette") or cassette_name(request.node.nodeid)
+    rules = wanted.get("rules")
+    if rules is not None:
+        rules = str((request.node.path.parent / rules).absolute())
+    session = request.config.stash[_SESSION]
+    proxy = session.proxy(rules)
+    if mode == "record":
+        proxy.empty(cassette)
+    proxy.switch(mode, cassette)
+    use = Freezeframe(proxy, cassette, mode)
+    request.node.stash[_USE] = use
+    with _environment(proxy.client_environment()):
+        yield use
+    if drift := use.drift:
+        session.drifted.append(Drifted(request.node.nodeid, tuple(drift)))
+
+
+@pytest.fixture(autouse=True)
+def _freezeframe_marker(request: pytest.FixtureRequest) -> None:
+    """A test with the marker gets the fixture without naming it."""
+    if request.node.get_closest_marker("freezeframe") is not None:
+        request.getfixturevalue("freezeframe")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """In replay, a test that missed fails, with the misses' explanation as its message."""
+    report = yield
+    use = item.stash.get(_USE, None)
+    if use is None or report.when != "call" or use.mode != "replay":
+        return report
+    misses = use.misses
+    if misses:
+        if report.failed:
+            report.sections.append(("the test's own failure", str(report.longrepr)))
+        report.outcome = "failed"
+        report.longrepr = "\n".join(event.message for event in misses)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    session = terminalreporter.config.stash.get(_SESSION, None)
+    if session is None or not session.drifted:
+        return
+    terminalreporter.section("freezeframe: drift")
+    terminalreporter.write_line(
+        "replayed, but the request differed from the recording in parts the key leaves out:"
+    )
+    for drifted in session.drifted:
+        for event in drifted.events:
+            terminalreporter.write_line(
+                f"{drifted.nodeid}: {event.method} {event.url} replayed {event.cassette}"
+                f"#{event.seq}, drifted in {', '.join(event.drift)}"
+            )
+
+
+def cassette_name(nodeid: str) -> str:
+    """A cassette name for a test: its node id in the characters a name may hold, with a
+    digest of the whole id when it has to be shortened."""
+    name = _NOT_IN_NAMES.sub("-", nodeid.replace("/", ".").replace(".py::", "::")).strip("-.")
+    name = name.replace("..", ".")
+    if len(name) > 100:
+        digest = hashlib.blake2b(nodeid.encode(), digest_size=6).hexdigest()
+        name = f"{name[:87]}-{digest}"
+    return name if name[:1].isalnum() else f"t{name}"
+
+
+@contextlib.contextmanager
+def _environment(wanted: dict[str, str | None]) -> Iterator[None]:
+    """Set (or, for None, unset) variables for the test and its subprocesses; restore them."""
+    before = {name: os.environ.get(name) for name in wanted}
+    try:
+        for name, value in wanted.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Proxy:
+    """One ``freezeframe run`` process of this session."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    admin_port: int
+    log: Path
+    data_dir: Path
+    health: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    @classmethod
+    def start(cls, data_dir: Path, rules: str | None) -> Proxy:
+        port, admin_port = _free_port(), _free_port()
+        fd, log = tempfile.mkstemp(prefix="freezeframe-pytest-", suffix=".log")
+        env = {k: v for k, v in os.environ.items() if k not in OWN_SETTINGS}
+        command = [
+            sys.executable,
+            "-m",
+            "cli",
+            "run",
+            "--mode",
+            "replay",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--admin",
+            f"127.0.0.1:{admin_port}",
+        ]
+        if rules is not None:
+            command += ["--rules", rules]
+        with os.fdopen(fd, "wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        proxy = cls(process, port, admin_port, Path(log), data_dir)
+        proxy._wait_ready()
+        return proxy
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise pytest.UsageError(f"freezeframe did not start: {self._last_line()}")
+            with contextlib.suppress(OSError):
+                self.health = self.get("/health")
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise pytest.UsageError(f"freezeframe did not start in {START_TIMEOUT:.0f} s: {self.log}")
+
+    def _last_line(self) -> str:
+        lines = self.log.read_text(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"exit status {self.process.returncode}"
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.admin_url + path, timeout=10) as answer:
+            return json.load(answer)
+
+    def switch(self, mode: str, cassette: str) -> None:
+        body = json.dumps({"mode": mode, "cassette": cassette}).encode()
+        # JSON, said so: urllib's default form type is what the admin port refuses from a
+        # page on another site (proxy/admin/guard.py).
+        request = urllib.request.Request(
+            self.admin_url + "/api/mode",
+            body,
+            headers={"content-type": "application/json"},
+            method="PUT",
+        )
+        try:
+            urllib.request.urlopen(request, timeout=10).close()
+        except urllib.error.HTTPError as exc:
+            raise pytest.UsageError(f"freezeframe: {json.load(exc).get('error', exc)}") from None
+
+    def journal_last(self) -> int:
+        return int(self.get("/api/events?after=-1")["last"])
+
+    def exchange(self, cassette: str, seq: int) -> dict[str, Any]:
+        """An exchange the proxy served or recorded; a recording reaches the store shortly
+        after its answer has, so it is waited for."""
+        deadline = time.monotonic() + STORED_TIMEOUT
+        while True:
+            try:
+                document: dict[str, Any] = self.get(f"/api/cassettes/{cassette}/{seq}")
+                return document
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+    def empty(self, cassette: str) -> None:
+        """Record a cassette again from its first exchange, as ``--fresh`` would."""
+        from proxy.settings import default_store_url
+        from storage import CassetteNotFound, open_store
+
+        url = os.environ.get("FREEZEFRAME_STORE") or default_store_url(self.data_dir)
+        with open_store(url) as store:
+            with contextlib.suppress(CassetteNotFound):
+                store.remove(cassette)
+
+    def client_environment(self) -> dict[str, str | None]:
+        from proxy.trust import java_truststore
+        from proxy.wiring import CLEARED, client_environment
+
+        ca, bundle = Path(self.health["ca"]), Path(self.health["ca_bundle"])
+        wanted: dict[str, str | None] = dict.fromkeys(CLEARED)
+        wanted.update(client_environment(self.url, ca, bundle, java_truststore(ca, bundle)))
+        return wanted
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.unlink(missing_ok=True)

@@ -1,0 +1,172 @@
+"""The pytest plugin, run the way a user runs it: real test files, a real proxy, real HTTPS.
+
+Each test writes a test file with ``pytester``, runs pytest on it in a subprocess (where the
+plugin is loaded from its ``pytest11`` entry point, as for any user), first recording against
+a local HTTPS upstream, then replaying without it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import trustme
+from support.order_world import ModelServer, OrderService
+from support.upstream import Upstream
+
+from pytest_freezeframe import cassette_name
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.e2e
+
+AGENT_TESTS = """
+import os
+
+import httpx
+import pytest
+
+URL = os.environ["UPSTREAM_URL"]
+
+
+def ask(note, asked=os.environ.get("ASKED_FOR", "orders")):
+    return httpx.post(URL + "/tool/counter", json={"q": asked, "user": note}, timeout=10)
+
+
+def test_the_fixture_names_what_happened(freezeframe):
+    assert ask("first").status_code == 200
+    kind = "recorded" if freezeframe.mode == "record" else "hit"
+    assert [(e.kind, e.method) for e in freezeframe.events] == [(kind, "POST")]
+    [exchange] = freezeframe.exchanges
+    assert exchange["request"]["url"] == URL + "/tool/counter"
+    assert not any(e.method == "DELETE" for e in freezeframe.events)
+
+
+@pytest.mark.freezeframe(cassette="drifting")
+def test_a_marker_names_the_cassette():
+    assert ask(os.environ.get("ASKED_AS", "first"), "orders").json()["count"] >= 1
+
+
+def test_an_agent_that_swallows_errors(freezeframe):
+    ask("first")
+"""
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, tmp_path: Path):
+    pytester.makepyfile(test_agent=AGENT_TESTS)
+    data_dir = tmp_path / "ff"
+
+    def run(*args: str, **env: str) -> pytest.RunResult:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("UPSTREAM_URL", upstream.base_url)
+            patch.setenv("FREEZEFRAME_UPSTREAM_CA", str(upstream_ca_file))
+            patch.setenv("FREEZEFRAME_REPLAY_PACE", "instant")
+            for name, value in env.items():
+                patch.setenv(name, value)
+            return pytester.runpytest_subprocess(
+                "-p", "no:cacheprovider", f"--freezeframe-data-dir={data_dir}", *args
+            )
+
+    return run
+
+
+def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
+    run, upstream: Upstream
+) -> None:
+    recorded = run("--freezeframe-mode=record")
+    recorded.assert_outcomes(passed=3)
+    assert upstream.connections >= 1
+    upstream.reset_counters()
+
+    # Replay is the default; a token exported for another proxy does not lock the plugin out.
+    replayed = run(FREEZEFRAME_ADMIN_TOKEN="exported-for-another-proxy-0123")
+    replayed.assert_outcomes(passed=3)
+    assert upstream.connections == 0
+
+    workers = run("-n", "2")  # each xdist worker replays through a proxy of its own
+    workers.assert_outcomes(passed=3)
+    assert upstream.connections == 0
+
+    missed = run(ASKED_FOR="refunds", ASKED_AS="second")
+    missed.assert_outcomes(failed=2, passed=1)
+    missed.stdout.fnmatch_lines(
+        [
+            "*_ test_the_fixture_names_what_happened _*",
+            "freezeframe: replay miss in cassette "
+            "'test_agent::test_the_fixture_names_what_happened': no recording of POST "
+            "https://*/tool/counter; nearest is #0 POST https://*/tool/counter, "
+            "differing at $.q",
+            "*- the test's own failure -*",
+            "*assert 404 == 200*",
+            "*_ test_an_agent_that_swallows_errors _*",
+            "freezeframe: replay miss in cassette "
+            "'test_agent::test_an_agent_that_swallows_errors'*",
+            "*freezeframe: drift*",
+            "test_agent.py::test_a_marker_names_the_cassette: POST https://*/tool/counter "
+            "replayed drifting#0, drifted in *user*",
+        ]
+    )
+    assert upstream.connections == 0
+
+
+def test_cassettes_are_named_after_their_test() -> None:
+    assert cassette_name("tests/test_agent.py::test_refund[u-1]") == (
+        "tests.test_agent::test_refund-u-1"
+    )
+    long = cassette_name("tests/" + "x" * 200 + ".py::test")
+    assert len(long) <= 100 and long != cassette_name("tests/" + "x" * 199 + ".py::test")
+
+
+def test_a_session_without_the_fixture_starts_no_proxy(pytester: pytest.Pytester, tmp_path: Path):
+    pytester.makepyfile(
+        test_plain=textwrap.dedent(
+            """
+            import os
+
+            def test_plain():
+                assert "HTTPS_PROXY" not in os.environ
+            """
+        )
+    )
+    data_dir = tmp_path / "never"
+
+    result = pytester.runpytest_subprocess(f"--freezeframe-data-dir={data_dir}")
+
+    result.assert_outcomes(passed=1)
+    assert not data_dir.exists()
+
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+FILTER = 'orders = [o for o in found.json()["orders"] if o["user"] == user]'
+
+
+def test_the_readme_example_locks_the_order_case(
+    pytester: pytest.Pytester, upstream_ca: trustme.CA, upstream_ca_file: Path, tmp_path: Path
+) -> None:
+    for name in ("order_agent.py", "test_order_agent.py"):
+        (pytester.path / name).write_text((EXAMPLES / name).read_text())
+    model, orders = ModelServer(upstream_ca).start(), OrderService(upstream_ca).start()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("ORDERS_MODEL_URL", model.base_url)
+            patch.setenv("ORDERS_SERVICE_URL", orders.base_url)
+            patch.setenv("FREEZEFRAME_UPSTREAM_CA", str(upstream_ca_file))
+            patch.setenv("FREEZEFRAME_DATA_DIR", str(tmp_path / "ff"))
+            pytester.runpytest_subprocess("--freezeframe-mode=record").assert_outcomes(passed=1)
+            asked = len(model.requests), len(orders.requests)
+
+            pytester.runpytest_subprocess().assert_outcomes(passed=1)
+            assert (len(model.requests), len(orders.requests)) == asked
+
+            agent = pytester.path / "order_agent.py"
+            agent.write_text(agent.read_text().replace(FILTER, 'orders = found.json()["orders"]'))
+            unfixed = pytester.runpytest_subprocess()
+    finally:
+        model.stop()
+        orders.stop()
+
+    unfixed.assert_outcomes(failed=1)
+    unfixed.stdout.fnmatch_lines(
+        ["freezeframe: replay miss in cassette 'orders-u-1': no recording of POST *differing at*"]
+    )
