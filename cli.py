@@ -52,6 +52,7 @@ from proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedl
 from proxy.discovery import (
     NoProxyFound,
     Trust,
+    admin_headers,
     admin_url,
     client_trust,
     proxy_url,
@@ -228,6 +229,22 @@ _RUN_OPTIONS = [
         default=settings_module.DEFAULT_LISTEN,
     ),
     _setting("--admin", "Admin API address.", default=settings_module.DEFAULT_ADMIN),
+    _setting(
+        "--admin-token",
+        "Secret the admin API and case file ask for (bearer header, login form); required "
+        "when --admin is not a loopback address. Prefer the variable: flags show in ps.",
+        metavar="TOKEN",
+    ),
+    _setting(
+        "--admin-host",
+        "Another name the admin port answers to in the Host header, beside its address and "
+        "localhost (repeatable; env: comma-separated).",
+        "admin_hosts",
+        envvar="FREEZEFRAME_ADMIN_HOSTS",
+        multiple=True,
+        metavar="NAME",
+        type=_Separated(","),
+    ),
     _setting(
         "--upstream-ca",
         "Extra CA (PEM) trusted for upstream servers, on top of the system's.",
@@ -432,7 +449,7 @@ def exec_(
 
     def trust_of() -> Trust:
         assert proxy_url is not None
-        return _trust_of_proxy(proxy_url, options["admin"], explicit)
+        return _trust_of_proxy(proxy_url, options["admin"], explicit, options["admin_token"])
 
     sys.exit(
         asyncio.run(
@@ -523,13 +540,13 @@ def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
         return FakedClock(wanted.start(store, options["cassette"]), lib)
 
 
-def _trust_of_proxy(url: str, admin: str, data_dir: Path | None) -> Trust:
+def _trust_of_proxy(url: str, admin: str, data_dir: Path | None, token: str | None) -> Trust:
     """``exec --proxy URL``: the CA of the proxy at URL, asked of its admin API; an explicit
     ``data_dir`` wins, for a proxy whose files are mounted somewhere else."""
     if data_dir is not None:
         return trust_in(data_dir)
     address = settings_module.Address.parse(admin, "admin address")
-    document = running(address)
+    document = running(address, token)
     wanted = urlsplit(url if "://" in url else f"http://{url}")
     found = urlsplit(proxy_url(document))
     if (wanted.hostname, wanted.port) != (found.hostname, found.port):
@@ -538,6 +555,14 @@ def _trust_of_proxy(url: str, admin: str, data_dir: Path | None) -> Trust:
             f"not {url}; pass that proxy's --admin, or --data-dir"
         )
     return trust_of_running(document, address)
+
+
+_ADMIN_TOKEN = _setting(
+    "--admin-token",
+    "The running proxy's admin token, if it has one (prefer the variable: flags show in ps).",
+    metavar="TOKEN",
+)
+"""How ``env``, ``ca`` and ``replay-reset`` prove themselves to a proxy with a token."""
 
 
 @main.command()
@@ -558,8 +583,9 @@ def _trust_of_proxy(url: str, admin: str, data_dir: Path | None) -> Trust:
     "Use the CA in this directory instead of the one the running proxy names.",
     default=settings_module.DEFAULT_DATA_DIR,
 )
+@_ADMIN_TOKEN
 @_debug_option
-def env(shell: str, admin: str, data_dir: str) -> None:
+def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
     """Print the environment lines a client needs for a running proxy.
 
     The proxy's address and its CA come from the proxy itself (its admin API), so this
@@ -572,7 +598,7 @@ def env(shell: str, admin: str, data_dir: str) -> None:
         freezeframe env --shell dotenv > agent.env
     """
     address = settings_module.Address.parse(admin, "admin address")
-    document = running(address)
+    document = running(address, admin_token)
     if _explicit("data_dir"):
         trust = trust_in(Path(data_dir).expanduser())
     else:
@@ -826,8 +852,9 @@ def _console() -> Console:
     "Use the CA in this directory instead of asking the running proxy.",
     default=settings_module.DEFAULT_DATA_DIR,
 )
+@_ADMIN_TOKEN
 @_debug_option
-def ca(bundle: bool, admin: str, data_dir: str) -> None:
+def ca(bundle: bool, admin: str, data_dir: str, admin_token: str | None) -> None:
     """Print the path of the CA certificate clients must trust.
 
     The running proxy (at --admin) says where its CA is; with no proxy running, the CA
@@ -840,7 +867,7 @@ def ca(bundle: bool, admin: str, data_dir: str) -> None:
     """
     explicit = Path(data_dir).expanduser() if _explicit("data_dir") else None
     address = settings_module.Address.parse(admin, "admin address")
-    trust = client_trust(address, explicit, Path(settings_module.DEFAULT_DATA_DIR))
+    trust = client_trust(address, explicit, Path(settings_module.DEFAULT_DATA_DIR), admin_token)
     click.echo(str(trust.bundle if bundle else trust.ca))
 
 
@@ -1680,8 +1707,9 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
 
 @main.command(name="replay-reset")
 @_setting("--admin", "Admin API of the running proxy.", default=settings_module.DEFAULT_ADMIN)
+@_ADMIN_TOKEN
 @_debug_option
-def replay_reset(admin: str) -> None:
+def replay_reset(admin: str, admin_token: str | None) -> None:
     """Tell a running proxy to start replay from the top (POST /api/replay/reset).
 
     Replay serves the n-th request with a key the n-th recording of it; running the
@@ -1694,7 +1722,16 @@ def replay_reset(admin: str) -> None:
     address = settings_module.Address.parse(admin, "admin address")
     url = f"{admin_url(address)}/api/replay/reset"
     try:
-        answer = httpx.post(url, timeout=10.0, trust_env=False)
+        answer = httpx.post(url, timeout=10.0, trust_env=False, headers=admin_headers(admin_token))
+    except httpx.HTTPError as exc:
+        raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
+    if answer.status_code == 401:
+        given = "the one given is wrong" if admin_token else "none was given"
+        raise NoProxyFound(
+            f"POST {url}: the proxy asks for its admin token and {given}; "
+            "set FREEZEFRAME_ADMIN_TOKEN or pass --admin-token"
+        )
+    try:
         answer.raise_for_status()
         mode = answer.json()
     except (httpx.HTTPError, ValueError) as exc:

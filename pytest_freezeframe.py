@@ -47,7 +47,15 @@ STOP_TIMEOUT = 20.0
 #: How long the fixture waits for a recorded exchange to reach the store when asked for it.
 STORED_TIMEOUT = 10.0
 #: Settings the plugin gives every proxy itself; an inherited variable must not contradict it.
-OWN_SETTINGS = ("FREEZEFRAME_FRESH", "FREEZEFRAME_REPLAY_SESSION", "FREEZEFRAME_CASSETTE")
+#: Its proxies' admin ports are on loopback, for the session alone, and the plugin talks to them
+#: without a token: one exported for another proxy (``FREEZEFRAME_ADMIN_TOKEN``) is not theirs.
+OWN_SETTINGS = (
+    "FREEZEFRAME_FRESH",
+    "FREEZEFRAME_REPLAY_SESSION",
+    "FREEZEFRAME_CASSETTE",
+    "FREEZEFRAME_ADMIN_TOKEN",
+    "FREEZEFRAME_ADMIN_HOSTS",
+)
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._:@+=-]+")
 _SESSION = pytest.StashKey["Session"]()
 _USE = pytest.StashKey["Freezeframe"]()
@@ -349,7 +357,14 @@ class Proxy:
 
     def switch(self, mode: str, cassette: str) -> None:
         body = json.dumps({"mode": mode, "cassette": cassette}).encode()
-        request = urllib.request.Request(self.admin_url + "/api/mode", body, method="PUT")
+        # JSON, said so: urllib's default form type is what the admin port refuses from a
+        # page on another site (proxy/admin/guard.py).
+        request = urllib.request.Request(
+            self.admin_url + "/api/mode",
+            body,
+            headers={"content-type": "application/json"},
+            method="PUT",
+        )
         try:
             urllib.request.urlopen(request, timeout=10).close()
         except urllib.error.HTTPError as exc:

@@ -25,6 +25,10 @@ class NoProxyFound(Exception):
     """Neither a running proxy nor a data dir says where the CA is; the message is one line."""
 
 
+class TokenNeeded(NoProxyFound):
+    """A proxy answers, but tells only a client with its admin token where its CA is."""
+
+
 @dataclass(frozen=True, slots=True)
 class Trust:
     """The CA a client must trust, and a bundle of it with the system's CAs (for
@@ -38,14 +42,27 @@ def admin_url(admin: Address) -> str:
     return f"http://{admin.url_host}:{admin.port}"
 
 
-def running(admin: Address) -> dict[str, Any]:
+def admin_headers(token: str | None) -> dict[str, str]:
+    """The headers that carry the admin token, when there is one."""
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+def running(admin: Address, token: str | None = None) -> dict[str, Any]:
     """The ``/health`` document of the proxy whose admin API is at ``admin``."""
     url = f"{admin_url(admin)}/health"
     try:
-        response = httpx.get(url, timeout=HEALTH_TIMEOUT_S, trust_env=False)
+        response = httpx.get(
+            url, timeout=HEALTH_TIMEOUT_S, trust_env=False, headers=admin_headers(token)
+        )
         document = response.json()
     except (httpx.HTTPError, ValueError):
         document = None
+    if isinstance(document, dict) and "proxy" not in document and "admin_token" in document:
+        given = "the one given is wrong" if token else "none was given"
+        raise TokenNeeded(
+            f"the freezeframe at {admin_url(admin)} asks for its admin token and {given}; "
+            "set FREEZEFRAME_ADMIN_TOKEN or pass --admin-token"
+        )
     if not isinstance(document, dict) or "proxy" not in document:
         raise NoProxyFound(
             f"no freezeframe answers at {admin_url(admin)}; start one with `freezeframe run`, "
@@ -85,13 +102,17 @@ def trust_in(data_dir: Path) -> Trust:
     return Trust(ca.absolute(), bundle.absolute())
 
 
-def client_trust(admin: Address, data_dir: Path | None, default_dir: Path) -> Trust:
+def client_trust(
+    admin: Address, data_dir: Path | None, default_dir: Path, token: str | None = None
+) -> Trust:
     """The CA to trust: from ``data_dir`` if given, else from the proxy answering at
     ``admin``, else from ``default_dir`` if a CA is there. Raises NoProxyFound."""
     if data_dir is not None:
         return trust_in(data_dir)
     try:
-        return trust_of_running(running(admin), admin)
+        return trust_of_running(running(admin, token), admin)
+    except TokenNeeded:
+        raise
     except NoProxyFound as exc:
         if (default_dir / CA_FILENAME).is_file():
             return trust_in(default_dir)

@@ -258,6 +258,10 @@ async def _run(
             settings.data_dir.absolute(),
         )
         log.info("case file: %s/", admin_url(settings.admin))
+        if settings.admin_token is not None:
+            log.info(
+                "the admin port asks for its token: sign in at %s/login", admin_url(settings.admin)
+            )
         if state.mode is Mode.REPLAY and (notice := empty_cassette(store, state.cassette)):
             log.warning("%s", notice)
         for target in settings.reverse:

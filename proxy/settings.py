@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -30,6 +30,9 @@ DB_FILENAME = "freezeframe.db"
 CA_FILENAME = "mitmproxy-ca-cert.pem"
 KEY_FILENAME = "secret.key"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MIN_TOKEN_LENGTH = 16
+"""Shorter admin tokens are refused: a guessable secret on a reachable port is no secret."""
+_HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,16 @@ class Address:
         if host != "localhost" and any(c in host for c in " /?#@"):
             raise ValueError(f"{what} {value!r}: {host!r} is not a host name or address")
         return cls(host, port)
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether only this machine can reach the address (``localhost`` or 127.0.0.0/8, ::1)."""
+        if self.host.lower() == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
     @property
     def url_host(self) -> str:
@@ -181,6 +194,11 @@ class Settings:
     """``--perturb``: in replay, recorded answers changed by seeded rolls (evidence.perturb)."""
     seed: int | None = None
     """``--seed``: the rolls' seed; None: one is drawn at start, and logged."""
+    admin_token: str | None = field(default=None, repr=False)
+    """``--admin-token``: every admin route but /health and /ca.pem asks for it."""
+    admin_hosts: tuple[str, ...] = ()
+    """``--admin-host``: more names the admin port answers to (``Host``), beside its address
+    and the loopback names."""
 
     @property
     def store_url(self) -> str:
@@ -261,6 +279,40 @@ def _after_miss(value: str, live: tuple[str, ...]) -> str:
     return choice
 
 
+def check_admin_token(value: str | None, admin: Address) -> str | None:
+    """The admin token, required when ``--admin`` is reachable from other machines."""
+    token = value.strip() if value else None
+    if token is None and not admin.is_loopback:
+        raise ValueError(
+            f"--admin {admin} is reachable from other machines: set --admin-token "
+            f"(FREEZEFRAME_ADMIN_TOKEN) to a secret of at least {MIN_TOKEN_LENGTH} characters, "
+            "or bind --admin to 127.0.0.1"
+        )
+    if token is not None and len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(
+            f"--admin-token is {len(token)} characters; use at least {MIN_TOKEN_LENGTH} "
+            "(e.g. openssl rand -hex 32)"
+        )
+    return token
+
+
+def check_admin_host(value: str) -> str:
+    """``--admin-host NAME``: a host name or address, as a ``Host`` header carries it
+    (without the port; IPv6 in brackets)."""
+    name = value.strip().lower()
+    bare = name.strip("[]")
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(name):
+            raise ValueError(
+                f"--admin-host {value!r}: expected a host name or address without a port, "
+                "e.g. freezeframe"
+            ) from None
+        return name.rstrip(".")
+    return f"[{bare}]" if address.version == 6 else bare
+
+
 def check_certificates(path: Path, what: str) -> None:
     """Refuse a file that is not one or more PEM certificates, naming it and what is wrong:
     mitmproxy would otherwise start and fail every upstream handshake later."""
@@ -307,6 +359,8 @@ def build(
     durability: str = "batched",
     perturb: str | None = None,
     seed: str | None = None,
+    admin_token: str | None = None,
+    admin_hosts: tuple[str, ...] = (),
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
@@ -319,6 +373,7 @@ def build(
             f"--fresh empties the cassette to record it again; it means nothing in "
             f"{parsed_mode.value} mode (use record or auto)"
         )
+    admin_address = Address.parse(admin, "admin address")
     rules_file = rules_path(rules, data)
     if rules_file is not None:
         key_config(rules_file)  # refuse a bad rules file at start, naming the line
@@ -328,7 +383,7 @@ def build(
         data_dir=data,
         store=store or "",
         listen=Address.parse(listen, "listen address"),
-        admin=Address.parse(admin, "admin address"),
+        admin=admin_address,
         upstream_ca=ca,
         replay_pace=parse_pace(replay_pace),
         rules=rules_file,
@@ -346,4 +401,6 @@ def build(
         durability=_durability(durability),
         perturb=parse_spec(perturb) if perturb else (),
         seed=_seed(seed) if seed else None,
+        admin_token=check_admin_token(admin_token, admin_address),
+        admin_hosts=tuple(check_admin_host(name) for name in admin_hosts if name.strip()),
     )

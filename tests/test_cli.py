@@ -246,6 +246,10 @@ def test_explain_rejects_a_bad_url_in_one_line(tmp_path: Path) -> None:
         (["--upstream-ca", __file__], {}, "not PEM certificates"),
         (["--mode", "replay", "--fresh"], {}, "--fresh empties the cassette"),
         ([], {"FREEZEFRAME_FRESH": "1", "FREEZEFRAME_MODE": "passthrough"}, "passthrough mode"),
+        (["--admin", "0.0.0.0:0"], {}, "reachable from other machines: set --admin-token"),
+        (["--admin", "10.1.2.3:0"], {}, "(FREEZEFRAME_ADMIN_TOKEN)"),
+        ([], {"FREEZEFRAME_ADMIN_TOKEN": "pw"}, "at least 16"),
+        (["--admin-host", "evil/x"], {}, "--admin-host 'evil/x'"),
     ],
 )
 def test_run_refuses_bad_settings_in_one_line_and_damages_nothing(

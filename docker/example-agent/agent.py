@@ -11,9 +11,14 @@ import urllib.request
 
 from openai import OpenAI
 
-# NO_PROXY=freezeframe: this call goes straight to the admin API, not through the proxy.
+# NO_PROXY=freezeframe: this call goes straight to the admin API, not through the proxy,
+# which asks for its admin token.
 admin = os.environ.get("FREEZEFRAME_ADMIN_URL", "http://freezeframe:8081")
-with urllib.request.urlopen(f"{admin}/api/mode", timeout=10) as response:
+token = os.environ.get("FREEZEFRAME_ADMIN_TOKEN")
+asked = urllib.request.Request(
+    f"{admin}/api/mode", headers={"Authorization": f"Bearer {token}"} if token else {}
+)
+with urllib.request.urlopen(asked, timeout=10) as response:
     state = json.load(response)
 print(f"freezeframe: mode {state['mode']}, cassette {state['cassette']}")
 

@@ -3,8 +3,9 @@ edits) and the case file's pages beside them.
 
 Store reads and writes run in the thread pool: the admin API shares its event loop with
 the proxy, and a slow listing must never stall proxied traffic. Every document about a
-recording comes from ``evidence``, the read model ``show --json`` prints too. Every route
-that changes something goes through ``guard.check_write`` first (same origin, CSRF).
+recording comes from ``evidence``, the read model ``show --json`` prints too. Every request
+passes ``access`` first (the Host allow-list, the admin token), and every route that changes
+something goes through ``guard.check_write`` (same origin, CSRF).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from evidence import (
     summary_document,
 )
 from evidence.editing import AnswerEdit, Assignment, edited
+from proxy.admin.access import AdminAccess, Sessions, login_routes
 from proxy.admin.casefile import casefile_routes, templates
 from proxy.admin.guard import (
     CSRF_FIELD,
@@ -64,6 +66,9 @@ ROUTES = (
     ("GET", "/", "this index (a browser is sent to the case file, /cassettes)"),
     ("GET", "/health", "status, mode, addresses, where the CA and store are, what was done"),
     ("GET", "/ca.pem", "the CA certificate clients must trust"),
+    ("GET", "/login", "the case file's sign-in form, when the port has an admin token"),
+    ("POST", "/login", "sign in: token=TOKEN (sets a session cookie)"),
+    ("POST", "/logout", "sign out"),
     ("GET", "/metrics", "counts for Prometheus: recorded, 429s, truncations, hits, misses, store"),
     ("GET", "/api/mode", "mode, default cassette and replay pace"),
     ("PUT", "/api/mode", 'switch: {"mode": ..., "cassette": ..., "pace": ...}'),
@@ -108,7 +113,8 @@ class BadForm(ValueError):
 
 def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlette:
     data_dir = settings.data_dir.absolute()
-    hosts = allowed_hosts(settings.admin)
+    hosts = allowed_hosts(settings.admin, settings.admin_hosts)
+    sessions = Sessions()
     pages = templates()
     config = key_config(settings.rules)
     about = {
@@ -156,6 +162,11 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
 
     async def health(request: Request) -> JSONResponse:
         problem = await run_in_threadpool(store.health)
+        if not request.state.trusted:
+            public: dict[str, Any] = {"status": "ok" if problem is None else "degraded"}
+            if settings.admin_token is not None:
+                public["admin_token"] = "required"
+            return JSONResponse(public)
         return JSONResponse(
             {
                 "status": "ok" if problem is None else "degraded",
@@ -311,7 +322,10 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         return HTMLResponse(page, status_code=status)
 
     return Starlette(
-        middleware=[Middleware(SecurityHeaders)],
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(AdminAccess, hosts=hosts, token=settings.admin_token, sessions=sessions),
+        ],
         routes=[
             Route("/", index),
             Route("/health", health),
@@ -328,6 +342,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/api/search", search),
             Route("/api/cassettes/{name}/fork", fork, methods=["POST"]),
             Route("/api/cassettes/{name}/{seq:int}/edit", edit, methods=["POST"]),
+            *login_routes(settings.admin_token, sessions, hosts, pages),
             *casefile_routes(store, state, config),
         ],
     )

@@ -127,6 +127,7 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         page = environment.get_template(template).render(
             request=request,
             csrf=csrf_token(request),
+            signed_in=request.scope.get("state", {}).get("session") is not None,
             mode=state.mode.value,
             default_cassette=state.cassette,
             **context,

@@ -6,9 +6,9 @@ after re-pointing that name's DNS at the loopback address (DNS rebinding). A req
 changes state (fork, edit, ``PUT /api/mode``, ``POST /api/replay/reset``) is therefore
 accepted only when
 
-1. its ``Host`` is the admin address (or, for a loopback admin address, a loopback name with
-   the same port); an admin port bound to every interface (``0.0.0.0``, as in the docker
-   image) cannot know the names it is reached by and accepts any ``Host``;
+1. its ``Host`` names the admin port: its address, a loopback name, or a name allowed with
+   ``--admin-host`` (``access`` refuses any other ``Host`` for every route already; this
+   keeps the rule where the writes are);
 2. a browser sent it from the case file itself: an ``Origin`` header, when there is one,
    names the same host, ``Sec-Fetch-Site`` (when sent) is ``same-origin`` or ``none``;
 3. and it carries the case file's CSRF token (double submit: the ``freezeframe_csrf``
@@ -63,31 +63,40 @@ class WriteRefused(Exception):
     """A state-changing request that did not come from the case file; says why in one line."""
 
 
-def allowed_hosts(admin: Address) -> frozenset[str] | None:
-    """The ``Host`` values a state-changing request may carry; None: any (a wildcard bind)."""
-    host = admin.host.strip("[]")
+def allowed_hosts(admin: Address, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The names a request's ``Host`` may carry (port aside): the loopback names, the bound
+    address unless it is every interface (``0.0.0.0``, ``::``), and the ``extra`` names.
+
+    The port is not compared: a docker port mapping or a load balancer may put another one
+    in front, and rebinding is about the name; ``Origin`` is compared with port and all."""
+    host = admin.host.strip("[]").lower()
+    names = {*_LOOPBACK_NAMES, *(name.lower() for name in extra)}
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return frozenset({f"{admin.host}:{admin.port}".lower()})
-    if address.is_unspecified:
-        return None
-    shown = f"[{host}]" if address.version == 6 else host
-    names: Iterable[str] = (shown,)
-    if address.is_loopback:
-        names = (shown, *_LOOPBACK_NAMES)
-    return frozenset(f"{name}:{admin.port}".lower() for name in names)
+        return frozenset({*names, host})
+    if not address.is_unspecified:
+        names.add(f"[{host}]" if address.version == 6 else host)
+    return frozenset(names)
 
 
-def check_write(request: Request, hosts: frozenset[str] | None, form_token: str | None) -> None:
+def host_name(host: str) -> str:
+    """A ``Host`` header's name without its port: ``[::1]:8081`` is ``[::1]``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.partition(":")[0].rstrip(".")
+
+
+def check_write(request: Request, hosts: frozenset[str], form_token: str | None) -> None:
     """Raise WriteRefused unless ``request`` may change state (see the module's rules).
 
     ``form_token`` is the ``csrf_token`` field of a form post, read by the caller (who
     reads the form anyway); None for other posts."""
     headers = request.headers
     host = headers.get("host", "").lower()
-    if hosts is not None and host not in hosts:
-        raise WriteRefused(f"Host {host!r} is not the admin address; refused")
+    if host_name(host) not in hosts:
+        raise WriteRefused(f"Host {host!r} is not a name of the admin port; refused")
     origin = headers.get("origin")
     if origin is not None and origin.lower() != f"{request.url.scheme}://{host}":
         raise WriteRefused(f"a request from {origin!r} may not change the case file; refused")

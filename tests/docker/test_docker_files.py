@@ -61,6 +61,9 @@ BASE_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VENV_BIN = Path(sys.executable).parent
 
 STOP_TIMEOUT = 20.0
+ADMIN_TOKEN = "compose-admin-token-0123456789"
+SHELL = {"FREEZEFRAME_ADMIN_TOKEN": ADMIN_TOKEN}
+"""The one variable the compose files require: the admin port listens on 0.0.0.0."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -75,7 +78,7 @@ def load_yaml(path: Path) -> Any:
 
 _INTERPOLATION = re.compile(
     r"\$(?:(?P<escaped>\$)"
-    r"|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?-)(?P<default>[^}]*))?\}"
+    r"|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<default>[^}]*))?\}"
     r"|(?P<named>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<invalid>))"
 )
@@ -83,7 +86,9 @@ _INTERPOLATION = re.compile(
 
 def interpolate(value: Any, env: Mapping[str, str]) -> Any:
     """Compose's variable interpolation, for the forms these files may use: ``$$``,
-    ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``. Values only, not keys."""
+    ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, and ``${VAR:?message}``
+    (``${VAR?message}``), which stops with the message when VAR is empty (unset). Values
+    only, not keys."""
     if isinstance(value, dict):
         return {key: interpolate(item, env) for key, item in value.items()}
     if isinstance(value, list):
@@ -103,9 +108,15 @@ def interpolate(value: Any, env: Mapping[str, str]) -> Any:
             return str(match.group("default"))
         if op == "-" and current is None:
             return str(match.group("default"))
+        if (op == ":?" and not current) or (op == "?" and current is None):
+            raise MissingVariable(f"{name}: {match.group('default')}")
         return current or ""
 
     return _INTERPOLATION.sub(replace, value)
+
+
+class MissingVariable(Exception):
+    """A ``${VAR:?message}`` whose variable is not set: compose refuses to start."""
 
 
 def merge(base: Any, override: Any, where: str = "") -> Any:
@@ -297,17 +308,17 @@ COMPOSE_DOCUMENTS: dict[str, Callable[[], Any]] = {
     "docker-compose.yml": lambda: compose(),
     "docker-compose.postgres.yml": lambda: load_yaml(POSTGRES),
     "merged": lambda: compose(postgres=True),
-    "docker-compose.yml, interpolated": lambda: compose({}),
+    "docker-compose.yml, interpolated": lambda: compose(SHELL),
     "merged, interpolated, replay": lambda: compose(
-        {"FREEZEFRAME_MODE": "replay", "OPENAI_API_KEY": "sk-x"}, postgres=True
+        {**SHELL, "FREEZEFRAME_MODE": "replay", "OPENAI_API_KEY": "sk-x"}, postgres=True
     ),
     "docker-compose.replicas.yml": lambda: load_yaml(REPLICAS),
-    "merged with replicas, interpolated": lambda: compose({}, postgres=True, replicas=True),
+    "merged with replicas, interpolated": lambda: compose(SHELL, postgres=True, replicas=True),
 }
 
 
 def test_two_replicas_answer_to_one_name_and_share_the_store_and_the_ca() -> None:
-    services = compose({}, postgres=True, replicas=True)["services"]
+    services = compose(SHELL, postgres=True, replicas=True)["services"]
     first, second = services["freezeframe"], services["freezeframe-2"]
     assert second["networks"]["default"]["aliases"] == ["freezeframe"]
     assert second["environment"]["FREEZEFRAME_STORE"] == first["environment"]["FREEZEFRAME_STORE"]
@@ -316,6 +327,9 @@ def test_two_replicas_answer_to_one_name_and_share_the_store_and_the_ca() -> Non
     assert second["volumes"] == ["freezeframe-data:/data"]
     assert second["depends_on"]["freezeframe"] == {"condition": "service_healthy"}
     assert "ports" not in second, "the host's ports belong to the first replica"
+    for replica in (first, second):  # each admin port listens on 0.0.0.0: the same token
+        assert replica["environment"]["FREEZEFRAME_ADMIN_TOKEN"] == ADMIN_TOKEN
+        assert replica["environment"]["FREEZEFRAME_ADMIN_HOSTS"] == "freezeframe"
     assert services["agent"]["environment"]["HTTPS_PROXY"] == "http://freezeframe:8080"
 
 
@@ -325,7 +339,7 @@ def test_compose_files_follow_the_compose_spec(name: str, compose_validator: Val
 
 
 def test_the_schema_check_is_not_vacuous(compose_validator: Validator) -> None:
-    doc = compose({})
+    doc = compose(SHELL)
     doc["services"]["agent"]["enviroment"] = {"X": "1"}
     doc["services"]["agent"]["depends_on"]["freezeframe"]["condition"] = "healthy"
     errors = schema_errors(compose_validator, doc)
@@ -334,7 +348,7 @@ def test_the_schema_check_is_not_vacuous(compose_validator: Validator) -> None:
 
 
 def test_agent_starts_after_freezeframe_is_healthy_and_is_wired_to_it() -> None:
-    services = compose({})["services"]
+    services = compose(SHELL)["services"]
     assert set(services) == {"freezeframe", "agent"}
     agent = services["agent"]
     assert agent["depends_on"] == {"freezeframe": {"condition": "service_healthy"}}
@@ -350,6 +364,7 @@ def test_agent_starts_after_freezeframe_is_healthy_and_is_wired_to_it() -> None:
         "REQUESTS_CA_BUNDLE": "/data/ca-bundle.pem",
         "NODE_EXTRA_CA_CERTS": "/data/mitmproxy-ca-cert.pem",
         "FREEZEFRAME_ADMIN_URL": "http://freezeframe:8081",
+        "FREEZEFRAME_ADMIN_TOKEN": ADMIN_TOKEN,
         "OPENAI_API_KEY": "sk-replay-placeholder",
     }
     # The CA reaches the agent through freezeframe's data volume, read-only.
@@ -357,7 +372,7 @@ def test_agent_starts_after_freezeframe_is_healthy_and_is_wired_to_it() -> None:
 
 
 def test_freezeframe_service_builds_the_image_and_keeps_its_data_on_a_volume() -> None:
-    doc = compose({})
+    doc = compose(SHELL)
     freezeframe = doc["services"]["freezeframe"]
     assert freezeframe["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}
     assert (BASE.parent / freezeframe["build"]["context"]).resolve() == REPO
@@ -368,30 +383,46 @@ def test_freezeframe_service_builds_the_image_and_keeps_its_data_on_a_volume() -
     assert "healthcheck" not in freezeframe  # the image's HEALTHCHECK gates the agent
 
 
+GUARD = {"FREEZEFRAME_ADMIN_TOKEN": ADMIN_TOKEN, "FREEZEFRAME_ADMIN_HOSTS": "freezeframe"}
+"""What the freezeframe service sets for its admin port, whatever the mode."""
+
+
 def test_mode_and_cassette_are_switched_by_one_variable() -> None:
     raw = compose()["services"]["freezeframe"]["environment"]
     assert raw == {
         "FREEZEFRAME_MODE": "${FREEZEFRAME_MODE:-record}",
         "FREEZEFRAME_CASSETTE": "${FREEZEFRAME_CASSETTE:-default}",
+        "FREEZEFRAME_ADMIN_TOKEN": "${FREEZEFRAME_ADMIN_TOKEN:?set FREEZEFRAME_ADMIN_TOKEN to "
+        "a secret of 16+ characters (openssl rand -hex 32)}",
+        "FREEZEFRAME_ADMIN_HOSTS": "freezeframe",
     }
-    env = compose({})["services"]["freezeframe"]["environment"]
-    assert env == {"FREEZEFRAME_MODE": "record", "FREEZEFRAME_CASSETTE": "default"}
-    replay = compose({"FREEZEFRAME_MODE": "replay", "FREEZEFRAME_CASSETTE": "bug-8821"})
+    env = compose(SHELL)["services"]["freezeframe"]["environment"]
+    assert env == {"FREEZEFRAME_MODE": "record", "FREEZEFRAME_CASSETTE": "default", **GUARD}
+    replay = compose({**SHELL, "FREEZEFRAME_MODE": "replay", "FREEZEFRAME_CASSETTE": "bug-8821"})
     assert replay["services"]["freezeframe"]["environment"] == {
         "FREEZEFRAME_MODE": "replay",
         "FREEZEFRAME_CASSETTE": "bug-8821",
+        **GUARD,
     }
-    real_key = compose({"OPENAI_API_KEY": "sk-real"})
+    real_key = compose({**SHELL, "OPENAI_API_KEY": "sk-real"})
     assert real_key["services"]["agent"]["environment"]["OPENAI_API_KEY"] == "sk-real"
 
 
+@pytest.mark.parametrize("unset", [{}, {"FREEZEFRAME_ADMIN_TOKEN": ""}])
+def test_compose_refuses_to_start_without_an_admin_token(unset: dict[str, str]) -> None:
+    for files in ({}, {"postgres": True}, {"postgres": True, "replicas": True}):
+        with pytest.raises(MissingVariable, match="FREEZEFRAME_ADMIN_TOKEN: set .* 16"):
+            compose(unset, **files)
+
+
 def test_postgres_override_stores_in_postgres_once_it_is_healthy() -> None:
-    services = compose({}, postgres=True)["services"]
+    services = compose(SHELL, postgres=True)["services"]
     freezeframe, postgres = services["freezeframe"], services["postgres"]
     assert freezeframe["environment"] == {
         "FREEZEFRAME_MODE": "record",
         "FREEZEFRAME_CASSETTE": "default",
         "FREEZEFRAME_STORE": "postgresql://freezeframe:freezeframe@postgres:5432/freezeframe",
+        **GUARD,
     }
     assert freezeframe["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     assert services["agent"]["depends_on"] == {"freezeframe": {"condition": "service_healthy"}}
@@ -414,7 +445,7 @@ def test_postgres_override_stores_in_postgres_once_it_is_healthy() -> None:
 def test_docker_compose_v1_accepts_and_merges_the_files() -> None:
     """docker compose v2 is not installable here; v1's ``config`` validates, interpolates
     and merges offline (with its own older schema and v1 semantics)."""
-    env = {"PATH": os.environ["PATH"], "FREEZEFRAME_MODE": "replay"}
+    env = {"PATH": os.environ["PATH"], "FREEZEFRAME_MODE": "replay", **SHELL}
     result = subprocess.run(
         ["docker-compose", "-f", str(BASE), "-f", str(POSTGRES), "config"],
         env=env,
@@ -753,6 +784,31 @@ def test_entrypoint_passes_other_commands_and_options_through(
     assert "Usage: freezeframe run" in options.stdout
 
 
+def test_the_image_refuses_to_start_its_admin_port_on_every_interface_without_a_token(
+    final: Stage, image_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`docker run IMAGE` with no FREEZEFRAME_ADMIN_TOKEN: the image's own 0.0.0.0 binds,
+    kept as they are (only /data is mapped), stop the start in one line."""
+    env = {k: v.replace("/data", str(tmp_path / "data")) for k, v in image_env.items()}
+    env["PATH"] = env["PATH"].replace("/opt/freezeframe/bin", str(VENV_BIN))
+    env["HOME"] = str(tmp_path)
+    script = str(entrypoint_script(final, image_env))
+    refused = subprocess.run(
+        [script, *exec_form(final.last("CMD"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "freezeframe: error: --admin 0.0.0.0:8081 is reachable from other machines: set "
+        "--admin-token (FREEZEFRAME_ADMIN_TOKEN) to a secret of at least 16 characters, or "
+        "bind --admin to 127.0.0.1\n"
+    )
+
+
 def test_example_agent_records_then_replays_through_the_image(
     run_image: Callable[..., Container],
     upstream: Upstream,
@@ -800,13 +856,13 @@ def test_example_agent_records_then_replays_through_the_image(
         assert agent.returncode == 0, agent.stdout + agent.stderr + container.log
         return container, agent.stdout.splitlines()
 
-    container, recorded = up({"OPENAI_API_KEY": "sk-test-a-real-looking-key-0123456789"})
+    container, recorded = up({**SHELL, "OPENAI_API_KEY": "sk-test-a-real-looking-key-0123456789"})
     assert recorded[0] == "freezeframe: mode record, cassette default"
     assert recorded[1].startswith("model: ") and len(upstream.requests) == 1
     for stored in container.data_dir.glob("freezeframe.db*"):
         assert b"sk-test-a-real" not in stored.read_bytes(), stored
 
     upstream.reset_counters()
-    _, replayed = up({"FREEZEFRAME_MODE": "replay"})  # and the placeholder key
+    _, replayed = up({**SHELL, "FREEZEFRAME_MODE": "replay"})  # and the placeholder key
     assert replayed == ["freezeframe: mode replay, cassette default", recorded[1]]
     assert upstream.connections == 0

@@ -200,10 +200,12 @@ def test_a_script_may_post_without_a_token_and_a_cross_site_page_may_not(
         {"host": "evil.example:8081", "content-type": "application/json"},
     ]
     for headers in attacks:
+        # 421: a Host that is not the admin port's is refused before any route (rebinding)
+        expected = 421 if "host" in headers else 403
         for path in ("/api/replay/reset", "/api/cassettes/bug-8821/fork"):
             refused = client.post(path, headers=headers, content=b'{"into": "f2"}')
-            assert refused.status_code == 403, (headers, path)
-        assert (client.put("/api/mode", headers=headers, content=b"{}")).status_code == 403
+            assert refused.status_code == expected, (headers, path)
+        assert (client.put("/api/mode", headers=headers, content=b"{}")).status_code == expected
     names = [c["name"] for c in (client.get("/cassettes.json")).json()]
     assert "f2" not in names
 

@@ -46,8 +46,11 @@ class ProxyProcess:
         store: str | None = None,
         args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        admin_bind: str = "127.0.0.1",
     ) -> None:
         self.data_dir = data_dir
+        self.admin_bind = admin_bind
+        """Where the admin port binds; the tests reach it on 127.0.0.1 either way."""
         self.port = free_port()
         self.admin_port = free_port()
         self.log_path = data_dir.parent / f"{data_dir.name}-proxy-{self.port}.log"
@@ -92,7 +95,12 @@ class ProxyProcess:
 
     @property
     def command(self) -> list[str]:
-        ports = ["--listen", f"127.0.0.1:{self.port}", "--admin", f"127.0.0.1:{self.admin_port}"]
+        ports = [
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--admin",
+            f"{self.admin_bind}:{self.admin_port}",
+        ]
         return [*self._args, *ports]
 
     def start(self) -> ProxyProcess:
@@ -116,7 +124,7 @@ class ProxyProcess:
             if self.process.poll() is not None:
                 ours = (
                     f"127.0.0.1:{self.port} (--listen)",
-                    f"127.0.0.1:{self.admin_port} (--admin)",
+                    f"{self.admin_bind}:{self.admin_port} (--admin)",
                 )
                 if "address in use" in self.log and any(port in self.log for port in ours):
                     raise PortTaken(self.log)
