@@ -167,6 +167,7 @@ def test_runs_report_which_perturbation_led_to_which_exit_and_keep_the_variant(
     assert kept.returncode == 0, kept.stderr
     exchange = json.loads(kept.stdout)
     assert exchange["response"]["status"] == 429
+    assert exchange["origin"]["changes"] == ["perturbed: 429 retry-after 1"]
     assert upstream.connections == 1  # the recording only
 
     table = exec_("replay", *fuzz, "--runs", "2")
