@@ -48,6 +48,11 @@ def test_a_marker_names_the_cassette():
     assert ask(os.environ.get("ASKED_AS", "first"), "orders").json()["count"] >= 1
 
 
+@pytest.mark.freezeframe(cassette="ruled", rules="rules.toml")
+def test_rules_leave_what_is_asked_out_of_the_key():
+    assert ask("first").status_code == 200
+
+
 def test_an_agent_that_swallows_errors(freezeframe):
     ask("first")
     if os.environ.get("FREEZEFRAME_PERTURB"):
@@ -63,6 +68,7 @@ def run(
     pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, tmp_path: Path
 ) -> Run:
     pytester.makepyfile(test_agent=AGENT_TESTS)
+    (pytester.path / "rules.toml").write_text('[[rule]]\npath = "/tool/*"\nignore = ["$.q"]\n')
     data_dir = tmp_path / "ff"
 
     def run(*args: str, **env: str) -> pytest.RunResult:
@@ -83,16 +89,16 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
     run: Run, upstream: Upstream
 ) -> None:
     recorded = run("--freezeframe-mode=record")
-    recorded.assert_outcomes(passed=3)
+    recorded.assert_outcomes(passed=4)
     assert upstream.connections >= 1
     upstream.reset_counters()
 
     workers = run("-n", "2")  # replay is the default; each xdist worker has a proxy of its own
-    workers.assert_outcomes(passed=3)
+    workers.assert_outcomes(passed=4)
     assert upstream.connections == 0
 
     missed = run(ASKED_FOR="refunds", ASKED_AS="second")
-    missed.assert_outcomes(failed=2, passed=1)
+    missed.assert_outcomes(failed=2, passed=2)  # the marker's rules= keep one a hit
     missed.stdout.fnmatch_lines(
         [
             "*_ test_the_fixture_names_what_happened _*",
@@ -107,12 +113,14 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
             "'test_agent::test_an_agent_that_swallows_errors'*",
             "*freezeframe: drift*",
             "test_agent.py::test_a_marker_names_the_cassette: POST https://*/tool/counter "
-            "replayed drifting#0, drifted in *user*",
+            "replayed drifting#0, drifted in body:$.user",
+            "test_agent.py::test_rules_leave_what_is_asked_out_of_the_key: POST https://*/tool/"
+            "counter replayed ruled#0, drifted in body:$.q",
         ]
     )
 
     flaky = run(FREEZEFRAME_PERTURB="503@localhost/tool/*", FREEZEFRAME_SEED="1")
-    flaky.assert_outcomes(failed=2, passed=1)  # a 503 is no miss: the swallowing agent passes
+    flaky.assert_outcomes(failed=3, passed=1)  # a 503 is no miss: the swallowing agent passes
     assert upstream.connections == 0
 
 
