@@ -7,6 +7,8 @@ a local HTTPS upstream, then replaying without it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -186,3 +188,15 @@ def test_the_readme_example_locks_the_order_case(
     unfixed.stdout.fnmatch_lines(
         ["freezeframe: replay miss in cassette 'orders-u-1': no recording of POST *differing at*"]
     )
+
+
+def test_importing_the_plugin_imports_nothing_heavy() -> None:
+    """pytest imports it in every session of an environment with freezeframe installed."""
+    probe = (
+        "import sys, pytest_freezeframe; "
+        "print(sorted({'mitmproxy', 'sqlalchemy'} & set(sys.modules)))"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert printed.stdout.strip() == "[]"
