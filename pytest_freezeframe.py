@@ -299,6 +299,7 @@ class Proxy:
     log: Path
     data_dir: Path
     health: dict[str, Any] = field(default_factory=dict)
+    seen: int = 0
 
     @property
     def url(self) -> str:
@@ -371,7 +372,10 @@ class Proxy:
             raise pytest.UsageError(f"freezeframe: {json.load(exc).get('error', exc)}") from None
 
     def journal_last(self) -> int:
-        return int(self.get("/api/events?after=-1")["last"])
+        """The number of the proxy's latest event; asking from the last one seen keeps the
+        answer to what came since."""
+        self.seen = int(self.get(f"/api/events?after={self.seen}")["last"])
+        return self.seen
 
     def exchange(self, cassette: str, seq: int) -> dict[str, Any]:
         """An exchange the proxy served or recorded; a recording reaches the store shortly

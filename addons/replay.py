@@ -280,7 +280,7 @@ class Replay:
             info.target.partition("?")[0],
             anthropic="anthropic-version" in flow.request.headers,
         )
-        perturbed = self._perturber.perturb(exchange, exchange.response, request, occurrence)
+        perturbed = self._perturber.perturb(exchange, exchange.response, request)
         if perturbed is None:
             return None
         if perturbed.failure:

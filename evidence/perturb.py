@@ -11,8 +11,9 @@ A spec is a comma-separated list of ``KIND[=ARG][@HOST[:PORT][/PATH-GLOB]][:PROB
 that ``@localhost:8443`` is a port). For each answer, the first item whose route
 matches and whose roll succeeds applies; an item that cannot apply to that answer (a JSON
 mutation of an answer that is not JSON) leaves it to the next. The roll is made from the
-seed, the cassette, the request key, its occurrence and how often it was asked, so the same
-seed perturbs the same answers whatever order concurrent requests arrive in.
+seed, the recording served (cassette and seq) and how often it was asked for, so the same
+seed perturbs the same answers whatever order concurrent requests arrive in, and whatever
+in the request the key leaves out.
 
 A failure (``429``, ``5xx``, ``reset``, ``cut``) is what the client got instead of the
 recording, which it has not used up: a retry gets the recording, or (by a new roll) another
@@ -197,19 +198,17 @@ class Perturber:
         self.perturbations = tuple(perturbations)
         self.seed = seed
         self._lock = threading.Lock()
-        self._asked: Counter[tuple[str, str, int]] = Counter()
+        self._asked: Counter[tuple[str, int]] = Counter()
 
     def perturb(
-        self, exchange: Exchange, response: RecordedResponse, request: Request, occurrence: int
+        self, exchange: Exchange, response: RecordedResponse, request: Request
     ) -> Perturbed | None:
         """The perturbed answer for this request, or None: serve the recording."""
-        slot = (exchange.cassette, exchange.key, occurrence)
+        slot = (exchange.cassette, exchange.seq)
         with self._lock:
             attempt = self._asked[slot]
             self._asked[slot] = attempt + 1
-        rng = random.Random(
-            f"{self.seed}/{exchange.cassette}/{exchange.key}/{occurrence}/{attempt}"
-        )
+        rng = random.Random(f"{self.seed}/{exchange.cassette}/{exchange.seq}/{attempt}")
         for perturbation in self.perturbations:
             if not perturbation.route.applies_to(request.host.lower(), request.path, request.port):
                 continue

@@ -373,6 +373,11 @@ def build(
             f"--fresh empties the cassette to record it again; it means nothing in "
             f"{parsed_mode.value} mode (use record or auto)"
         )
+    if perturb and parsed_mode in (Mode.RECORD, Mode.PASSTHROUGH):
+        raise ValueError(
+            f"--perturb changes replayed answers; it means nothing in {parsed_mode.value} "
+            "mode (use replay or auto)"
+        )
     admin_address = Address.parse(admin, "admin address")
     rules_file = rules_path(rules, data)
     if rules_file is not None:

@@ -7,7 +7,10 @@ a local HTTPS upstream, then replaying without it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,14 +50,27 @@ def test_a_marker_names_the_cassette():
     assert ask(os.environ.get("ASKED_AS", "first"), "orders").json()["count"] >= 1
 
 
+@pytest.mark.freezeframe(cassette="ruled", rules="rules.toml")
+def test_rules_leave_what_is_asked_out_of_the_key():
+    assert ask("first").status_code == 200
+
+
 def test_an_agent_that_swallows_errors(freezeframe):
     ask("first")
+    if os.environ.get("FREEZEFRAME_PERTURB"):
+        assert [e.perturbed for e in freezeframe.events] == ["503"]
 """
 
 
+Run = Callable[..., pytest.RunResult]
+
+
 @pytest.fixture
-def run(pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, tmp_path: Path):
+def run(
+    pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, tmp_path: Path
+) -> Run:
     pytester.makepyfile(test_agent=AGENT_TESTS)
+    (pytester.path / "rules.toml").write_text('[[rule]]\npath = "/tool/*"\nignore = ["$.q"]\n')
     data_dir = tmp_path / "ff"
 
     def run(*args: str, **env: str) -> pytest.RunResult:
@@ -72,24 +88,24 @@ def run(pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, t
 
 
 def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
-    run, upstream: Upstream
+    run: Run, upstream: Upstream
 ) -> None:
     recorded = run("--freezeframe-mode=record")
-    recorded.assert_outcomes(passed=3)
+    recorded.assert_outcomes(passed=4)
     assert upstream.connections >= 1
     upstream.reset_counters()
 
     # Replay is the default; a token exported for another proxy does not lock the plugin out.
     replayed = run(FREEZEFRAME_ADMIN_TOKEN="exported-for-another-proxy-0123")
-    replayed.assert_outcomes(passed=3)
+    replayed.assert_outcomes(passed=4)
     assert upstream.connections == 0
 
     workers = run("-n", "2")  # each xdist worker replays through a proxy of its own
-    workers.assert_outcomes(passed=3)
+    workers.assert_outcomes(passed=4)
     assert upstream.connections == 0
 
     missed = run(ASKED_FOR="refunds", ASKED_AS="second")
-    missed.assert_outcomes(failed=2, passed=1)
+    missed.assert_outcomes(failed=2, passed=2)  # the marker's rules= keep one a hit
     missed.stdout.fnmatch_lines(
         [
             "*_ test_the_fixture_names_what_happened _*",
@@ -104,9 +120,14 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
             "'test_agent::test_an_agent_that_swallows_errors'*",
             "*freezeframe: drift*",
             "test_agent.py::test_a_marker_names_the_cassette: POST https://*/tool/counter "
-            "replayed drifting#0, drifted in *user*",
+            "replayed drifting#0, drifted in body:$.user",
+            "test_agent.py::test_rules_leave_what_is_asked_out_of_the_key: POST https://*/tool/"
+            "counter replayed ruled#0, drifted in body:$.q",
         ]
     )
+
+    flaky = run(FREEZEFRAME_PERTURB="503@localhost/tool/*", FREEZEFRAME_SEED="1")
+    flaky.assert_outcomes(failed=3, passed=1)  # a 503 is no miss: the swallowing agent passes
     assert upstream.connections == 0
 
 
@@ -118,7 +139,9 @@ def test_cassettes_are_named_after_their_test() -> None:
     assert len(long) <= 100 and long != cassette_name("tests/" + "x" * 199 + ".py::test")
 
 
-def test_a_session_without_the_fixture_starts_no_proxy(pytester: pytest.Pytester, tmp_path: Path):
+def test_a_session_without_the_fixture_starts_no_proxy(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
     pytester.makepyfile(
         test_plain=textwrap.dedent(
             """
@@ -170,3 +193,15 @@ def test_the_readme_example_locks_the_order_case(
     unfixed.stdout.fnmatch_lines(
         ["freezeframe: replay miss in cassette 'orders-u-1': no recording of POST *differing at*"]
     )
+
+
+def test_importing_the_plugin_imports_nothing_heavy() -> None:
+    """pytest imports it in every session of an environment with freezeframe installed."""
+    probe = (
+        "import sys, pytest_freezeframe; "
+        "print(sorted({'mitmproxy', 'sqlalchemy'} & set(sys.modules)))"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert printed.stdout.strip() == "[]"

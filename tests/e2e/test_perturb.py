@@ -34,6 +34,7 @@ SPEC = ",".join(
         "json-drop=$.echo.items@localhost/tool/*",
         "json-swap=$.echo.items[*].name@127.0.0.1/tool/*",
         "split@localhost/sse/*",
+        "slow=400@127.0.0.1/sse/*",
     ]
 )
 
@@ -67,6 +68,7 @@ def test_each_perturbation_raises_in_the_sdk_what_the_real_failure_would(
     client_env(recorder)
     calls(named), calls(numbered)
     stream = httpx.get(f"{named}/sse/slow?events=6&gap_ms=5", timeout=10)
+    httpx.get(f"{numbered}/sse/slow?events=3&gap_ms=5", timeout=10)
     recorder.stop()
     upstream.reset_counters()
 
@@ -74,6 +76,8 @@ def test_each_perturbation_raises_in_the_sdk_what_the_real_failure_would(
     client_env(replayer)
     local, ip = calls(named), calls(numbered)
     split = httpx.get(f"{named}/sse/slow?events=6&gap_ms=5", timeout=10)
+    with pytest.raises(httpx.ReadTimeout):  # 5 ms between events, stretched to 2 s
+        httpx.get(f"{numbered}/sse/slow?events=3&gap_ms=5", timeout=0.5)
 
     limited = local["openai"]
     assert isinstance(limited, openai.RateLimitError)
@@ -163,6 +167,7 @@ def test_runs_report_which_perturbation_led_to_which_exit_and_keep_the_variant(
     assert kept.returncode == 0, kept.stderr
     exchange = json.loads(kept.stdout)
     assert exchange["response"]["status"] == 429
+    assert exchange["origin"]["changes"] == ["perturbed: 429 retry-after 1"]
     assert upstream.connections == 1  # the recording only
 
     table = exec_("replay", *fuzz, "--runs", "2")

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
-from contextlib import closing
 from typing import Any
 
 import anthropic
@@ -21,7 +19,7 @@ import httpx
 import openai
 import pytest
 import requests
-import zstandard
+from support.database import stored_bodies
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
@@ -204,10 +202,7 @@ def test_secrets_reach_no_stored_byte_log_or_output(
     assert b"[redacted:" in shown
     secrets = [OPENAI_KEY, ANTHROPIC_KEY, "tool-secret-value-123", "cookie-secret-456"]
     everything = [p.read_bytes() for p in data_dir.rglob("*") if p.is_file()]
-    with closing(sqlite3.connect(data_dir / "freezeframe.db")) as db:  # bodies are compressed
-        everything += [
-            zstandard.decompress(data) for (data,) in db.execute("SELECT data FROM blobs")
-        ]
+    everything += stored_bodies(data_dir / "freezeframe.db")  # compressed, some as deltas
     everything += [recorder.log.encode(), shown]
     echoed = [blob for blob in everything if b'"echo":{"api_key":' in blob]
     assert echoed and all(b'"api_key":"[r:' in blob for blob in echoed), "echo not scrubbed"
@@ -233,8 +228,7 @@ def test_a_secret_inside_a_compressed_body_is_not_stored(
     assert sent.status_code == 200
     recorder.stop()
 
-    with closing(sqlite3.connect(data_dir / "freezeframe.db")) as db:
-        stored = [zstandard.decompress(data) for (data,) in db.execute("SELECT data FROM blobs")]
+    stored = stored_bodies(data_dir / "freezeframe.db")
     unzipped = [gzip.decompress(blob) for blob in stored if blob.startswith(b"\x1f\x8b")]
     assert unzipped, "the request body is stored gzip-encoded, as it was sent"
     assert not any(OPENAI_KEY.encode() in blob for blob in stored + unzipped)

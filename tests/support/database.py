@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import sqlalchemy
+
+from storage import blobs
 
 
 def run_sql(url: str, *statements: str, **params: Any) -> list[Any]:
@@ -56,3 +59,26 @@ def terminate_freezeframe_backends(url: str) -> int:
             "WHERE application_name = 'freezeframe' AND datname = current_database()"
         ).fetchall()
     return len(rows)
+
+
+def stored_bodies(path: Path) -> list[bytes]:
+    """Every body a SQLite store's ``blobs`` table holds whole, as it was sent: what anyone
+    who reads the file can recover (a body stored as a delta is applied to its base)."""
+    with closing(sqlite3.connect(path)) as db:
+        rows = {
+            digest: (data, base)
+            for digest, data, base in db.execute("SELECT digest, data, base FROM blobs")
+        }
+    decoded: dict[str, bytes] = {}
+
+    def body(digest: str) -> bytes:
+        if digest not in decoded:
+            data, base = rows[digest]
+            decoded[digest] = (
+                blobs.decompress(data)
+                if base is None
+                else blobs.decompress_against(data, body(base))
+            )
+        return decoded[digest]
+
+    return [body(digest) for digest in rows]
