@@ -61,7 +61,10 @@ def restream(api: str, body: bytes) -> Restream:
     kind = KINDS.get(api)
     if kind is None:
         names = ", ".join(KINDS.values())
-        raise NotRestreamable(f"a stream of {api} cannot be re-encoded (only {names} streams can)")
+        raise NotRestreamable(
+            f"a stream of {api} cannot be re-encoded (only {names} streams can); "
+            "replace the whole body with --response-body"
+        )
     events, done = _events(body)
     stream = READERS[api].stream()
     for _, event in events:
