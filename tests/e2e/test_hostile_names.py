@@ -229,10 +229,11 @@ def test_a_hostile_cassette_name_is_refused_by_the_admin_api_and_the_case_file(
 def test_hostile_run_ids_and_header_values_are_inert_in_the_cli_and_the_log(
     proxy: ProxyProcess, recorded: dict[str, int]
 ) -> None:
+    """The commands as a user runs them, their bytes as a terminal gets them; ``show SEQ``
+    of every exchange in-process too (the same rendering, without a process start each)."""
+    osc52 = str(recorded["osc52-clipboard"])
     runs = [freezeframe(proxy, "ls"), freezeframe(proxy, "show", CASSETTE)]
-    runs += [freezeframe(proxy, "search", "hostile-marker")]
-    runs += [freezeframe(proxy, "show", CASSETTE, str(seq)) for seq in recorded.values()]
-    runs += [freezeframe(proxy, "verify", CASSETTE)]
+    runs += [freezeframe(proxy, "show", CASSETTE, osc52), freezeframe(proxy, "search", "hostile")]
     printed = ""
     for run in runs:
         out, err = run.communicate(timeout=120)
@@ -240,10 +241,18 @@ def test_hostile_run_ids_and_header_values_are_inert_in_the_cli_and_the_log(
         assert run.returncode == 0, f"{where}: {err.decode()}"
         printed += out.decode("utf-8") + err.decode("utf-8")
         inert(printed, where)
+    data = ["--data-dir", str(proxy.data_dir)]
+    for name, seq in recorded.items():
+        done = CliRunner().invoke(main, ["show", CASSETTE, str(seq), *data])
+        assert done.exit_code == 0, f"show {name}: {done.output}"
+        inert(done.output, f"show of {name}")
+        printed += done.output
     assert UNSAFE_HTML in printed and "DROP TABLE" in printed, "shown as text, not dropped"
     assert "\\x1b]52;c;aGFja2Vk\\x07" in printed, "the escape sequence shown, escaped"
     inert(proxy.log, "the proxy's log")
     assert "Traceback" not in proxy.log
+    verified = CliRunner().invoke(main, ["verify", CASSETTE, *data])
+    assert verified.exit_code == 0, verified.output
 
 
 def test_hostile_run_ids_and_header_values_are_shown_escaped_in_the_case_file(
