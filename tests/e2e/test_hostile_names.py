@@ -92,6 +92,16 @@ def recorded(proxy: ProxyProcess, upstream: Upstream, world: Path) -> dict[str, 
         # forwarded as sent: the upstream's own parser refuses a NUL in a header with a 400
         assert status == (400 if "\x00" in value else 200), name
         seqs[name] = seq
+    # and misses in replay: the values in the URL the miss names and in its run id
+    assert proxy.admin("PUT", "/api/mode", json={"mode": "replay"}).status_code == 200
+    for value in (HOSTILE["html"], HOSTILE["clear-screen"], HOSTILE["sql"]):
+        target = "/tool/counter?q=" + value.replace(" ", "%20")
+        headers = [("X-Freezeframe-Run-Id", value)]
+        status, _ = raw_request(proxy, upstream, "GET", target, headers)
+        assert status in (400, 404), "a miss (or a target the proxy refuses)"
+    assert proxy.admin("PUT", "/api/mode", json={"mode": "record"}).status_code == 200
+    misses = proxy.admin("GET", f"/api/cassettes/{CASSETTE}/misses").json()
+    assert len(misses["misses"] if isinstance(misses, dict) else misses) == 3
     assert files_outside(world) == before
     return seqs
 
@@ -242,8 +252,10 @@ def test_hostile_run_ids_and_header_values_are_inert_in_the_cli_and_the_log(
         printed += out.decode("utf-8") + err.decode("utf-8")
         inert(printed, where)
     data = ["--data-dir", str(proxy.data_dir)]
-    for name, seq in recorded.items():
-        done = CliRunner().invoke(main, ["show", CASSETTE, str(seq), *data])
+    shows = [["show", CASSETTE, str(seq)] for seq in recorded.values()]
+    for command in [*shows, ["show", CASSETTE, "--misses"]]:
+        name = " ".join(command)
+        done = CliRunner().invoke(main, [*command, *data])
         assert done.exit_code == 0, f"show {name}: {done.output}"
         inert(done.output, f"show of {name}")
         printed += done.output
@@ -259,7 +271,7 @@ def test_hostile_run_ids_and_header_values_are_shown_escaped_in_the_case_file(
     proxy: ProxyProcess, recorded: dict[str, int]
 ) -> None:
     pages = ["/cassettes", f"/cassettes/{CASSETTE}", f"/cassettes/{CASSETTE}/steps"]
-    pages += ["/search?q=hostile-marker"]
+    pages += ["/search?q=hostile-marker", f"/cassettes/{CASSETTE}/misses"]
     pages += [f"/cassettes/{CASSETTE}/{seq}" for seq in recorded.values()]
     shown = ""
     for page in pages:
