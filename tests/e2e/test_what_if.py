@@ -279,22 +279,33 @@ def test_edited_streams_are_what_the_sdks_stream_in_replay(
     assert recorded["openai_call"] == ("call_2_0", "lookup_orders", {"user": "u-1"})
     assert recorded["anthropic_call"] == ("toolu_2_0", "lookup_orders", {"user": "u-1"})
 
-    edits = [
-        ("0", '$.choices[0].message.content="Your order ord_8821 is processing."'),
-        ("1", '$.choices[0].message.tool_calls[0].function.arguments="{\\"user\\": \\"u-17\\"}"'),
-        ("2", '$.content[0].text="Your order ord_8821 is processing."'),
-        ("3", '$.content[0].input={"user": "u-17"}'),
-    ]
-    source = "streams"
-    for seq, assignment in edits:
-        made = freezeframe(
-            data_dir, "edit", source, seq, "--into", f"streams-{seq}", "--set", assignment
-        )
-        assert made.returncode == 0, made.stderr
-        source = f"streams-{seq}"
+    # The OpenAI text and the Anthropic tool input edited with the CLI...
+    edited = freezeframe(
+        data_dir, "edit", "streams", "0", "--into", "streams-a",
+        "--set", '$.choices[0].message.content="Your order ord_8821 is processing."',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    assert '"answer 1 to: u-1" -> "Your order ord_8821 is processing."' in edited.stdout
+    edited = freezeframe(
+        data_dir, "edit", "streams-a", "3", "--into", "streams-b",
+        "--set", '$.content[0].input={"user": "u-17"}',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
 
-    replayer = start_proxy(mode="replay", cassette=source)
+    # ...the OpenAI tool call's arguments and the Anthropic text through the admin API.
+    replayer = start_proxy(mode="replay", cassette="streams-b")
     client_env(replayer)
+    for source, seq, into, assignment in [
+        ("streams-b", 1, "streams-c", '$.choices[0].message.tool_calls[0].function.arguments='
+         '"{\\"user\\": \\"u-17\\"}"'),
+        ("streams-c", 2, "streams-d", '$.content[0].text="Your order ord_8821 is processing."'),
+    ]:  # fmt: skip
+        made = replayer.admin(
+            "POST", f"/api/cassettes/{source}/{seq}/edit", json={"into": into, "set": [assignment]}
+        )
+        assert made.status_code == 201, made.text
+    switched = replayer.admin("PUT", "/api/mode", json={"cassette": "streams-d"})
+    assert switched.status_code == 200
     replayed = stream_agent(upstream.base_url)
     assert replayed == recorded | {
         "openai_text": "Your order ord_8821 is processing.",
@@ -302,7 +313,7 @@ def test_edited_streams_are_what_the_sdks_stream_in_replay(
         "anthropic_text": "Your order ord_8821 is processing.",
         "anthropic_call": ("toolu_2_0", "lookup_orders", {"user": "u-17"}),
     }, "the ids, models and fingerprints as recorded; the content as edited"
-    assert freezeframe(data_dir, "verify", source).returncode == 0
+    assert freezeframe(data_dir, "verify", "streams-d").returncode == 0
 
 
 def test_set_on_a_stream_that_cannot_be_re_encoded_is_refused_in_one_line(
