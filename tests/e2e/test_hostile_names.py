@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-import httpx
 import pytest
 import trustme
 from click.testing import CliRunner
@@ -287,13 +286,22 @@ def test_hostile_run_ids_and_header_values_are_shown_escaped_in_the_case_file(
         shown += answer.text
     assert html.escape(HOSTILE["html"], quote=False) in shown, "shown, escaped"
     assert "\\x1b]52;c;aGFja2Vk\\x07" in shown, "the escape sequence shown, escaped"
+    for value in HOSTILE.values():  # a run compared by its id, found or not
+        for run in (value, f"no run {value}"):
+            answer = proxy.admin(
+                "GET", "/compare", params={"a": f"{CASSETTE}@{run}", "b": CASSETTE}
+            )
+            assert answer.status_code in (200, 400, 404), answer.status_code
+            inert(answer.text, "/compare")
+            assert UNSAFE_HTML not in answer.text, "/compare holds the HTML unescaped"
 
 
-def test_the_store_holds_every_hostile_exchange_and_verifies(
+def test_the_store_holds_every_hostile_value_as_sent(
     proxy: ProxyProcess, recorded: dict[str, int]
 ) -> None:
-    listed = proxy.admin("GET", f"/api/cassettes/{CASSETTE}").json()
-    rows = listed["exchanges"] if isinstance(listed, dict) else listed
-    assert len(rows) >= len(HOSTILE), "the SQL value dropped nothing"
-    with httpx.Client() as client:
-        assert client.get(f"{proxy.admin_url}/health").json()["status"] == "ok"
+    rows = proxy.admin("GET", f"/api/cassettes/{CASSETTE}").json()
+    assert [row["seq"] for row in rows] == list(recorded.values()), "the SQL dropped nothing"
+    for name, seq in recorded.items():
+        context = rows[seq]["context"]
+        assert context["run-id"] == context["flags"] == HOSTILE[name], name
+    assert proxy.admin("GET", "/health").json()["status"] == "ok"
