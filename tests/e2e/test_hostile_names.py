@@ -189,10 +189,15 @@ def test_a_hostile_cassette_name_is_refused_by_every_command(
         ["rm", value, "--yes"],
         ["run", "--cassette", value],
         ["run", "--mode", "replay", "--record-into", value],
+        ["exec", "--cassette", value, "--", "true"],
     ]
-    for command in commands:
-        done = CliRunner().invoke(main, [*command, *data])
-        assert done.exit_code == 1, f"{command[0]} accepted {name}: {done.output}"
+    invocations = [(command, {}) for command in commands]
+    if "\x00" not in value:  # no environment can hold a NUL
+        invocations += [(["run"], {"FREEZEFRAME_CASSETTE": value})]
+        invocations += [(["run"], {"FREEZEFRAME_MODE": "replay", "FREEZEFRAME_RECORD_INTO": value})]
+    for command, env in invocations:
+        done = CliRunner().invoke(main, [*command, *data], env=env)
+        assert done.exit_code == 1, f"{command[0]} {env} accepted {name}: {done.output}"
         line = done.output.strip()
         assert "invalid cassette name" in line and "\n" not in line, command[0]
         inert(line, f"{command[0]}'s refusal")
