@@ -153,3 +153,73 @@ def test_a_cut_off_stream_is_refused_rather_than_completed() -> None:
     exchange = streamed("https://api.openai.com/v1/chat/completions", whole[: len(whole) // 2])
     with pytest.raises(EditError, match="ended without"):
         edit(exchange, '$.choices[0].message.content="x"')
+
+
+def test_anthropic_thinking_keeps_its_signature_when_the_text_after_it_is_edited() -> None:
+    start = {
+        "id": "msg_7",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    }
+    thinking = {"type": "thinking", "thinking": "", "signature": ""}
+
+    def delta(index: int, **fields: str) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": fields}
+
+    stop = {"stop_reason": "end_turn", "stop_sequence": None}
+    events = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": thinking},
+        delta(0, type="thinking_delta", thinking="Hm."),
+        delta(0, type="signature_delta", signature="c2ln"),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        delta(1, type="text_delta", text="Late."),
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": stop, "usage": {"output_tokens": 7}},
+        {"type": "message_stop"},
+    ]
+    exchange = streamed("https://api.anthropic.com/v1/messages", sse(*events))
+    body = edit(exchange, '$.content[1].text="On time."')
+    http = anthropic.DefaultHttpxClient(transport=transport(body))
+    with anthropic.Anthropic(api_key="k", base_url="https://api.test", http_client=http) as client:
+        with client.messages.stream(model="m", max_tokens=5, messages=[]) as stream:
+            message = stream.get_final_message()
+    first, second = message.content
+    assert first.type == "thinking" and (first.thinking, first.signature) == ("Hm.", "c2ln")
+    assert second.type == "text" and second.text == "On time."
+    assert (message.id, message.stop_reason, message.usage.output_tokens) == (
+        "msg_7",
+        "end_turn",
+        7,
+    )
+
+
+def test_chat_usage_chunk_is_kept_and_follows_an_edit_of_the_usage() -> None:
+    def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None) -> dict[str, Any]:
+        return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": choices, "usage": usage}  # fmt: skip
+
+    events = [
+        chunk([{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}], None),
+        chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}], None),
+        chunk([], {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}),
+    ]
+    exchange = streamed(
+        "https://api.openai.com/v1/chat/completions",
+        sse(*events, named=False) + b"data: [DONE]\n\n",
+    )
+    body = edit(
+        exchange, '$.choices[0].message.content="Hello there"', "$.usage.completion_tokens=2"
+    )
+    with openai_client(body) as client:
+        chunks = list(client.chat.completions.create(model="m", messages=[], stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello there"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 2
+    assert all(c.usage is None for c in chunks[:-1])
