@@ -152,6 +152,8 @@ def _chat(events: list[Event], stream: Stream, done: bool) -> Restream:
             event = {**base, "choices": [choice]}
             if per_chunk_usage:
                 event["usage"] = None
+            if finish is not None and usage is not None and not usage_chunk:
+                event["usage"] = edited.get("usage")  # servers that send it with the finish
             return _frame(event)
 
         deltas: list[dict[str, Any]] = [
