@@ -298,6 +298,8 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
     async def search_page(request: Request, asked: Asked) -> dict[str, Any]:
         query = request.query_params.get("q", "")
         cassette = request.query_params.get("cassette") or None
+        if cassette is not None:
+            validate_cassette_name(cassette)
         hits = await run_in_threadpool(store.search, query, cassette) if query else []
         return {
             "document": [search_document(hit) for hit in hits],

@@ -220,6 +220,9 @@ def test_a_hostile_cassette_name_is_refused_by_the_admin_api_and_the_case_file(
         proxy.admin(
             "POST", f"/api/cassettes/{CASSETTE}/0/edit", json={"into": value, "status": 500}
         ),
+        proxy.admin("GET", f"/api/cassettes/{path}/misses"),
+        proxy.admin("GET", "/api/search", params={"q": "hostile", "cassette": value}),
+        proxy.admin("GET", "/search", params={"q": "hostile", "cassette": value}),
         proxy.admin("GET", f"/cassettes/{path}"),
         proxy.admin("GET", f"/cassettes/{path}/steps"),
         proxy.admin("GET", f"/compare?a={path}&b={CASSETTE}"),
