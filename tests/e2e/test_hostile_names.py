@@ -79,9 +79,25 @@ def proxy(world: Path, upstream_ca_file: Path) -> Iterator[ProxyProcess]:
 
 @pytest.fixture(scope="module")
 def recorded(proxy: ProxyProcess, upstream: Upstream, world: Path) -> dict[str, int]:
+    """The hostile exchanges, and misses in replay: the values in the URL the miss names and
+    in its run id."""
+    before = files_outside(world)
+    seqs = record_hostile(proxy, upstream)
+    assert proxy.admin("PUT", "/api/mode", json={"mode": "replay"}).status_code == 200
+    for value in (HOSTILE["html"], HOSTILE["clear-screen"], HOSTILE["sql"]):
+        target = "/tool/counter?q=" + value.replace(" ", "%20")
+        headers = [("X-Freezeframe-Run-Id", value)]
+        status, _ = raw_request(proxy, upstream, "GET", target, headers)
+        assert status in (400, 404), "a miss (or a target the proxy refuses)"
+    assert proxy.admin("PUT", "/api/mode", json={"mode": "record"}).status_code == 200
+    assert len(proxy.admin("GET", f"/api/cassettes/{CASSETTE}/misses").json()) == 3
+    assert files_outside(world) == before
+    return seqs
+
+
+def record_hostile(proxy: ProxyProcess, upstream: Upstream) -> dict[str, int]:
     """One exchange per hostile value (seq by value), carried in every context header, an
     ordinary header, the User-Agent and the body."""
-    before = files_outside(world)
     seqs = {}
     for seq, (name, value) in enumerate(HOSTILE.items()):
         headers = [(f"X-Freezeframe-{field}", value) for field in CONTEXT]
@@ -91,18 +107,15 @@ def recorded(proxy: ProxyProcess, upstream: Upstream, world: Path) -> dict[str, 
         # forwarded as sent: the upstream's own parser refuses a NUL in a header with a 400
         assert status == (400 if "\x00" in value else 200), name
         seqs[name] = seq
-    # and misses in replay: the values in the URL the miss names and in its run id
-    assert proxy.admin("PUT", "/api/mode", json={"mode": "replay"}).status_code == 200
-    for value in (HOSTILE["html"], HOSTILE["clear-screen"], HOSTILE["sql"]):
-        target = "/tool/counter?q=" + value.replace(" ", "%20")
-        headers = [("X-Freezeframe-Run-Id", value)]
-        status, _ = raw_request(proxy, upstream, "GET", target, headers)
-        assert status in (400, 404), "a miss (or a target the proxy refuses)"
-    assert proxy.admin("PUT", "/api/mode", json={"mode": "record"}).status_code == 200
-    misses = proxy.admin("GET", f"/api/cassettes/{CASSETTE}/misses").json()
-    assert len(misses["misses"] if isinstance(misses, dict) else misses) == 3
-    assert files_outside(world) == before
     return seqs
+
+
+def stored_as_sent(proxy: ProxyProcess, seqs: dict[str, int]) -> None:
+    rows = proxy.admin("GET", f"/api/cassettes/{CASSETTE}").json()
+    assert [row["seq"] for row in rows] == list(seqs.values()), "the SQL dropped nothing"
+    for name, seq in seqs.items():
+        context = rows[seq]["context"]
+        assert context["run-id"] == context["flags"] == HOSTILE[name], name
 
 
 def raw_request(
@@ -307,9 +320,27 @@ def test_hostile_run_ids_and_header_values_are_shown_escaped_in_the_case_file(
 def test_the_store_holds_every_hostile_value_as_sent(
     proxy: ProxyProcess, recorded: dict[str, int]
 ) -> None:
-    rows = proxy.admin("GET", f"/api/cassettes/{CASSETTE}").json()
-    assert [row["seq"] for row in rows] == list(recorded.values()), "the SQL dropped nothing"
-    for name, seq in recorded.items():
-        context = rows[seq]["context"]
-        assert context["run-id"] == context["flags"] == HOSTILE[name], name
+    stored_as_sent(proxy, recorded)
     assert proxy.admin("GET", "/health").json()["status"] == "ok"
+
+
+def test_a_postgresql_store_holds_them_as_sent_and_shows_them_inert(
+    postgres_url: str, upstream: Upstream, world: Path, upstream_ca_file: Path
+) -> None:
+    data = world / "pg-data"
+    proxy = ProxyProcess(data, cassette=CASSETTE, upstream_ca=upstream_ca_file, store=postgres_url)
+    try:
+        proxy.start()
+        seqs = record_hostile(proxy, upstream)
+        stored_as_sent(proxy, seqs)
+        for seq in seqs.values():
+            page = proxy.admin("GET", f"/cassettes/{CASSETTE}/{seq}").text
+            inert(page, f"the PostgreSQL exchange page #{seq}")
+            assert UNSAFE_HTML not in page
+    finally:
+        proxy.kill()
+    done = CliRunner().invoke(
+        main, ["verify", CASSETTE, "--store", postgres_url, "--data-dir", str(data)]
+    )
+    assert done.exit_code == 0, done.output
+    inert(proxy.log, "the proxy's log")
