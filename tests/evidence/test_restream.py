@@ -41,7 +41,11 @@ def edit(exchange: Exchange, *sets: str) -> bytes:
     made = edited(exchange, change, KeyConfig())
     assert made.response.chunks[0].at == 0.25 and made.response.chunks[-1].at == 1.25
     ats = [chunk.at for chunk in made.response.chunks]
-    assert ats == sorted(ats) and len(ats) > 2, "spread evenly, first byte to end"
+    gaps = {round(later - earlier, 9) for earlier, later in zip(ats, ats[1:], strict=False)}
+    assert len(ats) > 2 and len(gaps) == 1, "spread evenly, first byte to end"
+    offsets = [chunk.offset for chunk in made.response.chunks]
+    frames = [made.response.body[a:b] for a, b in zip(offsets, [*offsets[1:], None], strict=False)]
+    assert all(frame.endswith(b"\n\n") for frame in frames), "one whole event per chunk"
     return made.response.body
 
 
