@@ -4,9 +4,12 @@ wherever they are shown.
 Each value of HOSTILE goes through the real proxy with a real client, as a cassette name at
 every entry point (the header, the CLI, the admin API, the case file) and as a run id, the
 other ``X-Freezeframe-*`` context headers, an ordinary header and a body. Then the proxy is
-still up, what the CLI prints (``ls``, ``show``, ``show SEQ``, ``search``, run as a
-subprocess), the log and the case-file pages hold no byte that commands a terminal and no
-HTML that a browser would run, no file appeared outside the data dir, and the store verifies.
+still up, what the CLI prints (``ls``, ``show``, ``show SEQ``, ``search`` run as
+subprocesses; ``show SEQ`` of every exchange, ``search`` and ``diff`` of every value
+in-process, the same rendering without a process start each), the log and the case-file
+pages hold no byte that commands a terminal and no HTML that a browser would run, no file
+appeared outside the data dir, and the store (SQLite, and PostgreSQL when it answers) holds
+every value as sent and verifies.
 
 Control characters and NUL cannot be sent through httpx's header validation, so the values
 travel in raw HTTP/1.1 written to a TLS socket through the proxy's CONNECT tunnel, as a
@@ -60,15 +63,15 @@ def upstream(upstream_ca: trustme.CA) -> Iterator[Upstream]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The directory everything of this module lives in; nothing may appear outside it but
     the data dir and the proxy's log."""
-    yield tmp_path_factory.mktemp("hostile")
+    return tmp_path_factory.mktemp("hostile")
 
 
 @pytest.fixture(scope="module")
 def proxy(world: Path, upstream_ca_file: Path) -> Iterator[ProxyProcess]:
-    """One recording proxy for the module, the hostile exchanges recorded through it first."""
+    """One recording proxy for the module's tests, which share its store."""
     running = ProxyProcess(world / "data", cassette=CASSETTE, upstream_ca=upstream_ca_file)
     running.start()
     try:
