@@ -131,7 +131,8 @@ class _Separated(click.types.StringParamType):
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    click.echo(f"freezeframe: error: {message}", err=True)
+    """One line on stderr; it may quote what the user or a recording said, so it is inert."""
+    click.echo(f"freezeframe: error: {inert(message, newlines=False)}", err=True)
     sys.exit(code)
 
 

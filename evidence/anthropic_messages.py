@@ -14,7 +14,8 @@ Shapes, by the SDK types (anthropic 2.x, anthropic/types/):
 - raw_message_stream_event.py: ``message_start`` (the Message, content empty),
   ``content_block_start`` (a block at ``index``), ``content_block_delta`` (raw_content_block_
   delta.py: ``text_delta.text``, ``input_json_delta.partial_json``, ``thinking_delta.
-  thinking``, and signature and citation deltas, which add no text), ``content_block_stop``,
+  thinking``, ``signature_delta.signature`` (kept so the block can be streamed again), and
+  citation deltas, which add no text), ``content_block_stop``,
   ``message_delta`` (``delta.stop_reason``), ``message_stop``, which ends the stream; and
   ``error``. A ``tool_use`` block starts with ``input: {}`` and its input arrives as
   ``partial_json`` pieces, which the SDK joins and parses at ``content_block_stop``
@@ -153,6 +154,7 @@ _DELTA_FIELDS = {
     "text_delta": ("text",),
     "input_json_delta": ("partial_json",),
     "thinking_delta": ("thinking",),
+    "signature_delta": ("signature",),
 }
 """Which field of each delta carries text, and so is joined."""
 

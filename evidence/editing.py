@@ -8,6 +8,8 @@ byte. Each change is described in one line, which the fork keeps beside the orig
 value, so ``show``, the case file and exports can say what was edited and how.
 
 An edited answer is complete: it is served whole, at the recorded time of its first byte.
+A streamed answer is edited as the message its stream puts together and streamed again
+(restream.py); its events are spread evenly between the recorded first and last byte.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Any
 
 from canonicalize import KeyConfig, canonicalize
 from canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
+from evidence.bodies import media_type
 from evidence.facts import exchange_facts
 from evidence.requests import stored_view
+from evidence.restream import NotRestreamable, restream
 from storage import Chunk, Edit, Exchange, Header
 from storage.encodings import content_codings, decode_body, encode
 
@@ -80,20 +84,26 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
         raise EditError(f"{where}: the answer is {recorded.body_ref.size} bytes, too large to edit")
     if edit.body is not None and edit.sets:
         raise EditError("--response-body and --set cannot be combined: --set edits the recording")
+    view = stored_view(exchange)
+    profile = canonicalize(view, config).profile
     changes: list[str] = []
     codings = content_codings(recorded.headers)
     body = recorded.body
+    first = recorded.chunks[0].at if recorded.chunks else (recorded.first_byte_at or 0.0)
+    frames = [body]
     if edit.body is not None or edit.sets:
         found = decode_body(recorded.body, recorded.headers)
         if not found.whole:
             raise EditError(f"{where}: the answer does not decode whole ({found.note})")
-        decoded = found.data
+        frames = [found.data]
         if edit.body is not None:
             changes.append(f"body replaced with {edit.source} ({len(edit.body)} bytes)")
-            decoded = edit.body
+            frames = [edit.body]
+        elif media_type(recorded.headers) == "text/event-stream":
+            frames = _set_stream(found.data, profile, edit.sets, where, changes)
         else:
-            decoded = _set(decoded, edit.sets, where, changes)
-        body = encode(decoded, codings)
+            frames = [_set(found.data, edit.sets, where, changes)]
+        body = encode(b"".join(frames), codings)
     headers = _headers(recorded.headers, edit.headers, changes)
     headers = _content_length(headers, len(body))
     status = recorded.status
@@ -104,18 +114,16 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
         raise EditError(
             f"{where}: nothing to change; give --response-body, --set, --status or --header"
         )
-    first = recorded.chunks[0].at if recorded.chunks else (recorded.first_byte_at or 0.0)
+    last = recorded.chunks[-1].at if recorded.chunks else first
     response = dataclasses.replace(
         recorded,
         status=status,
         reason=recorded.reason if status == recorded.status else "",
         headers=headers,
         body=body,
-        chunks=(Chunk(0, first),) if body else (),
+        chunks=_timed([body] if codings else frames, first, last) if body else (),
         trailers=(),
     )
-    view = stored_view(exchange)
-    profile = canonicalize(view, config).profile
     return Edit(response, exchange_facts(view, response, profile), tuple(changes))
 
 
@@ -124,6 +132,21 @@ def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]
         document = json.loads(body)
     except ValueError:
         raise EditError(f"{where}: --set edits a JSON answer, and this one is not JSON") from None
+    return json.dumps(_apply(document, sets, where, changes), ensure_ascii=False).encode()
+
+
+def _set_stream(
+    body: bytes, api: str, sets: Sequence[Assignment], where: str, changes: list[str]
+) -> list[bytes]:
+    """The frames of a stream whose message had ``sets`` applied."""
+    try:
+        found = restream(api, body)
+    except NotRestreamable as exc:
+        raise EditError(f"{where}: --set cannot edit this streamed answer: {exc}") from None
+    return found.encode(_apply(found.message, sets, where, changes))
+
+
+def _apply(document: Any, sets: Sequence[Assignment], where: str, changes: list[str]) -> Any:
     for assignment in sets:
         places = assignment.path.find(document)
         if not places:
@@ -133,7 +156,18 @@ def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]
         for location, old in places:
             document = _put(document, location, assignment.value)
             changes.append(f"{render(location)}: {_short(old)} -> {_short(assignment.value)}")
-    return json.dumps(document, ensure_ascii=False).encode()
+    return document
+
+
+def _timed(frames: Sequence[bytes], first: float, last: float) -> tuple[Chunk, ...]:
+    """One chunk per frame, spread evenly from the recorded first byte to the last."""
+    chunks = []
+    offset = 0
+    step = (last - first) / (len(frames) - 1) if len(frames) > 1 else 0.0
+    for n, frame in enumerate(frames):
+        chunks.append(Chunk(offset, first + n * step))
+        offset += len(frame)
+    return tuple(chunks)
 
 
 def _add(document: Any, assignment: Assignment, where: str) -> Any:

@@ -258,12 +258,21 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
 
     async def cassette_misses(request: Request) -> JSONResponse:
         name = request.path_params["name"]
+        try:
+            validate_cassette_name(name)
+        except InvalidCassetteName as exc:
+            return _error(400, str(exc))
         found = await run_in_threadpool(store.misses, name)
         return JSONResponse([miss_document(miss) for miss in found])
 
     async def search(request: Request) -> JSONResponse:
         query = request.query_params.get("q", "")
         cassette = request.query_params.get("cassette")
+        try:
+            if cassette is not None:
+                validate_cassette_name(cassette)
+        except InvalidCassetteName as exc:
+            return _error(400, f"GET /api/search: {exc}")
         hits = await run_in_threadpool(store.search, query, cassette)
         return JSONResponse([search_document(hit) for hit in hits])
 

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -41,6 +42,7 @@ from evidence import (
     summary_document,
 )
 from evidence.compare import compare_runs, diff_document, read_run
+from evidence.inert import inert
 from evidence.requests import stored_view
 from proxy.admin import present
 from proxy.admin.guard import csrf_token
@@ -87,6 +89,7 @@ def templates() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_inert,
     )
     environment.globals["htmx"] = HTMX
     environment.globals["poll"] = POLL
@@ -95,6 +98,15 @@ def templates() -> Environment:
     environment.filters["size"] = _size
     environment.filters["when"] = _when
     return environment
+
+
+def _inert(value: Any) -> Any:
+    """Every value a page shows, its control characters written as visible escapes: a page
+    saved or fetched with curl into a terminal must not command it (OSC 52 writes the
+    clipboard), and a browser shows them as nothing at all, hiding what was recorded."""
+    if isinstance(value, Markup):
+        return Markup(inert(str(value)))
+    return inert(value) if isinstance(value, str) else value
 
 
 def _when(epoch: float | None) -> str:
@@ -287,6 +299,8 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
     async def search_page(request: Request, asked: Asked) -> dict[str, Any]:
         query = request.query_params.get("q", "")
         cassette = request.query_params.get("cassette") or None
+        if cassette is not None:
+            validate_cassette_name(cassette)
         hits = await run_in_threadpool(store.search, query, cassette) if query else []
         return {
             "document": [search_document(hit) for hit in hits],

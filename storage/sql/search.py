@@ -133,8 +133,9 @@ def _digest(value: str) -> str:
 
 
 def search(conn: Connection, query: str, cassette: str | None, limit: int) -> list[SearchHit]:
-    """The exchanges holding a value that matches ``query`` (one phrase), newest first."""
-    phrase = " ".join(query.split())
+    """The exchanges holding a value that matches ``query`` (one phrase), newest first.
+    A NUL separates words as a space does: neither engine takes one inside a query string."""
+    phrase = " ".join(query.replace("\x00", " ").split())
     if not phrase:
         return []
     if conn.dialect.name == "postgresql":

@@ -13,11 +13,16 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import httpx
+import openai
 import pytest
 import trustme
 from support.order_world import AGENT, TOOLS, ModelServer, OrderService
 from support.proxy import ProxyProcess
+from support.upstream import Upstream
 
 pytestmark = pytest.mark.e2e
 
@@ -227,3 +232,103 @@ def test_resend_asks_a_newer_model_the_exact_same_request(
     shown = json.loads(freezeframe(data_dir, "show", "orders-resent", "0", "--json").stdout)
     assert shown["origin"]["kind"] == "resent" and shown["origin"]["seq"] == 2
     assert "sk-resend" not in json.dumps(shown), "the key given again was never stored"
+
+
+LOOKUP = {
+    "name": "lookup_orders",
+    "description": "Find a user's orders.",
+    "input_schema": TOOLS[0]["function"]["parameters"],
+}
+
+
+def stream_agent(base: str) -> dict[str, Any]:
+    """Four streamed model calls, read as agents read them: OpenAI text chunk by chunk and a
+    tool call accumulated by the SDK; Anthropic text deltas and a tool_use's parsed input."""
+    ask = [{"role": "user", "content": "u-1"}]
+    seen: dict[str, Any] = {}
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="sk-stream-0123456789abcdef") as llm:
+        chunks = list(llm.chat.completions.create(model="gpt-4o", messages=ask, stream=True))
+        seen["openai_text"] = "".join(c.choices[0].delta.content or "" for c in chunks)
+        seen["openai_ids"] = {(c.id, c.model, c.system_fingerprint) for c in chunks}
+        with llm.chat.completions.stream(model="gpt-4o", messages=ask, tools=TOOLS) as stream:
+            call = stream.get_final_completion().choices[0].message.tool_calls[0]  # type: ignore[index]
+        seen["openai_call"] = (call.id, call.function.name, json.loads(call.function.arguments))  # type: ignore[union-attr]
+    with anthropic.Anthropic(base_url=base, api_key="sk-ant-stream-0123456789abcdef") as claude:
+        with claude.messages.stream(model="claude-x", max_tokens=50, messages=ask) as stream:
+            seen["anthropic_text"] = "".join(stream.text_stream)
+            seen["anthropic_id"] = stream.get_final_message().id
+        with claude.messages.stream(
+            model="claude-x", max_tokens=50, messages=ask, tools=[LOOKUP]
+        ) as stream:
+            block = stream.get_final_message().content[0]
+        assert block.type == "tool_use"
+        seen["anthropic_call"] = (block.id, block.name, block.input)
+    return seen
+
+
+def test_edited_streams_are_what_the_sdks_stream_in_replay(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: Callable[[ProxyProcess], dict[str, str]],
+    data_dir: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="streams")
+    client_env(recorder)
+    recorded = stream_agent(upstream.base_url)
+    recorder.stop()
+    assert recorded["openai_call"] == ("call_2_0", "lookup_orders", {"user": "u-1"})
+    assert recorded["anthropic_call"] == ("toolu_2_0", "lookup_orders", {"user": "u-1"})
+
+    # The OpenAI text and the Anthropic tool input edited with the CLI...
+    edited = freezeframe(
+        data_dir, "edit", "streams", "0", "--into", "streams-a",
+        "--set", '$.choices[0].message.content="Your order ord_8821 is processing."',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    assert '"answer 1 to: u-1" -> "Your order ord_8821 is processing."' in edited.stdout
+    edited = freezeframe(
+        data_dir, "edit", "streams-a", "3", "--into", "streams-b",
+        "--set", '$.content[0].input={"user": "u-17"}',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+
+    # ...the OpenAI tool call's arguments and the Anthropic text through the admin API.
+    replayer = start_proxy(mode="replay", cassette="streams-b")
+    client_env(replayer)
+    for source, seq, into, assignment in [
+        ("streams-b", 1, "streams-c", '$.choices[0].message.tool_calls[0].function.arguments='
+         '"{\\"user\\": \\"u-17\\"}"'),
+        ("streams-c", 2, "streams-d", '$.content[0].text="Your order ord_8821 is processing."'),
+    ]:  # fmt: skip
+        made = replayer.admin(
+            "POST", f"/api/cassettes/{source}/{seq}/edit", json={"into": into, "set": [assignment]}
+        )
+        assert made.status_code == 201, made.text
+    switched = replayer.admin("PUT", "/api/mode", json={"cassette": "streams-d"})
+    assert switched.status_code == 200
+    replayed = stream_agent(upstream.base_url)
+    assert replayed == recorded | {
+        "openai_text": "Your order ord_8821 is processing.",
+        "openai_call": ("call_2_0", "lookup_orders", {"user": "u-17"}),
+        "anthropic_text": "Your order ord_8821 is processing.",
+        "anthropic_call": ("toolu_2_0", "lookup_orders", {"user": "u-17"}),
+    }, "the ids, models and fingerprints as recorded; the content as edited"
+    assert freezeframe(data_dir, "verify", "streams-d").returncode == 0
+
+
+def test_set_on_a_stream_that_cannot_be_re_encoded_is_refused_in_one_line(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: Callable[[ProxyProcess], dict[str, str]],
+    data_dir: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="ticks")
+    client_env(recorder)
+    with httpx.Client() as client:
+        assert client.get(f"{upstream.base_url}/sse/slow?events=3&gap_ms=1").status_code == 200
+    recorder.stop()
+    refused = freezeframe(data_dir, "edit", "ticks", "0", "--into", "t2", "--set", "$.n=1")
+    assert refused.returncode == 1
+    (line,) = refused.stderr.strip().splitlines()
+    assert "cannot be re-encoded" in line and "a stream of generic" in line
+    assert "Traceback" not in refused.stderr
