@@ -28,7 +28,6 @@ from exchange_formats.jsonl import Progress
 from exchange_formats.reading import Current, each_exchange
 from storage import Exchange, Store
 
-SHAPES = ("freezeframe", "braintrust", "langfuse", "phoenix", "openai-chat")
 """The values of ``export --shape``, the default first."""
 
 

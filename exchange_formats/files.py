@@ -1,0 +1,137 @@
+"""What ``exchange_formats`` offers: export to a file, import from one, send spans, keys.
+
+The package's ``__init__`` names these lazily (see there); this module holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exchange_formats import SHAPES
+from exchange_formats.bundle import BundleReport, export_bundle, read_bundle, verify_bundle
+from exchange_formats.captured import Keeper
+from exchange_formats.dataset import export_dataset
+from exchange_formats.errors import FormatError
+from exchange_formats.flows import read_flows
+from exchange_formats.har import export_har, read_har
+from exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
+from exchange_formats.otel import export_otel, post_to, write_lines
+from exchange_formats.signing import keygen, load_private
+from storage import ForkOrigin, Imported, Store
+
+__all__ = [
+    "BundleReport",
+    "FormatError",
+    "Keeper",
+    "Opened",
+    "Progress",
+    "export_cassette",
+    "keygen",
+    "open_import",
+    "send_otel",
+    "verify_bundle",
+]
+
+
+def export_cassette(
+    store: Store,
+    cassette: str,
+    path: Path,
+    format: str,
+    *,
+    key: Path | None = None,
+    rules: Path | None = None,
+    shape: str = SHAPES[0],
+    progress: Progress = lambda _: None,
+) -> BundleReport | int:
+    """Write ``cassette`` to ``path`` in ``format``: the bundle's report, or how many
+    exchanges (otel: spans; dataset: rows) were written. The file appears whole or not at
+    all: it is written beside ``path`` and renamed over it at the end."""
+    if key is not None and format != "bundle":
+        raise ValueError("--sign signs a bundle: add --format bundle")
+    if shape != SHAPES[0] and format != "dataset":
+        raise ValueError("--shape shapes a dataset: add --format dataset")
+    private = load_private(key) if key is not None else None
+    store.exchanges(cassette)  # CassetteNotFound before any file is made
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with open(partial, "wb") as out:
+            written: BundleReport | int
+            if format == "bundle":
+                written = export_bundle(store, cassette, out, private, rules, progress)
+            elif format == "har":
+                written = export_har(store, cassette, out, progress)
+            elif format == "otel":
+                written = export_otel(store, cassette, write_lines(out), progress)
+            elif format == "dataset":
+                written = export_dataset(store, cassette, out, shape, progress)
+            else:
+                written = export_jsonl(store, cassette, out, progress)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return written
+
+
+def send_otel(
+    store: Store, cassette: str, endpoint: str, progress: Progress = lambda _: None
+) -> int:
+    """POST the cassette's spans to a collector's OTLP/HTTP endpoint; returns the spans."""
+    store.exchanges(cassette)  # CassetteNotFound before anything is sent
+    with post_to(endpoint) as send:
+        return export_otel(store, cassette, send, progress)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A file about to be imported."""
+
+    format: str
+    cassette: str
+    """``--as NAME``, or the name the file gives (its own, or for a capture its stem)."""
+    exchanges: Iterator[Imported]
+    """Read lazily, as the store writes them."""
+    total: int | None
+    """How many exchanges there are, where the file says so up front."""
+    notes: list[str] = field(default_factory=list)
+    """What the file did not have, one line per kind; complete once ``exchanges`` is."""
+    origin: ForkOrigin | None = None
+    """What the exported cassette was forked from, to import it as a fork of the same."""
+
+
+def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper]) -> Opened:
+    """``path`` opened as the format its first bytes show; ``keeper(cassette)`` redacts and
+    keys a capture's exchanges (HAR, flows). Raises FormatError for a file no format reads,
+    or whose start is not what its format needs."""
+    with open(path, "rb") as probe:
+        start = probe.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if start.startswith(b"PK"):
+        name, items, total, signed_by, origin = read_bundle(path, cassette)
+        signer = (
+            []
+            if signed_by is None
+            else [
+                f"signed by {signed_by}: check that it is a key you trust with "
+                "freezeframe verify --bundle FILE --trust NAME.pub"
+            ]
+        )
+        return Opened("bundle", name, items, total, signer, origin)
+    if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
+        name, items, origin = read_jsonl(path, cassette)
+        return Opened("jsonl", name, items, None, [], origin)
+    name = cassette or path.stem
+    notes: list[str] = []
+    if start.startswith(b"{"):
+        return Opened("har", name, read_har(path, keeper(name), notes), None, notes)
+    if start[:1].isdigit():
+        return Opened("flows", name, read_flows(path, keeper(name), notes), None, notes)
+    raise FormatError(
+        path, "start", "not a file freezeframe imports (jsonl, bundle, HAR, mitmproxy flows)"
+    )
+
+
+def _first_line(path: Path) -> bytes:
+    with open(path, "rb") as source:
+        return source.readline(4096)
