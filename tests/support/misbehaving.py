@@ -58,6 +58,7 @@ class Misbehaving:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     async def _start(self) -> int:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._context)

@@ -29,7 +29,7 @@ async def test_events_say_what_was_done_with_each_request_since_a_number(
     state.journal.add("miss", "bug-8821", None, "GET", "https://tools.local/x", message="no")
     app = create_app(store, state, Settings(data_dir=tmp_path))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8081") as client:
         everything = (await client.get("/api/events")).json()
         since_first = (await client.get("/api/events?after=1")).json()
         bad = await client.get("/api/events?after=first")
