@@ -3,7 +3,9 @@
 A filter (storage.records.ExchangeFilter) becomes conditions on the ``exchanges``
 row alone: the run id, the models and the status each have a column, so filtering
 needs no blob and no JSON. Listings run on the admin app's and the CLI's threads,
-never on the replay path.
+never on the replay path. The unfiltered cassette list reads ``cassette_totals``, each
+cassette's figures as of the chain head they were counted at, and counts again only the
+cassettes whose head has moved; the store keeps those new totals for the next listing.
 """
 
 import json

@@ -22,7 +22,8 @@ replay's misses as they were answered; and ``replay_positions``, where proxy rep
 share a replay session count occurrences. The migration indexes the exchanges already stored.
 6 adds ``blobs.base`` and ``blobs.depth``: a body stored as a delta against another
 (storage.deltas), and how many bases reading it takes; NULL in rows written before, which
-are stored on their own.
+are stored on their own; and ``cassette_totals``, what ``ls`` shows of each cassette as of
+the chain head it was counted at (a cache that readers keep; storage.sql.listings).
 """
 
 import json
