@@ -25,10 +25,8 @@ $(TEST_STAMP): pyproject.toml | $(PY)
 run: $(RUN_STAMP)
 	$(VENV)/bin/freezeframe run
 
-# Two workers (pytest-xdist), each test file on one of them (tests/conftest.py groups them):
-# most of the suite's time is real proxies starting and running, which two cores share.
 test: $(TEST_STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest
 
 bench: $(TEST_STAMP)
 	$(PY) tests/benchmarks/bench_proxy.py

@@ -141,18 +141,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     item.stash.setdefault(PHASE_REPORTS, {})[report.when] = report
     return report
-
-
-#: Test files whose exec runs change the host's links (transparent capture) or check that
-#: none changed (``nothing_left_behind``): under pytest-xdist they run one after another on
-#: one worker, so that one never sees the other's links.
-HOST_NETWORK = {"test_capture.py", "test_wiring.py", "test_perturb.py"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``-n N --dist loadgroup`` (``make test``), each file runs on one worker, so a
-    module's recorded run is made once; the files of HOST_NETWORK share one worker."""
-    for item in items:
-        name = item.path.name
-        group = "host-network" if name in HOST_NETWORK else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))

@@ -3,6 +3,7 @@ both carry on by themselves once the store answers again; /health says which."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -38,6 +39,18 @@ def store_away(postgres_url: str) -> Iterator[None]:
             admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
 
 
+def stored_before(url: str) -> None:
+    """Wait until the writer has committed the exchange recorded before the outage: on a
+    busy machine it may still be queued when the store goes away, and then it is lost."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open_store(url) as store:
+            if store.has_cassette("outage") and store.exchanges("outage"):
+                return
+        time.sleep(0.1)
+    raise AssertionError("the exchange before the outage was never stored")
+
+
 def test_recording_forwards_through_an_outage_and_stores_again_after_it(
     start_proxy: Callable[..., ProxyProcess],
     upstream: Upstream,
@@ -49,6 +62,7 @@ def test_recording_forwards_through_an_outage_and_stores_again_after_it(
     url = f"{upstream.base_url}/tool/counter"
     with httpx.Client(timeout=30) as client:
         assert client.get(url, params={"n": "before"}).status_code == 200
+        stored_before(postgres_url)
         with store_away(postgres_url):
             during = client.get(url, params={"n": "during"})
             assert during.status_code == 200, "the agent never notices"
