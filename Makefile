@@ -25,8 +25,10 @@ $(TEST_STAMP): pyproject.toml | $(PY)
 run: $(RUN_STAMP)
 	$(VENV)/bin/freezeframe run
 
+# Two workers (pytest-xdist), each test file on one of them (tests/conftest.py groups them):
+# most of the suite's time is real proxies starting and serving, which two cores share.
 test: $(TEST_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 bench: $(TEST_STAMP)
 	$(PY) tests/benchmarks/bench_proxy.py

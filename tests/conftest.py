@@ -124,6 +124,11 @@ def client_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[ProxyProcess], dict
     return apply
 
 
+LINK_GRACE = 5.0
+"""Seconds a namespace's links may take to go: the kernel dismantles a network namespace
+in deferred work after its last process exits, later still on a loaded machine."""
+
+
 @pytest.fixture
 def nothing_left_behind() -> Iterator[None]:
     """Every namespace, link, mount and process a test's ``exec`` made is gone at its end
@@ -131,7 +136,7 @@ def nothing_left_behind() -> Iterator[None]:
     become_subreaper()
     before = HostState.now()
     yield
-    assert HostState.now().leftovers(before) == []
+    assert HostState.now().leftovers_after(before, grace=LINK_GRACE) == []
 
 
 @pytest.hookimpl(wrapper=True)
@@ -141,3 +146,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     item.stash.setdefault(PHASE_REPORTS, {})[report.when] = report
     return report
+
+
+#: Test files that run ``exec`` (its namespaces, transparent capture's link on the host) or
+#: check that nothing of it is left (``nothing_left_behind``). Under pytest-xdist they run one
+#: after another on one worker, so that a check never sees another test's link.
+HOST_NETWORK = {
+    "test_admin_port.py",
+    "test_capture.py",
+    "test_clock.py",
+    "test_first_hour.py",
+    "test_hostile_names.py",
+    "test_perturb.py",
+    "test_wiring.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``-n 2 --dist loadgroup`` (``make test``) each file runs on one worker, so a
+    module's shared fixtures are made once; the files of HOST_NETWORK share one worker."""
+    for item in items:
+        name = item.path.name
+        group = "host-network" if name in HOST_NETWORK else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))

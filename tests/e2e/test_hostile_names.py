@@ -114,7 +114,7 @@ def record_hostile(proxy: ProxyProcess, upstream: Upstream) -> dict[str, int]:
 
 
 def stored_as_sent(proxy: ProxyProcess, seqs: dict[str, int]) -> None:
-    rows = proxy.admin("GET", f"/api/cassettes/{CASSETTE}").json()
+    rows = proxy.stored(CASSETTE, len(seqs))
     assert [row["seq"] for row in rows] == list(seqs.values()), "the SQL dropped nothing"
     for name, seq in seqs.items():
         context = rows[seq]["context"]

@@ -1,11 +1,17 @@
 """The store goes away and comes back: recording keeps forwarding, replay answers 503, and
-both carry on by themselves once the store answers again; /health says which."""
+both carry on by themselves once the store answers again; /health says which. The store is
+PostgreSQL refusing connections, or a SQLite file whose disk fills up and is freed again."""
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,7 +20,7 @@ from support.upstream import Upstream
 
 from storage import open_store
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = pytest.mark.e2e
 
 ClientEnv = Callable[[ProxyProcess], dict[str, str]]
 
@@ -51,6 +57,7 @@ def stored_before(url: str) -> None:
     raise AssertionError("the exchange before the outage was never stored")
 
 
+@pytest.mark.postgres
 def test_recording_forwards_through_an_outage_and_stores_again_after_it(
     start_proxy: Callable[..., ProxyProcess],
     upstream: Upstream,
@@ -77,6 +84,7 @@ def test_recording_forwards_through_an_outage_and_stores_again_after_it(
     assert kept == ["/tool/counter?n=before", "/tool/counter?n=after"]
 
 
+@pytest.mark.postgres
 def test_replay_answers_503_through_an_outage_and_replays_again_after_it(
     start_proxy: Callable[..., ProxyProcess],
     upstream: Upstream,
@@ -100,3 +108,72 @@ def test_replay_answers_503_through_an_outage_and_replays_again_after_it(
             assert away.json()["error"]["type"] == "freezeframe_store_unavailable"
         assert client.get(url, params={"n": 1}).json() == recorded[1]
     assert upstream.connections == 1, "replay never forwarded"
+
+
+SMALL_DISK = 4 * 1024 * 1024
+
+
+def on_a_small_disk(disk: Path) -> tuple[str, ...]:
+    """Run the proxy in a mount namespace of its own where ``disk`` is a 4 MB tmpfs: the
+    host's mounts never change, and the disk goes when the proxy does."""
+    mount = f'mount -t tmpfs -o size={SMALL_DISK} freezeframe-test "$0" && exec "$@"'
+    return ("unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(disk))
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk is full; return it."""
+    filler = disk / "filler"
+    with filler.open("wb") as out:
+        for _ in range(SMALL_DISK // 65536 + 1):
+            try:
+                out.write(b"\0" * 65536)
+                out.flush()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                return filler
+    raise AssertionError(f"{disk} never filled up")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a tmpfs in a mount namespace needs root")
+def test_a_sqlite_disk_that_fills_up_forwards_and_stores_again_once_freed(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    client_env: ClientEnv,
+    tmp_path: Path,
+) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    store = f"sqlite:///{disk / 'store.db'}"
+    proxy = start_proxy(
+        mode="record", cassette="outage", store=store, wrapper=on_a_small_disk(disk)
+    )
+    assert proxy.process is not None
+    # The proxy's own view of the disk: its mount namespace, through /proc.
+    seen = Path(f"/proc/{proxy.process.pid}/root") / disk.relative_to("/")
+    client_env(proxy)
+    url = f"{upstream.base_url}/tool/counter"
+    with httpx.Client(timeout=30) as client:
+        assert client.get(url, params={"n": "before"}).status_code == 200
+        assert len(proxy.stored("outage", 1)) == 1
+        filler = fill(seen)
+        for n in range(3):
+            assert client.get(url, params={"n": f"full-{n}"}).status_code == 200
+        health = proxy.admin("GET", "/health").json()
+        assert health["status"] == "degraded" and "full" in health["store_problem"]
+        filler.unlink()
+        assert client.get(url, params={"n": "after"}).status_code == 200
+    rows = proxy.stored("outage", 2)
+    assert [row["url"].rsplit("?", 1)[1] for row in rows] == ["n=before", "n=after"]
+    assert [row["seq"] for row in rows] == [0, 4], "the dropped exchanges' seqs stay unused"
+    assert proxy.admin("GET", "/health").json()["store_problem"] is None
+    assert proxy.log.count("could not store exchange") == 3
+    assert "database or disk is full" in proxy.log
+    verified = subprocess.run(
+        ["nsenter", "-t", str(proxy.process.pid), "-m", "--", sys.executable, "-m", "cli"]
+        + ["verify", "outage", "--store", store],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -16,6 +16,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,16 @@ class HostState:
             resolver=(Path("/etc/resolv.conf").read_text(), Path("/etc/hosts").read_text()),
             children=frozenset(p.pid for p in psutil.Process().children(recursive=True)),
         )
+
+    def leftovers_after(self, before: HostState, *, grace: float) -> list[str]:
+        """``leftovers``, looked at again for up to ``grace`` seconds while any remain: what
+        the kernel is still taking down is not left behind; what stays is."""
+        deadline = time.monotonic() + grace
+        found = self.leftovers(before)
+        while found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = HostState.now().leftovers(before)
+        return found
 
     def leftovers(self, before: HostState) -> list[str]:
         """What the test left behind, each said in words; empty when nothing."""

@@ -47,6 +47,7 @@ class ProxyProcess:
         args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         admin_bind: str = "127.0.0.1",
+        wrapper: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = data_dir
         self.admin_bind = admin_bind
@@ -70,7 +71,9 @@ class ProxyProcess:
             command += ["--upstream-ca", str(upstream_ca)]
         if store is not None:
             command += ["--store", store]
-        self._args = [*command, *args]
+        self._args = [*wrapper, *command, *args]
+        """``wrapper`` runs the proxy through another program (a namespace of its own, say),
+        which must end by exec'ing it, so that the process is the proxy."""
         self.env = {**os.environ, **(env or {})}
         for name in list(self.env):
             if name.upper().startswith("FREEZEFRAME_") and not (env and name in env):
@@ -145,6 +148,16 @@ class ProxyProcess:
         kwargs.setdefault("timeout", 10.0)
         with httpx.Client(trust_env=False) as client:
             return client.request(method, f"{self.admin_url}{path}", **kwargs)
+
+    def stored(self, cassette: str, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The cassette's listing once it holds ``count`` exchanges: the writer commits in
+        batches after the answers end, so a client can be ahead of the store for a moment."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows: list[dict[str, Any]] = self.admin("GET", f"/api/cassettes/{cassette}").json()
+            if len(rows) >= count or time.monotonic() > deadline:
+                return rows
+            time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Stop the way an operator would; return the exit code."""
