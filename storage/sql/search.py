@@ -6,9 +6,11 @@ a GIN index; ``text_uses`` says which exchanges hold it. A query is one phrase, 
 words in order, case-insensitively, within one value: ``ord_8821`` finds ``"order":
 "ord_8821"`` and ``gpt-4o-2024-08-06`` finds that model's answers.
 
-The writer thread indexes what it writes, in the same transaction (SearchIndex), so an
-exchange is searchable as soon as it is listed. The statements are the driver's own SQL:
-this runs for every exchange recorded, beside the inserts of storage.sql.writer.
+The writer thread indexes what it has committed a batch at a time (SearchIndex, driven by
+storage.sql.writer), in a transaction of its own, and notes in ``meta`` the highest exchange
+id it has indexed (MARK). A process killed between the two leaves committed exchanges
+unindexed; the next store opened on the database finds them above the mark and indexes them
+(catch_up). The statements are the driver's own SQL: this runs for every exchange recorded.
 """
 
 from __future__ import annotations
@@ -20,15 +22,24 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import blake3
-from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy import Connection, Engine, exists, func, select, text
 from sqlalchemy.engine.interfaces import DBAPICursor
 
 from storage import blobs
 from storage.records import FACT_KINDS, SearchHit, format_url
 from storage.search import Searchable, searchable
 from storage.sql import bodies
+from storage.sql.engine import exclusive
 from storage.sql.rows import to_exchange
-from storage.sql.schema import CHAINED, cassettes, exchanges, from_stored, to_stored
+from storage.sql.schema import (
+    CHAINED,
+    cassettes,
+    exchanges,
+    from_stored,
+    meta,
+    text_uses,
+    to_stored,
+)
 
 log = logging.getLogger("freezeframe.storage")
 
@@ -44,6 +55,13 @@ one less."""
 SNIPPET = 160
 """Characters shown on each side of a match."""
 BACKFILL_BATCH = 200
+MARK = "search_indexed"
+"""The ``meta`` row naming the highest exchange id whose values are indexed."""
+SLACK = 4096
+"""Exchange ids below the mark that catch_up checks too. Several processes may record into
+one store, each indexing its own exchanges a batch later than it commits them: one may have
+indexed (and marked) past exchanges another committed and had not yet indexed when it was
+killed. Each holds at most a batch pending, so a few thousand ids cover many processes."""
 
 
 class SearchIndex:
@@ -70,6 +88,11 @@ class SearchIndex:
         self._use = (
             f"INSERT INTO text_uses (text_id, exchange_id, part) VALUES ({mark}, {mark}, {mark}) "
             "ON CONFLICT DO NOTHING"
+        )
+        self._mark = (
+            f"INSERT INTO meta (name, value) VALUES ('{MARK}', {mark}) ON CONFLICT (name) "
+            "DO UPDATE SET value = excluded.value "
+            "WHERE CAST(meta.value AS BIGINT) < CAST(excluded.value AS BIGINT)"
         )
 
     def add(
@@ -109,6 +132,10 @@ class SearchIndex:
         while len(self._carried) > CARRIED:
             self._carried.popitem(last=False)
         self._remember(ids)
+
+    def mark(self, cursor: DBAPICursor, exchange_id: int) -> None:
+        """Note that exchanges up to ``exchange_id`` are indexed (the mark never goes back)."""
+        cursor.execute(self._mark, (str(exchange_id),))
 
     def _digests(self, digests: list[str]) -> tuple[object]:
         """A list of digests as ``_find`` takes it: an array, or a JSON array for SQLite."""
@@ -220,8 +247,45 @@ def _batches(ids: list[int], size: int = 500) -> Iterable[str]:
         yield ",".join(str(int(value)) for value in ids[start : start + size])
 
 
-def backfill(conn: Connection) -> None:
-    """Index every exchange that holds no value yet: those stored before schema 5."""
+def catch_up(engine: Engine) -> int:
+    """Index the committed exchanges a killed process left unindexed: those above the mark
+    (less SLACK) that hold no value; every exchange holds some, its URL at least. Returns how
+    many were indexed. Reads only, unless there is something to index or mark."""
+    with engine.connect() as conn:
+        start = max(0, marked(conn) - SLACK)
+        top = conn.scalar(select(func.max(exchanges.c.id))) or 0
+        found = conn.scalar(select(func.count()).where(_unindexed(start)))
+        if not found and top <= marked(conn):
+            return 0
+    with exclusive(engine) as conn:
+        indexed = backfill(conn, start)
+        top = conn.scalar(select(func.max(exchanges.c.id))) or 0
+        _set_mark(conn, top)
+    return indexed
+
+
+def marked(conn: Connection) -> int:
+    """The highest exchange id known to be indexed (0: none, or a store without the mark)."""
+    value = conn.scalar(select(meta.c.value).where(meta.c.name == MARK))
+    return int(value or 0)
+
+
+def _set_mark(conn: Connection, exchange_id: int) -> None:
+    if conn.scalar(select(meta.c.value).where(meta.c.name == MARK)) is None:
+        conn.execute(meta.insert().values(name=MARK, value=str(exchange_id)))
+    else:
+        conn.execute(meta.update().where(meta.c.name == MARK).values(value=str(exchange_id)))
+
+
+def _unindexed(after: int) -> Any:
+    """Exchanges after id ``after`` that hold no value in the index."""
+    held = exists(select(1).where(text_uses.c.exchange_id == exchanges.c.id))
+    return (exchanges.c.id > after) & ~held
+
+
+def backfill(conn: Connection, after: int = 0) -> int:
+    """Index every exchange after id ``after`` that holds no value yet (those stored before
+    schema 5, or committed by a process killed before it indexed them); returns how many."""
     index = SearchIndex(conn.engine)
     cache = blobs.BlobCache()
     columns = [
@@ -234,14 +298,14 @@ def backfill(conn: Connection) -> None:
         exchanges.c.stripped,
         *(exchanges.c[name] for name in FACT_KINDS),
     ]
-    last = 0
+    last = after
     indexed = 0
     while True:
         rows = (
             conn.execute(
                 select(*columns)
                 .join_from(exchanges, cassettes)
-                .where(exchanges.c.id > last)
+                .where(_unindexed(last))
                 .order_by(exchanges.c.id)
                 .limit(BACKFILL_BATCH)
             )
@@ -270,3 +334,4 @@ def backfill(conn: Connection) -> None:
         indexed += len(rows)
     if indexed:
         log.info("indexed %d stored exchanges for search", indexed)
+    return indexed

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
+import time
 import zlib
+from pathlib import Path
 
 import brotli
 import pytest
@@ -15,6 +20,22 @@ from support.exchanges import plausible_exchange, plausible_response
 from storage import NewExchange, Slot, Store, open_store
 from storage.encodings import decode
 from storage.search import searchable
+from storage.sql.writer import INDEX_WAIT_S
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KILLED = """
+import os, signal, sys
+from support.exchanges import plausible_exchange, plausible_response
+from storage import open_store
+store = open_store(sys.argv[1])
+answer = plausible_response(body=sys.argv[2].encode())
+exchange = plausible_exchange(store.reserve("killed", "k"), cassette="killed", key="k",
+                              response=answer)
+assert store.submit_durably(exchange, 30)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+"""Records one exchange, and is killed as soon as it is committed: before it is indexed."""
 
 TOOL_ANSWER = json.dumps(
     {"orders": [{"id": "ord_8821", "user": "u-17", "total": 129.5}, {"id": "ord_9000"}]}
@@ -166,3 +187,59 @@ def test_a_conversation_is_found_where_each_message_entered_it(store: Store) -> 
         (2, ("request",))
     ]
     assert sorted(hit.seq for hit in store.search("ord_8821", cassette="chat")) == [0, 1, 2, 3]
+
+
+def indexed_uses(store_url: str) -> int:
+    return int(run_sql(store_url, "SELECT count(*) FROM text_uses")[0][0])
+
+
+def test_a_committed_exchange_is_indexed_later_and_at_once_on_flush(
+    store: Store, store_url: str
+) -> None:
+    exchange = plausible_exchange(store.reserve("lazy", "k"), cassette="lazy", key="k")
+    assert store.submit_durably(exchange, 30)
+    # Committed, listed, and waiting for its index with the writer (INDEX_WAIT_S).
+    assert [e.seq for e in store.exchanges("lazy")] == [0]
+    assert indexed_uses(store_url) == 0
+    store.flush(10)
+    assert indexed_uses(store_url) > 0
+    assert [hit.cassette for hit in store.search("api.example.com")] == ["lazy"]
+
+
+def test_a_committed_exchange_is_indexed_without_a_flush(store: Store, store_url: str) -> None:
+    exchange = plausible_exchange(store.reserve("lazy", "k"), cassette="lazy", key="k")
+    assert store.submit_durably(exchange, 30)
+    deadline = time.monotonic() + INDEX_WAIT_S + 20
+    while indexed_uses(store_url) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert indexed_uses(store_url) > 0
+
+
+def test_a_search_indexes_what_waits_first(store: Store) -> None:
+    answer = plausible_response(body=TOOL_ANSWER)
+    exchange = plausible_exchange(
+        store.reserve("now", "k"), cassette="now", key="k", response=answer
+    )
+    assert store.submit_durably(exchange, 30)
+    assert [hit.cassette for hit in store.search("ord_9000")] == ["now"]
+
+
+def test_a_store_killed_before_indexing_is_caught_up_when_opened(store_url: str) -> None:
+    with open_store(store_url):
+        pass  # the schema, so that the killed process does not race to create it
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, store_url, '{"order": "ord_4242"}'],
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        capture_output=True,
+    )
+    assert killed.returncode == -9, killed.stderr.decode()
+    assert run_sql(store_url, "SELECT count(*) FROM exchanges") == [(1,)]
+    assert indexed_uses(store_url) == 0
+    with open_store(store_url) as store:
+        store.flush(10)
+        assert indexed_uses(store_url) > 0
+        assert [hit.cassette for hit in store.search("ord_4242")] == ["killed"]
+        assert store.verify("killed").ok
