@@ -1,10 +1,16 @@
 """The search index: writing it with each batch, querying it, and pruning it.
 
-Each distinct value (storage.search) is one ``texts`` row, indexed by SQLite's FTS5 (the
-``texts_fts`` table, whose content is ``texts``) or by PostgreSQL's ``tsvector`` column with
-a GIN index; ``text_uses`` says which exchanges hold it. A query is one phrase, matched by
-words in order, case-insensitively, within one value: ``ord_8821`` finds ``"order":
-"ord_8821"`` and ``gpt-4o-2024-08-06`` finds that model's answers.
+Each distinct value (storage.search) is one ``texts`` row, named by 64 bits of its digest
+(value_digest) and its text compressed (pack), indexed by SQLite's FTS5 (``texts_fts``, contentless:
+it keeps tokens, not text) or by PostgreSQL's ``tsvector`` column with a GIN index, both
+written from the text in hand when the value is first stored; ``text_uses`` says which
+exchanges hold it. A snippet is cut from the matched values, decompressed at query time.
+A contentless FTS5 table forgets a row only when told its text again (SQLite 3.40 has no
+``contentless_delete``): pruning decompresses the values it deletes (drop_values).
+
+A query is one phrase, matched by words in order, case-insensitively, within one value:
+``ord_8821`` finds ``"order": "ord_8821"`` and ``gpt-4o-2024-08-06`` finds that model's
+answers.
 
 The writer thread indexes what it has committed a batch at a time (SearchIndex, driven by
 storage.sql.writer), in a transaction of its own, and notes in ``meta`` the highest exchange
@@ -35,7 +41,6 @@ from storage.sql.schema import (
     CHAINED,
     cassettes,
     exchanges,
-    from_stored,
     meta,
     text_uses,
     to_stored,
@@ -69,7 +74,7 @@ class SearchIndex:
 
     def __init__(self, engine: Engine) -> None:
         self._postgresql = engine.dialect.name == "postgresql"
-        self._known: OrderedDict[str, int] = OrderedDict()
+        self._known: OrderedDict[int, int] = OrderedDict()
         self._carried: OrderedDict[tuple[int, int], None] = OrderedDict()
         mark = "%s" if self._postgresql else "?"
         self._find = (
@@ -78,13 +83,13 @@ class SearchIndex:
             else "SELECT id, digest FROM texts WHERE digest IN (SELECT value FROM json_each(?))"
         )
         self._insert = (
-            f"INSERT INTO texts (digest, body) VALUES ({mark}, {mark}) "
+            "INSERT INTO texts (digest, data, tsv) VALUES "
+            f"({mark}, {mark}, to_tsvector('simple', left({mark}, 65536))) "
             "ON CONFLICT (digest) DO NOTHING"
+            if self._postgresql
+            else f"INSERT INTO texts (digest, data) VALUES ({mark}, {mark})"
         )
-        self._fts = (
-            "INSERT INTO texts_fts (rowid, body) "
-            "SELECT id, body FROM texts WHERE id IN (SELECT value FROM json_each(?))"
-        )
+        self._fts = "INSERT INTO texts_fts (rowid, body) VALUES (?, ?)"
         self._use = (
             f"INSERT INTO text_uses (text_id, exchange_id, part) VALUES ({mark}, {mark}, {mark}) "
             "ON CONFLICT DO NOTHING"
@@ -99,7 +104,7 @@ class SearchIndex:
         self, cursor: DBAPICursor, held: Sequence[tuple[int, int, Sequence[Searchable]]]
     ) -> None:
         """Index the values each exchange (by row id, with its cassette's id) holds."""
-        digests = {value.text: _digest(value.text) for _, _, values in held for value in values}
+        digests = {value.text: value_digest(value.text) for _, _, vs in held for value in vs}
         named = {digest: text for text, digest in digests.items()}
         ids = {digest: self._known[digest] for digest in named if digest in self._known}
         wanted = [digest for digest in named if digest not in ids]
@@ -109,24 +114,29 @@ class SearchIndex:
         new = [digest for digest in wanted if digest not in ids]
         if new:
             # Statements per batch, not per value: a request carries dozens of values.
-            cursor.executemany(self._insert, [(digest, to_stored(named[digest])) for digest in new])
+            if self._postgresql:
+                rows = [(d, pack(named[d]), to_stored(named[d])) for d in new]
+                cursor.executemany(self._insert, rows)
+            else:
+                cursor.executemany(self._insert, [(d, pack(named[d])) for d in new])
             cursor.execute(self._find, self._digests(new))
             inserted = {digest: row_id for row_id, digest in cursor.fetchall()}
             if not self._postgresql:
                 # The transaction holds the database (Writer._index), so no other process
                 # stored one of these between the lookup and the insert: each is new here.
-                cursor.execute(self._fts, (json.dumps(sorted(inserted.values())),))
+                fts = [(row_id, to_stored(named[digest])) for digest, row_id in inserted.items()]
+                cursor.executemany(self._fts, fts)
             ids.update(inserted)
         uses = []
         for row_id, cassette_id, values in held:
             for value in values:
-                text_id = ids[digests[value.text]]
+                text_id_ = ids[digests[value.text]]
                 if value.part == "request":
-                    if (cassette_id, text_id) in self._carried:
-                        self._carried.move_to_end((cassette_id, text_id))
+                    if (cassette_id, text_id_) in self._carried:
+                        self._carried.move_to_end((cassette_id, text_id_))
                         continue
-                    self._carried[(cassette_id, text_id)] = None
-                uses.append((text_id, row_id, value.part))
+                    self._carried[(cassette_id, text_id_)] = None
+                uses.append((text_id_, row_id, value.part))
         if uses:
             cursor.executemany(self._use, uses)
         while len(self._carried) > CARRIED:
@@ -137,7 +147,7 @@ class SearchIndex:
         """Note that exchanges up to ``exchange_id`` are indexed (the mark never goes back)."""
         cursor.execute(self._mark, (str(exchange_id),))
 
-    def _digests(self, digests: list[str]) -> tuple[object]:
+    def _digests(self, digests: list[int]) -> tuple[object]:
         """A list of digests as ``_find`` takes it: an array, or a JSON array for SQLite."""
         return (digests if self._postgresql else json.dumps(digests),)
 
@@ -147,7 +157,7 @@ class SearchIndex:
         self._known.clear()
         self._carried.clear()
 
-    def _remember(self, ids: dict[str, int]) -> None:
+    def _remember(self, ids: dict[int, int]) -> None:
         for digest, row_id in ids.items():
             self._known[digest] = row_id
             self._known.move_to_end(digest)
@@ -155,8 +165,35 @@ class SearchIndex:
             self._known.popitem(last=False)
 
 
-def _digest(value: str) -> str:
-    return blake3.blake3(value.encode("utf-8", "surrogatepass")).hexdigest()
+def value_digest(value: str) -> int:
+    """What names a value: the first 64 bits of the blake3 of its text, as a signed integer
+    (8 bytes in a row and its index, where a hex digest took 128, and what both databases
+    and SQLite's json_each hold). Two of ten million values share one with odds of about
+    one in 400,000; the second would then be found by the first one's text."""
+    digest = blake3.blake3(_encode(value)).digest(length=8)
+    return int.from_bytes(digest, "big", signed=True)
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def pack(value: str) -> bytes:
+    """A value as ``texts.data`` keeps it: zstd-compressed, or its UTF-8 text when that is
+    no longer (a short value: a frame costs a dozen bytes). UTF-8 never starts with zstd's
+    magic number (0xB5 cannot follow an ASCII byte), so unpack tells them apart."""
+    raw = _encode(value)
+    packed = blobs.compress(raw)
+    return packed if len(packed) < len(raw) else raw
+
+
+def unpack(data: bytes) -> str:
+    raw = blobs.decompress(data) if data[:4] == _ZSTD_MAGIC else bytes(data)
+    return raw.decode("utf-8", "surrogatepass")
+
+
+def _encode(value: str) -> bytes:
+    # Lone surrogates (undecodable bytes mitmproxy kept) are stored, and searched, as sent.
+    return value.encode("utf-8", "surrogatepass")
 
 
 def search(conn: Connection, query: str, cassette: str | None, limit: int) -> list[SearchHit]:
@@ -177,7 +214,7 @@ def search(conn: Connection, query: str, cassette: str | None, limit: int) -> li
     rows = conn.execute(
         text(
             "SELECT c.name, e.seq, e.method, e.scheme, e.host, e.port, e.path, e.status, "
-            "e.outcome, e.started_at, u.part, t.body "
+            "e.outcome, e.started_at, u.part, t.data "
             f"FROM {source} JOIN text_uses u ON u.text_id = t.id "
             "JOIN exchanges e ON e.id = u.exchange_id "
             "JOIN cassettes c ON c.id = e.cassette_id "
@@ -187,7 +224,7 @@ def search(conn: Connection, query: str, cassette: str | None, limit: int) -> li
         {"query": argument, "cassette": cassette, "rows": limit * 8},
     )
     hits: dict[tuple[str, int], dict[str, Any]] = {}
-    for name, seq, method, scheme, host, port, path, status, outcome, at, part, body in rows:
+    for name, seq, method, scheme, host, port, path, status, outcome, at, part, data in rows:
         hit = hits.get((name, seq))
         if hit is None:
             if len(hits) == limit:
@@ -201,7 +238,7 @@ def search(conn: Connection, query: str, cassette: str | None, limit: int) -> li
                 "outcome": outcome,
                 "started_at": at,
                 "parts": [],
-                "match": _snippet(from_stored(body) or "", phrase),
+                "match": _snippet(unpack(data), phrase),
             }
         if part not in hit["parts"]:
             hit["parts"].append(part)
@@ -230,21 +267,33 @@ def forget_exchanges(conn: Connection, exchange_ids: Sequence[int]) -> None:
         )
         conn.execute(text(f"DELETE FROM text_uses WHERE exchange_id IN ({batch})"))
     for batch in _batches(sorted(used)):
-        orphans = f"id IN ({batch}) AND id NOT IN (SELECT text_id FROM text_uses)"
-        if conn.dialect.name == "sqlite":
-            conn.execute(
-                text(
-                    "INSERT INTO texts_fts (texts_fts, rowid, body) "
-                    f"SELECT 'delete', id, body FROM texts WHERE {orphans}"
-                )
-            )
-        conn.execute(text(f"DELETE FROM texts WHERE {orphans}"))
+        drop_values(conn, f"id IN ({batch}) AND id NOT IN (SELECT text_id FROM text_uses)")
+
+
+def drop_values(conn: Connection, where: str) -> None:
+    """Delete the values ``where`` (SQL over ``texts``) selects, and on SQLite their tokens:
+    a contentless FTS5 table is told each row's text to forget it, decompressed here."""
+    if conn.dialect.name == "sqlite":
+        gone = [
+            {"id": value_id, "body": to_stored(unpack(data))}
+            for value_id, data in conn.execute(text(f"SELECT id, data FROM texts WHERE {where}"))
+        ]
+        if gone:
+            forget = "INSERT INTO texts_fts (texts_fts, rowid, body) VALUES ('delete', :id, :body)"
+            conn.execute(text(forget), gone)
+    conn.execute(text(f"DELETE FROM texts WHERE {where}"))
 
 
 def _batches(ids: list[int], size: int = 500) -> Iterable[str]:
     """Comma-separated integer lists (ids are integers: safe to put into the SQL)."""
     for start in range(0, len(ids), size):
         yield ",".join(str(int(value)) for value in ids[start : start + size])
+
+
+def rebuild(conn: Connection) -> None:
+    """Index every stored exchange into an empty index, and mark it all indexed."""
+    backfill(conn)
+    _set_mark(conn, conn.scalar(select(func.max(exchanges.c.id))) or 0)
 
 
 def catch_up(engine: Engine) -> int:
