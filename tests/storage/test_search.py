@@ -355,3 +355,18 @@ def _search_v6(store_url: str, value: str) -> list[str]:
         q=value,
     )
     return [name for (name,) in rows]
+
+
+def test_a_store_opened_beside_a_running_one_indexes_what_it_has_not_yet(
+    store: Store, store_url: str
+) -> None:
+    answer = plausible_response(body=b'{"order": "ord_3131"}')
+    exchange = plausible_exchange(
+        store.reserve("beside", "k"), cassette="beside", key="k", response=answer
+    )
+    assert store.submit_durably(exchange, 30)
+    assert indexed_uses(store_url) == 0
+    with open_store(store_url) as other:  # freezeframe search, in another shell
+        assert [hit.cassette for hit in other.search("ord_3131")] == ["beside"]
+    store.flush(10)
+    assert [hit.cassette for hit in store.search("ord_3131")] == ["beside"]
