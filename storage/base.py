@@ -168,10 +168,10 @@ class Store(ABC):
 
         ``query`` is one phrase: its words in order, case-insensitively, within one value
         (a JSON string or number, a streamed text joined, a header-like fact, or a whole
-        text body; see storage.search). An exchange this store wrote is searchable here
-        once it is listed (what waits to be indexed is indexed first); another process
-        sharing the database finds it up to half a second later (storage.sql.writer
-        INDEX_WAIT_S).
+        text body; see storage.search). An exchange is searchable once it is listed in
+        the store that wrote it (what waits to be indexed is indexed first) and in a store
+        opened after it was listed; a store open already in another process finds it up to
+        half a second later (storage.sql.writer INDEX_WAIT_S).
         """
 
     @abstractmethod

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import blake3
-from sqlalchemy import Connection, Engine, exists, func, select, text
+from sqlalchemy import ColumnElement, Connection, Engine, exists, func, select, text
 from sqlalchemy.engine.interfaces import DBAPICursor
 
 from storage import blobs
@@ -134,13 +134,13 @@ class SearchIndex:
         uses = []
         for row_id, cassette_id, values in held:
             for value in values:
-                text_id_ = ids[digests[value.text]]
+                value_id = ids[digests[value.text]]
                 if value.part == "request":
-                    if (cassette_id, text_id_) in self._carried:
-                        self._carried.move_to_end((cassette_id, text_id_))
+                    if (cassette_id, value_id) in self._carried:
+                        self._carried.move_to_end((cassette_id, value_id))
                         continue
-                    self._carried[(cassette_id, text_id_)] = None
-                uses.append((text_id_, row_id, value.part))
+                    self._carried[(cassette_id, value_id)] = None
+                uses.append((value_id, row_id, value.part))
         if uses:
             cursor.executemany(self._use, uses)
         while len(self._carried) > CARRIED:
@@ -171,9 +171,10 @@ class SearchIndex:
 
 def value_digest(value: str) -> int:
     """What names a value: the first 64 bits of the blake3 of its text, as a signed integer
-    (8 bytes in a row and its index, where a hex digest took 128, and what both databases
-    and SQLite's json_each hold). Two of ten million values share one with odds of about
-    one in 400,000; the second would then be found by the first one's text."""
+    (8 bytes in the row and again in its index, where a hex digest took 64 in each; and a
+    number, which both databases' arrays and SQLite's json_each hold). Two of ten million
+    values share one with odds of about one in 370,000; the second would then be found by
+    the first one's text."""
     digest = blake3.blake3(_encode(value)).digest(length=8)
     return int.from_bytes(digest, "big", signed=True)
 
@@ -332,7 +333,7 @@ def _set_mark(conn: Connection, exchange_id: int) -> None:
         conn.execute(meta.update().where(meta.c.name == MARK).values(value=str(exchange_id)))
 
 
-def _unindexed(after: int) -> Any:
+def _unindexed(after: int) -> ColumnElement[bool]:
     """Exchanges after id ``after`` that hold no value in the index."""
     held = exists(select(1).where(text_uses.c.exchange_id == exchanges.c.id))
     return (exchanges.c.id > after) & ~held
@@ -379,8 +380,14 @@ def backfill(conn: Connection, after: int = 0) -> int:
         loaded = bodies.load(conn, names, cache)
         held = []
         for row in rows:
-            exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
-            held.append((row["id"], row["cassette_id"], searchable(exchange)))
+            try:
+                exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
+                held.append((row["id"], row["cassette_id"], searchable(exchange)))
+            except Exception:
+                # One exchange that cannot be read for search must not keep the store shut.
+                log.exception(
+                    "cannot index exchange %d of cassette %r for search", row["seq"], row["name"]
+                )
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:
             index.add(cursor, held)
