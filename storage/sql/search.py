@@ -111,7 +111,9 @@ class SearchIndex:
         if wanted:
             cursor.execute(self._find, self._digests(wanted))
             ids.update({digest: row_id for row_id, digest in cursor.fetchall()})
-        new = [digest for digest in wanted if digest not in ids]
+        # Sorted: two PostgreSQL writers storing some of the same new values take their
+        # rows' locks in one order, and so never wait for each other in a circle.
+        new = sorted(digest for digest in wanted if digest not in ids)
         if new:
             # Statements per batch, not per value: a request carries dozens of values.
             if self._postgresql:
