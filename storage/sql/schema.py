@@ -19,7 +19,8 @@ resent) and to cassettes (a fork's provenance); the search index (``texts``, eac
 searchable value once; ``text_uses``, which exchange holds which value where; SQLite's FTS5
 table ``texts_fts`` or a PostgreSQL ``tsvector`` column over the values); and ``misses``,
 replay's misses as they were answered; and ``replay_positions``, where proxy replicas that
-share a replay session count occurrences. The migration indexes the exchanges already stored.
+share a replay session count occurrences (a store migrated from 4 gets the search index of
+7, which the step to 7 builds from the exchanges already stored).
 6 adds ``blobs.base`` and ``blobs.depth``: a body stored as a delta against another
 (storage.deltas), and how many bases reading it takes; NULL in rows written before, which
 are stored on their own; and ``cassette_totals``, what ``ls`` shows of each cassette as of
