@@ -168,12 +168,16 @@ class Store(ABC):
 
         ``query`` is one phrase: its words in order, case-insensitively, within one value
         (a JSON string or number, a streamed text joined, a header-like fact, or a whole
-        text body; see storage.search). An exchange is searchable once it is listed.
+        text body; see storage.search). An exchange is searchable once it is listed in
+        the store that wrote it (what waits to be indexed is indexed first) and in a store
+        opened after it was listed; a store open already in another process finds it up to
+        half a second later (storage.sql.writer INDEX_WAIT_S).
         """
 
     @abstractmethod
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every exchange submitted so far has been written.
+        """Wait until every exchange submitted so far has been written, and indexed for
+        search.
 
         Raises StoreError if that takes longer than ``timeout`` seconds.
         """

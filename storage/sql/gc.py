@@ -21,6 +21,7 @@ from storage.records import Collected
 from storage.sql.remove import IN_LIST, deletable, delete_blobs
 from storage.sql.schema import blobs as blobs_table
 from storage.sql.schema import exchanges, texts
+from storage.sql.search import drop_values
 
 _NAMED_BY = (
     exchanges.c.request_body_digest,
@@ -58,13 +59,5 @@ def collect(conn: Connection, grace: float, *, dry_run: bool) -> Collected:
         return found
     for start in range(0, len(digests), IN_LIST):
         delete_blobs(conn, digests[start : start + IN_LIST])
-    gone = "id NOT IN (SELECT text_id FROM text_uses)"
-    if conn.dialect.name == "sqlite":
-        conn.execute(
-            text(
-                "INSERT INTO texts_fts (texts_fts, rowid, body) "
-                f"SELECT 'delete', id, body FROM texts WHERE {gone}"
-            )
-        )
-    conn.execute(text(f"DELETE FROM texts WHERE {gone}"))
+    drop_values(conn, "id NOT IN (SELECT text_id FROM text_uses)")
     return found

@@ -19,11 +19,19 @@ resent) and to cassettes (a fork's provenance); the search index (``texts``, eac
 searchable value once; ``text_uses``, which exchange holds which value where; SQLite's FTS5
 table ``texts_fts`` or a PostgreSQL ``tsvector`` column over the values); and ``misses``,
 replay's misses as they were answered; and ``replay_positions``, where proxy replicas that
-share a replay session count occurrences. The migration indexes the exchanges already stored.
+share a replay session count occurrences (a store migrated from 4 gets the search index of
+7, which the step to 7 builds from the exchanges already stored).
 6 adds ``blobs.base`` and ``blobs.depth``: a body stored as a delta against another
 (storage.deltas), and how many bases reading it takes; NULL in rows written before, which
 are stored on their own; and ``cassette_totals``, what ``ls`` shows of each cassette as of
 the chain head it was counted at (a cache that readers keep; storage.sql.listings).
+7 keeps the search index small: a value is stored compressed (``texts.data``, zstd, or the
+UTF-8 text itself when that is shorter) and named by 64 bits of its digest; SQLite's FTS5 table
+is contentless (it keeps the tokens, not the text) and PostgreSQL's ``tsvector`` is a plain
+column written with the value; ``text_uses`` has no rowid on SQLite; and the ``meta`` row
+``search_indexed`` marks how far the index is known to be written (storage.sql.search).
+The migration builds the index again from the stored exchanges; a store older than 5 gets
+this index directly.
 """
 
 import json
@@ -59,7 +67,7 @@ from sqlalchemy.schema import CreateColumn
 from storage.errors import SchemaTooNew, StoreNotFound
 from storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _ESCAPED = "\uffff"
 
@@ -265,11 +273,14 @@ drifts = Table(
 texts = Table(
     "texts",
     metadata,
+    # Ids in the order values are stored: FTS5 and GIN lists store the gaps between ids.
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("digest", String(64), nullable=False, unique=True),
-    Column("body", ExactText, nullable=False),
+    # Version 7: 64 bits of the blake3 of the text (storage.sql.search.value_digest), and
+    # the text compressed (storage.sql.search.pack).
+    Column("digest", BigInteger, nullable=False, unique=True),
+    Column("data", LargeBinary, nullable=False),
 )
-"""Each distinct searchable value once (storage.search), named by the blake3 of its text."""
+"""Each distinct searchable value once (storage.search), compressed."""
 
 text_uses = Table(
     "text_uses",
@@ -278,6 +289,8 @@ text_uses = Table(
     Column("exchange_id", ForeignKey("exchanges.id"), primary_key=True),
     Column("part", String(16), primary_key=True),
     Index(None, "exchange_id"),
+    # Version 7: the primary key is the table; a rowid would be a third copy of each row.
+    sqlite_with_rowid=False,
 )
 """Which exchange holds which value, and where (request, response or metadata)."""
 
@@ -312,12 +325,14 @@ replay_positions = Table(
 """A shared replay session's next occurrence per key, for proxy replicas replaying together."""
 
 _SQLITE_SEARCH = (
+    # Contentless: the text is in ``texts.data``, compressed; FTS5 keeps only its tokens.
+    # Without a column size per row, which only ranking would read.
     "CREATE VIRTUAL TABLE IF NOT EXISTS texts_fts USING fts5("
-    "body, content='texts', content_rowid='id', tokenize='unicode61')"
+    "body, content='', columnsize=0, tokenize='unicode61')"
 )
 _POSTGRESQL_SEARCH = (
-    "ALTER TABLE texts ADD COLUMN IF NOT EXISTS tsv tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('simple', left(body, 65536))) STORED",
+    # Written with the value, from the text the writer has in hand (storage.sql.search).
+    "ALTER TABLE texts ADD COLUMN IF NOT EXISTS tsv tsvector NOT NULL",
     "CREATE INDEX IF NOT EXISTS ix_texts_tsv ON texts USING GIN (tsv)",
 )
 
@@ -436,20 +451,14 @@ def _add_facts_and_drift(conn: Connection) -> None:
 
 
 def _add_search_and_misses(conn: Connection) -> None:
-    """4 -> 5: the search index and the miss log. The search index of the exchanges already
-    stored is built here, once (storage.sql.search.backfill)."""
-    from storage.sql.search import backfill  # it reads rows with this module's tables
-
-    for table in (texts, text_uses, misses, replay_positions):
+    """4 -> 5: the miss log and provenance. The search index of version 5 is not made here:
+    6 -> 7 builds today's, from the exchanges stored."""
+    for table in (misses, replay_positions):
         table.create(conn, checkfirst=True)
     for table, column in ((exchanges, "origin"), (cassettes, "origin"), (blobs, "stored_at")):
         if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
             definition = CreateColumn(table.c[column]).compile(dialect=conn.dialect)
             conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {definition}"))
-    create_search(conn)
-    # The backfill reads bodies with today's queries, which name version 6's columns.
-    _add_blob_bases(conn)
-    backfill(conn)
 
 
 def _add_blob_bases(conn: Connection) -> None:
@@ -469,11 +478,27 @@ def _add_blob_bases(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {blobs.name} ADD COLUMN depth INTEGER"))
 
 
+def _compact_search(conn: Connection) -> None:
+    """6 -> 7: the search index, compressed and contentless. Built again from the stored
+    exchanges (storage.sql.search.rebuild): the values of version 6 are in clear text under
+    other ids, and an index rebuilt by today's code is the index today's code writes. Takes
+    about as long as reading every stored body once."""
+    from storage.sql.search import rebuild  # it reads rows with this module's tables
+
+    for name in ("texts_fts", "text_uses", "texts"):
+        conn.execute(text(f"DROP TABLE IF EXISTS {name}"))
+    texts.create(conn)
+    text_uses.create(conn)
+    create_search(conn)
+    rebuild(conn)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_blob_parts,
     2: _add_canonical_digest,
     3: _add_facts_and_drift,
     4: _add_search_and_misses,
     5: _add_blob_bases,
+    6: _compact_search,
 }
 """Version N -> the step that makes a version-N store a version-N+1 store."""

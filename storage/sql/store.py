@@ -201,6 +201,9 @@ class SqlStore(Store):
             return list_misses(conn, cassette, limit)
 
     def search(self, query: str, cassette: str | None = None, limit: int = 50) -> list[SearchHit]:
+        # The writer indexes committed exchanges a while after it lists them: a flush
+        # indexes what this process has recorded, so a search never misses it.
+        self.flush(PENDING_WAIT_S)
         with self._connect() as conn:
             return search_index.search(conn, query, cassette, limit)
 

@@ -555,7 +555,9 @@ def test_a_version_1_store_is_migrated_when_opened(store_url: str) -> None:
     )
 
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         assert run_sql(store_url, "SELECT parts FROM blobs ORDER BY size") == [(0,), (0,), (0,)]
         assert store.verify("c").ok
         old = store.lookup("c", "k0", 0)
@@ -575,7 +577,9 @@ def test_a_version_1_store_is_migrated_when_opened(store_url: str) -> None:
         assert (report.ok, report.checked) == (True, 3)
 
     with open_store(store_url) as reopened:  # already version 4: nothing to do
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         assert reopened.verify("c").ok
 
 
@@ -585,7 +589,9 @@ def test_a_migration_cut_short_runs_again(store_url: str) -> None:
     run_sql(store_url, "DROP TABLE blob_parts")
     run_sql(store_url, "UPDATE meta SET value = '1'")
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         ref = stream_in(store, 2 * MiB + 1, seed=13)
         assert read_back(store, ref) == ref
 
@@ -611,7 +617,9 @@ def test_a_version_2_store_keeps_its_canonical_forms_and_chain(store_url: str) -
     v2_store(store_url, old)
 
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         for exchange in old:
             found = store.lookup("c", exchange.key, 0)
             assert found is not None and found.canonical == exchange.canonical
@@ -648,7 +656,9 @@ def test_a_migration_to_version_3_cut_short_runs_again(store_url: str) -> None:
         submit(store, "k0", body=b"answer")
     run_sql(store_url, "UPDATE meta SET value = '2'")
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         found = store.lookup("c", "k0", 0)
         assert found is not None and found.canonical == b"GET /download k0"
         assert store.verify("c").ok
@@ -710,7 +720,9 @@ def test_a_version_3_store_is_migrated_and_its_chain_still_holds(store_url: str)
     chains = run_sql(store_url, "SELECT seq, chain FROM exchanges ORDER BY seq")
 
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         report = store.verify("c")
         assert (report.ok, report.checked) == (True, 3)
         for sent in old + new:
@@ -760,7 +772,9 @@ def test_a_version_3_store_is_migrated_and_its_chain_still_holds(store_url: str)
     assert run_sql(store_url, "SELECT seq, chain FROM exchanges ORDER BY seq")[:3] == chains
 
     with open_store(store_url) as reopened:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         assert reopened.verify("c").ok
 
 
@@ -771,7 +785,9 @@ def test_a_migration_to_version_4_cut_short_runs_again(store_url: str) -> None:
         submit(store, "k0", body=b"answer")
     run_sql(store_url, "DROP TABLE drifts", "UPDATE meta SET value = '3'")
     with open_store(store_url) as store:
-        assert run_sql(store_url, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+        assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
         store.note_drift("c", 0, ["body:$.x"], {})
         store.flush(WAIT)
         assert len(store.exchange("c", 0).drift) == 1

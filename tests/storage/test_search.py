@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
+import time
 import zlib
+from pathlib import Path
 
 import brotli
 import pytest
@@ -15,6 +20,24 @@ from support.exchanges import plausible_exchange, plausible_response
 from storage import NewExchange, Slot, Store, open_store
 from storage.encodings import decode
 from storage.search import searchable
+from storage.sql.schema import SCHEMA_VERSION
+from storage.sql.search import value_digest
+from storage.sql.writer import INDEX_WAIT_S
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KILLED = """
+import os, signal, sys
+from support.exchanges import plausible_exchange, plausible_response
+from storage import open_store
+store = open_store(sys.argv[1])
+answer = plausible_response(body=sys.argv[2].encode())
+exchange = plausible_exchange(store.reserve("killed", "k"), cassette="killed", key="k",
+                              response=answer)
+assert store.submit_durably(exchange, 30)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+"""Records one exchange, and is killed as soon as it is committed: before it is indexed."""
 
 TOOL_ANSWER = json.dumps(
     {"orders": [{"id": "ord_8821", "user": "u-17", "total": 129.5}, {"id": "ord_9000"}]}
@@ -100,9 +123,20 @@ def test_removing_a_cassette_drops_its_values_and_keeps_shared_ones(
     store.remove("gone")
     assert [hit.cassette for hit in store.search("ord_8821")] == ["stays"]
     assert store.search("ord_9000") == []
-    assert run_sql(store_url, "SELECT count(*) FROM texts WHERE body = 'ord_9000'") == [(0,)]
+    assert_forgotten(store_url, "ord_9000")
     record(store, "back", response=plausible_response(body=TOOL_ANSWER))
     assert [hit.cassette for hit in store.search("ord_9000")] == ["back"]
+
+
+def assert_forgotten(store_url: str, value: str) -> None:
+    """Neither the value nor, on SQLite, its tokens in the contentless FTS5 table are left."""
+    assert run_sql(
+        store_url, "SELECT count(*) FROM texts WHERE digest = :d", d=value_digest(value)
+    ) == [(0,)]
+    if store_url.startswith("sqlite"):
+        phrase = '"' + value + '"'
+        found = "SELECT count(*) FROM texts_fts WHERE texts_fts MATCH :phrase"
+        assert run_sql(store_url, found, phrase=phrase) == [(0,)]
 
 
 def test_a_store_from_before_search_is_indexed_when_opened(store_url: str) -> None:
@@ -166,3 +200,173 @@ def test_a_conversation_is_found_where_each_message_entered_it(store: Store) -> 
         (2, ("request",))
     ]
     assert sorted(hit.seq for hit in store.search("ord_8821", cassette="chat")) == [0, 1, 2, 3]
+
+
+def indexed_uses(store_url: str) -> int:
+    return int(run_sql(store_url, "SELECT count(*) FROM text_uses")[0][0])
+
+
+def test_a_committed_exchange_is_indexed_later_and_at_once_on_flush(
+    store: Store, store_url: str
+) -> None:
+    exchange = plausible_exchange(store.reserve("lazy", "k"), cassette="lazy", key="k")
+    assert store.submit_durably(exchange, 30)
+    # Committed, listed, and waiting for its index with the writer (INDEX_WAIT_S).
+    assert [e.seq for e in store.exchanges("lazy")] == [0]
+    assert indexed_uses(store_url) == 0
+    store.flush(10)
+    assert indexed_uses(store_url) > 0
+    assert [hit.cassette for hit in store.search("api.example.com")] == ["lazy"]
+
+
+def test_a_committed_exchange_is_indexed_without_a_flush(store: Store, store_url: str) -> None:
+    exchange = plausible_exchange(store.reserve("lazy", "k"), cassette="lazy", key="k")
+    assert store.submit_durably(exchange, 30)
+    deadline = time.monotonic() + INDEX_WAIT_S + 20
+    while indexed_uses(store_url) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert indexed_uses(store_url) > 0
+
+
+def test_a_search_indexes_what_waits_first(store: Store) -> None:
+    answer = plausible_response(body=TOOL_ANSWER)
+    exchange = plausible_exchange(
+        store.reserve("now", "k"), cassette="now", key="k", response=answer
+    )
+    assert store.submit_durably(exchange, 30)
+    assert [hit.cassette for hit in store.search("ord_9000")] == ["now"]
+
+
+def test_a_store_killed_before_indexing_is_caught_up_when_opened(store_url: str) -> None:
+    with open_store(store_url):
+        pass  # the schema, so that the killed process does not race to create it
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, store_url, '{"order": "ord_4242"}'],
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        capture_output=True,
+    )
+    assert killed.returncode == -9, killed.stderr.decode()
+    assert run_sql(store_url, "SELECT count(*) FROM exchanges") == [(1,)]
+    assert indexed_uses(store_url) == 0
+    with open_store(store_url) as store:
+        store.flush(10)
+        assert indexed_uses(store_url) > 0
+        assert [hit.cassette for hit in store.search("ord_4242")] == ["killed"]
+        assert store.verify("killed").ok
+
+
+LONG = " ".join(f"word{n}" for n in range(400)) + " the parcel ord_7777 was lost " + "tail " * 300
+
+
+def test_a_long_value_is_kept_compressed_and_a_match_shows_around_it(
+    store: Store, store_url: str
+) -> None:
+    record(store, "long", response=plausible_response(body=json.dumps({"note": LONG}).encode()))
+    [hit] = store.search("parcel ord_7777 was lost")
+    assert hit.match.startswith("…") and hit.match.endswith("…")
+    assert "the parcel ord_7777 was lost" in hit.match and len(hit.match) < 400
+    [(size,)] = run_sql(
+        store_url, "SELECT length(data) FROM texts WHERE digest = :d", d=value_digest(LONG.strip())
+    )
+    assert size < len(LONG) / 3
+
+
+def test_collecting_forgets_a_value_no_exchange_holds(store: Store, store_url: str) -> None:
+    record(store, "kept", response=plausible_response(body=b'{"id": "ord_5150"}'))
+    # As a prune cut short leaves it: the value is there, nothing holds it.
+    run_sql(
+        store_url,
+        "DELETE FROM text_uses WHERE text_id = (SELECT id FROM texts WHERE digest = :d)",
+        d=value_digest("ord_5150"),
+    )
+    assert store.collect().values == 1
+    assert_forgotten(store_url, "ord_5150")
+    assert store.search("ord_5150") == []
+    assert [hit.cassette for hit in store.search("api.example.com")] == ["kept"]
+
+
+_V6_SQLITE = (
+    "CREATE TABLE texts (id INTEGER NOT NULL PRIMARY KEY, digest VARCHAR(64) NOT NULL UNIQUE, "
+    "body TEXT NOT NULL)",
+    "CREATE TABLE text_uses (text_id INTEGER NOT NULL REFERENCES texts (id), "
+    "exchange_id INTEGER NOT NULL REFERENCES exchanges (id), part VARCHAR(16) NOT NULL, "
+    "PRIMARY KEY (text_id, exchange_id, part))",
+    "CREATE VIRTUAL TABLE texts_fts USING fts5(body, content='texts', content_rowid='id', "
+    "tokenize='unicode61')",
+)
+_V6_POSTGRESQL = (
+    "CREATE TABLE texts (id SERIAL PRIMARY KEY, digest VARCHAR(64) NOT NULL UNIQUE, "
+    "body TEXT NOT NULL, tsv tsvector GENERATED ALWAYS AS "
+    "(to_tsvector('simple', left(body, 65536))) STORED)",
+    "CREATE INDEX ix_texts_tsv ON texts USING GIN (tsv)",
+    "CREATE TABLE text_uses (text_id INTEGER NOT NULL REFERENCES texts (id), "
+    "exchange_id INTEGER NOT NULL REFERENCES exchanges (id), part VARCHAR(16) NOT NULL, "
+    "PRIMARY KEY (text_id, exchange_id, part))",
+)
+
+
+def test_a_schema_6_store_is_migrated_and_found_by_search(store_url: str) -> None:
+    """Version 6 kept values in clear, indexed by an FTS5 table over them (or a generated
+    tsvector); opened, the index is built again, compressed, from the exchanges."""
+    with open_store(store_url) as store:
+        record(store, "old", response=plausible_response(body=TOOL_ANSWER))
+        record(store, "old", response=plausible_response(body=json.dumps({"n": LONG}).encode()))
+    sqlite = store_url.startswith("sqlite")
+    run_sql(
+        store_url,
+        *(["DROP TABLE texts_fts"] if sqlite else []),
+        "DROP TABLE text_uses",
+        "DROP TABLE texts",
+        *(_V6_SQLITE if sqlite else _V6_POSTGRESQL),
+        "INSERT INTO texts (id, digest, body) VALUES (1, 'd1', 'ord_8821 in the old index')",
+        "INSERT INTO text_uses SELECT 1, min(id), 'response' FROM exchanges",
+        *(["INSERT INTO texts_fts (texts_fts) VALUES ('rebuild')"] if sqlite else []),
+        "DELETE FROM meta WHERE name = 'search_indexed'",
+        "UPDATE meta SET value = '6' WHERE name = 'schema_version'",
+    )
+    assert _search_v6(store_url, "ord_8821") == ["old"]
+
+    with open_store(store_url) as store:
+        version = "SELECT value FROM meta WHERE name = 'schema_version'"
+        assert run_sql(store_url, version) == [(str(SCHEMA_VERSION),)]
+        assert [(hit.seq, hit.match) for hit in store.search("ord_9000")] == [(0, "ord_9000")]
+        assert store.search("in the old index") == []
+        [hit] = store.search("parcel ord_7777 was lost")
+        assert hit.seq == 1 and "parcel ord_7777 was lost" in hit.match
+        assert store.verify("old").ok
+        store.remove("old")
+        assert_forgotten(store_url, "ord_9000")
+        assert run_sql(store_url, "SELECT count(*) FROM texts") == [(0,)]
+
+
+def _search_v6(store_url: str, value: str) -> list[str]:
+    """The cassettes version 6 found ``value`` in, read as it read them."""
+    if store_url.startswith("sqlite"):
+        match = "SELECT rowid FROM texts_fts WHERE texts_fts MATCH :q"
+    else:
+        match = "SELECT id FROM texts WHERE tsv @@ phraseto_tsquery('simple', :q)"
+    rows = run_sql(
+        store_url,
+        "SELECT c.name FROM text_uses u JOIN exchanges e ON e.id = u.exchange_id "
+        f"JOIN cassettes c ON c.id = e.cassette_id WHERE u.text_id IN ({match})",
+        q=value,
+    )
+    return [name for (name,) in rows]
+
+
+def test_a_store_opened_beside_a_running_one_indexes_what_it_has_not_yet(
+    store: Store, store_url: str
+) -> None:
+    answer = plausible_response(body=b'{"order": "ord_3131"}')
+    exchange = plausible_exchange(
+        store.reserve("beside", "k"), cassette="beside", key="k", response=answer
+    )
+    assert store.submit_durably(exchange, 30)
+    assert indexed_uses(store_url) == 0
+    with open_store(store_url) as other:  # freezeframe search, in another shell
+        assert [hit.cassette for hit in other.search("ord_3131")] == ["beside"]
+    store.flush(10)
+    assert [hit.cassette for hit in store.search("ord_3131")] == ["beside"]
