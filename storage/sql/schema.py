@@ -29,7 +29,8 @@ the chain head it was counted at (a cache that readers keep; storage.sql.listing
 UTF-8 text itself when that is shorter) and named by 64 bits of its digest; SQLite's FTS5 table
 is contentless (it keeps the tokens, not the text) and PostgreSQL's ``tsvector`` is a plain
 column written with the value; ``text_uses`` has no rowid on SQLite; and the ``meta`` row
-``search_indexed`` marks how far the index is known to be written (storage.sql.search).
+``search_indexed`` marks how far the index is known to be written (storage.sql.search);
+and ``exchanges.run_id`` is indexed, so that a run is found without reading every exchange.
 The migration builds the index again from the stored exchanges; a store older than 5 gets
 this index directly.
 """
@@ -254,6 +255,8 @@ exchanges = Table(
     UniqueConstraint("cassette_id", "seq"),
     # Serves lookup(), the hot path: one index probe per replayed request.
     UniqueConstraint("cassette_id", "key", "occurrence"),
+    # Version 7. Serves ``ls --run-id`` and the case file's run filter, across cassettes.
+    Index("ix_exchanges_run_id", "run_id"),
 )
 
 drifts = Table(
@@ -478,13 +481,16 @@ def _add_blob_bases(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {blobs.name} ADD COLUMN depth INTEGER"))
 
 
-def _compact_search(conn: Connection) -> None:
-    """6 -> 7: the search index, compressed and contentless. Built again from the stored
-    exchanges (storage.sql.search.rebuild): the values of version 6 are in clear text under
-    other ids, and an index rebuilt by today's code is the index today's code writes. Takes
-    about as long as reading every stored body once."""
+def _index_runs_and_compact_search(conn: Connection) -> None:
+    """6 -> 7: an index of exchanges by run id, and the search index, compressed and
+    contentless. The search index is built again from the stored exchanges
+    (storage.sql.search.rebuild): the values of version 6 are in clear text under other ids,
+    and an index rebuilt by today's code is the index today's code writes. Takes about as
+    long as reading every stored body once."""
     from storage.sql.search import rebuild  # it reads rows with this module's tables
 
+    for index in exchanges.indexes:
+        index.create(conn, checkfirst=True)
     for name in ("texts_fts", "text_uses", "texts"):
         conn.execute(text(f"DROP TABLE IF EXISTS {name}"))
     texts.create(conn)
@@ -499,6 +505,6 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _add_facts_and_drift,
     4: _add_search_and_misses,
     5: _add_blob_bases,
-    6: _compact_search,
+    6: _index_runs_and_compact_search,
 }
 """Version N -> the step that makes a version-N store a version-N+1 store."""

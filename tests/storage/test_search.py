@@ -325,6 +325,7 @@ def test_a_schema_6_store_is_migrated_and_found_by_search(store_url: str) -> Non
         "INSERT INTO text_uses SELECT 1, min(id), 'response' FROM exchanges",
         *(["INSERT INTO texts_fts (texts_fts) VALUES ('rebuild')"] if sqlite else []),
         "DELETE FROM meta WHERE name = 'search_indexed'",
+        "DROP INDEX ix_exchanges_run_id",
         "UPDATE meta SET value = '6' WHERE name = 'schema_version'",
     )
     assert _search_v6(store_url, "ord_8821") == ["old"]
@@ -332,6 +333,12 @@ def test_a_schema_6_store_is_migrated_and_found_by_search(store_url: str) -> Non
     with open_store(store_url) as store:
         version = "SELECT value FROM meta WHERE name = 'schema_version'"
         assert run_sql(store_url, version) == [(str(SCHEMA_VERSION),)]
+        indexes = (
+            "SELECT name FROM sqlite_master WHERE type = 'index'"
+            if sqlite
+            else "SELECT indexname FROM pg_indexes"
+        )
+        assert ("ix_exchanges_run_id",) in run_sql(store_url, indexes), "runs are indexed"
         assert [(hit.seq, hit.match) for hit in store.search("ord_9000")] == [(0, "ord_9000")]
         assert store.search("in the old index") == []
         [hit] = store.search("parcel ord_7777 was lost")
