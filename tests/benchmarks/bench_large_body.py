@@ -7,8 +7,17 @@ proxy, sampling the proxy process's resident memory every 10 ms: bare ``mitmdump
 (which buffers the body unless ``stream_large_bodies`` is set), ``mitmdump`` with
 streaming, freezeframe ``record``, and freezeframe ``replay`` (which opens no upstream
 connection).
-Reports peak RSS, growth over the idle proxy, and wall time. The issue's target: freezeframe
-under 150 MB RSS for a 500 MB body. A script, not a test; nothing is asserted.
+Reports peak RSS, growth over the idle proxy, wall time and throughput, and the resident
+memory over time (the highest sample of each tenth of the download), which is what says
+whether memory stays flat. After ``record`` it reads the stored exchange's listing (outcome,
+status and bytes, without loading the body) to show it was recorded with the outcome the
+client saw. The issue's target: freezeframe under 150 MB RSS for a 500 MB body.
+
+    .venv/bin/python tests/benchmarks/bench_large_body.py --size-mb 10240 --only record
+
+``--only`` runs a subset (``mitmdump``, ``streaming``, ``record``, ``replay``; comma-separated):
+a 10 GB body through bare mitmdump would need 10 GB of memory. A script, not a test; nothing
+is asserted.
 """
 
 from __future__ import annotations
@@ -34,6 +43,11 @@ import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+from storage import open_store  # noqa: E402
+
 VENV_BIN = Path(sys.executable).parent
 START_TIMEOUT = 30.0
 
@@ -106,18 +120,22 @@ def download(url: str, proxy: str, trust: ssl.SSLContext) -> tuple[str, float]:
     return digest.hexdigest(), time.monotonic() - start
 
 
-def measure(pid: int, action: Callable[[], tuple[str, float]]) -> dict[str, float | str]:
+def measure(pid: int, action: Callable[[], tuple[str, float]]) -> dict[str, object]:
     proc = psutil.Process(pid)
     idle = proc.memory_info().rss
     peak = [idle]
+    samples: list[tuple[float, int]] = []
     done = threading.Event()
+    start = time.monotonic()
 
     def watch() -> None:
         while not done.wait(0.01):
             try:
-                peak[0] = max(peak[0], proc.memory_info().rss)
+                rss = proc.memory_info().rss
             except psutil.Error:
                 return
+            peak[0] = max(peak[0], rss)
+            samples.append((time.monotonic() - start, rss))
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -127,22 +145,42 @@ def measure(pid: int, action: Callable[[], tuple[str, float]]) -> dict[str, floa
         done.set()
         watcher.join(5)
     mb = 1024 * 1024
+    tenths = [0] * 10
+    for at, rss in samples:
+        slot = min(9, int(10 * at / seconds)) if seconds else 0
+        tenths[slot] = max(tenths[slot], rss)
     return {
         "digest": digest,
         "seconds": seconds,
         "idle_mb": idle / mb,
         "peak_mb": peak[0] / mb,
         "growth_mb": (peak[0] - idle) / mb,
+        "peak_by_tenth_mb": [round(rss / mb) for rss in tenths],
+    }
+
+
+def stored_outcome(data: Path) -> dict[str, object]:
+    """The recorded exchange's listing line: outcome, status and bytes, no body read."""
+    with open_store(f"sqlite:///{data / 'freezeframe.db'}", create=False) as store:
+        rows = [row for name in store.cassette_names() for row in store.exchanges(name)]
+    return {
+        "exchanges": len(rows),
+        "outcome": [row.outcome.value for row in rows],
+        "status": [row.status for row in rows],
+        "response_bytes": [row.response_bytes for row in rows],
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=500)
+    parser.add_argument("--only", default="mitmdump,streaming,record,replay")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     size = args.size_mb * 1024 * 1024
-    results: dict[str, dict[str, float | str]] = {}
+    only = set(args.only.split(","))
+    results: dict[str, dict[str, object]] = {}
+    stored: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         with upstream(work) as (up_port, up_ca):
@@ -150,6 +188,8 @@ def main() -> int:
             mitm_conf = work / "mitm"
             data = work / "ff"
             for name, stream in (("mitmdump", False), ("mitmdump streaming", True)):
+                if ("streaming" if stream else "mitmdump") not in only:
+                    continue
                 port = free_port()
                 command = [
                     str(VENV_BIN / "mitmdump"),
@@ -174,6 +214,8 @@ def main() -> int:
                         child.pid, partial(download, url, f"http://127.0.0.1:{port}", trust)
                     )
             for mode in ("record", "replay"):
+                if mode not in only:
+                    continue
                 port, admin = free_port(), free_port()
                 command = [
                     sys.executable,
@@ -197,15 +239,23 @@ def main() -> int:
                     results[f"freezeframe {mode}"] = measure(
                         child.pid, partial(download, url, f"http://127.0.0.1:{port}", trust)
                     )
+                if mode == "record":
+                    stored = stored_outcome(data)
         digests = {r["digest"] for r in results.values()}
     same = len(digests) == 1
     print(f"{args.size_mb} MB body, pseudo-random; all clients got the same bytes: {same}")
-    print(f"{'proxy':22} {'idle MB':>8} {'peak MB':>8} {'growth MB':>10} {'seconds':>8}")
+    print(
+        f"{'proxy':22} {'idle MB':>8} {'peak MB':>8} {'growth MB':>10} {'seconds':>8} {'MB/s':>6}"
+    )
     for name, r in results.items():
         mb = f"{r['idle_mb']:8.0f} {r['peak_mb']:8.0f} {r['growth_mb']:10.0f}"
-        print(f"{name:22} {mb} {r['seconds']:8.1f}")
+        rate = args.size_mb / float(r["seconds"])  # type: ignore[arg-type]
+        print(f"{name:22} {mb} {r['seconds']:8.1f} {rate:6.0f}")
+        print(f"{'':22} peak MB by tenth of the download: {r['peak_by_tenth_mb']}")
+    if stored:
+        print(f"stored by record: {stored}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({"results": results, "stored": stored}, indent=2))
     return 0
 
 
