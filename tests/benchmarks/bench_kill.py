@@ -13,8 +13,9 @@ dead, it opens the store and checks:
 * every exchange stored reads back, and a stored stream that claims to be complete has all
   its events (``damaged``: 0 is the promise);
 * of the streams a client received whole (all events and the end of the answer), how many
-  are not in the store (``lost``, and ``most_lost_by_one_kill``): the durability window. Under ``--durability strict`` the
-  end of an answer reaches the client only once it is committed, so ``lost`` must be 0.
+  are not in the store (``lost``, and ``most_lost_by_one_kill``): the durability window.
+  Under ``--durability strict`` the end of an answer reaches the client only once it is
+  committed, so ``lost`` must be 0.
 
 A script, not a test: it exits 1 if the store ever failed to open or verify, an exchange
 was damaged, or a strict run lost a stream.
