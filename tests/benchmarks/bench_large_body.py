@@ -110,14 +110,17 @@ def wait_listening(port: int, child: subprocess.Popen[bytes]) -> None:
 
 
 def download(url: str, proxy: str, trust: ssl.SSLContext) -> tuple[str, float]:
+    """The body's digest and length (as ``blake3:length``), and the seconds it took."""
     digest = blake3.blake3()
+    received = 0
     start = time.monotonic()
     with httpx.Client(proxy=proxy, verify=trust, trust_env=False, timeout=600) as client:
         with client.stream("GET", url) as response:
             response.raise_for_status()
             for piece in response.iter_raw():
                 digest.update(piece)
-    return digest.hexdigest(), time.monotonic() - start
+                received += len(piece)
+    return f"{digest.hexdigest()}:{received}", time.monotonic() - start
 
 
 def measure(pid: int, action: Callable[[], tuple[str, float]]) -> dict[str, object]:
@@ -244,12 +247,14 @@ def main() -> int:
         digests = {r["digest"] for r in results.values()}
     same = len(digests) == 1
     print(f"{args.size_mb} MB body, pseudo-random; all clients got the same bytes: {same}")
+    print(f"received (digest:bytes): {sorted(digests)}")
     print(
         f"{'proxy':22} {'idle MB':>8} {'peak MB':>8} {'growth MB':>10} {'seconds':>8} {'MB/s':>6}"
     )
     for name, r in results.items():
         mb = f"{r['idle_mb']:8.0f} {r['peak_mb']:8.0f} {r['growth_mb']:10.0f}"
-        rate = args.size_mb / float(r["seconds"])  # type: ignore[arg-type]
+        received = int(str(r["digest"]).rpartition(":")[2]) / (1024 * 1024)
+        rate = received / float(r["seconds"])  # type: ignore[arg-type]
         print(f"{name:22} {mb} {r['seconds']:8.1f} {rate:6.0f}")
         print(f"{'':22} peak MB by tenth of the download: {r['peak_by_tenth_mb']}")
     if stored:
