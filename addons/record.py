@@ -73,6 +73,10 @@ def _end_after_the_hook(flow: http.HTTPFlow) -> None:
     response.headers["transfer-encoding"] = "chunked"
 
 
+PACED_STEP = 1024 * 1024
+"""Past LARGE_BODY, a chunk starts a new timing entry only this many bytes after the last."""
+
+
 class _Recording:
     """One exchange on its way through the proxy; the tee is its stream callable.
 
@@ -80,6 +84,8 @@ class _Recording:
     straight to a blob writer (hashed and compressed as it arrives), so recording a large
     download costs the proxy no more memory than a small one. Chunks are redacted one by
     one there, so a secret pattern split across two chunks of such a body is not caught.
+    Past ``LARGE_BODY`` the pacing is kept per ``PACED_STEP`` bytes rather than per chunk:
+    a timing entry per chunk grew by about 2 MB a gigabyte (a 10 GB download, 21 MB).
     """
 
     __slots__ = (
@@ -122,7 +128,8 @@ class _Recording:
 
     def tee(self, data: bytes) -> bytes:
         if data:
-            self.chunks.append((self.size, time.time() - self.started))
+            if self.spill is None or self.size - self.chunks[-1][0] >= PACED_STEP:
+                self.chunks.append((self.size, time.time() - self.started))
             self.size += len(data)
             if self.spill is None and self.size > LARGE_BODY:
                 self.spill = self.store.blob_writer()

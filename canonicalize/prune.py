@@ -6,6 +6,7 @@ protects a place and everything in it from every drop, and an object or array th
 leaves empty goes too, so a request whose only extra was dropped keys like one without it.
 """
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -13,6 +14,8 @@ from .jsonbody import JsonValue, short_digest
 from .jsonpath import JsonPath, Location, render
 from .model import Stripped
 from .ruleset import Substitution
+
+_LONE_SURROGATES = re.compile("([\ud800-\udfff]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +86,30 @@ def substitute(
     for location, found in substitution.path.find(value):
         if not isinstance(found, str):
             continue
-        changed = substitution.compiled.sub(substitution.replacement, found)
+        changed = _rewritten(substitution, found)
         if changed == found:
             continue
         stripped.append(Stripped(f"body:{render(location)}", rule, short_digest(found)))
         value = _replaced(value, location, changed)
     return value, stripped
+
+
+def _rewritten(substitution: Substitution, text: str) -> str:
+    """`text` with the substitution made, between its lone surrogates if it has any.
+
+    RE2 reads UTF-8, which has no form for a lone surrogate (a `\\ud800` escape in a body
+    decodes to one), so such a string is rewritten piece by piece between its surrogates,
+    which stay as sent; anchors then see each piece's ends.
+    """
+    try:
+        return str(substitution.compiled.sub(substitution.replacement, text))
+    except UnicodeEncodeError:
+        pass
+    pieces = _LONE_SURROGATES.split(text)
+    return "".join(
+        piece if index % 2 else str(substitution.compiled.sub(substitution.replacement, piece))
+        for index, piece in enumerate(pieces)
+    )
 
 
 def _replaced(root: JsonValue, location: Location, new: JsonValue) -> JsonValue:

@@ -102,11 +102,12 @@ def _substitution(address: Address, table: dict[str, Any]) -> Substitution:
     replacement = strings.text("replacement", None)
     # The template is checked against a pattern with the same groups: RE2 reads it only
     # when a match is replaced, and a bad one must fail here, not on some later request.
+    # `re` says "unknown group name" with an IndexError, any other fault with re.error.
     names = {index: name for name, index in pattern.groupindex.items()}
     groups = (f"(?P<{names[n]}>)" if n in names else "()" for n in range(1, pattern.groups + 1))
     try:
         re.compile("".join(groups)).sub(replacement, "")
-    except re.error as error:
+    except (re.error, IndexError) as error:
         raise SchemaError(address, "replacement", f"bad replacement: {error}") from None
     return Substitution(path, pattern.pattern, replacement)
 

@@ -155,9 +155,24 @@ class Redactor:
         return b"[r:" + self.fingerprint(secret)[:room].encode() + b"]"
 
     def text(self, value: str) -> str:
-        """For log lines and error messages, which never see raw bytes."""
-        for pattern in self._text_patterns:
-            value = pattern.sub(lambda m: self.marker(m.group(0).encode()).decode(), value)
+        """For log lines and error messages, which never see raw bytes.
+
+        RE2 reads text as UTF-8, which has no form for a lone surrogate (mitmproxy decodes
+        a request target's non-UTF-8 bytes to them): such a string is redacted as its bytes
+        and decoded back the same way, or with replacement characters if a pattern cut a
+        character in two.
+        """
+        try:
+            for pattern in self._text_patterns:
+                value = pattern.sub(lambda m: self.marker(m.group(0).encode()).decode(), value)
+        except UnicodeEncodeError:
+            data = value.encode("utf-8", "surrogatepass")
+            for on_bytes in self._patterns:
+                data = on_bytes.sub(lambda m: self.marker(m.group(0)), data)
+            try:
+                return data.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                return data.decode("utf-8", "replace")
         return value
 
     def target(self, target: str) -> str:

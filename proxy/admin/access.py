@@ -25,8 +25,10 @@ other sites out is the ``Host`` check here and ``guard``'s same-origin and CSRF 
 from __future__ import annotations
 
 import hmac
+import math
 import secrets
 import time
+from collections import deque
 from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment
@@ -46,6 +48,11 @@ PUBLIC = frozenset({"/health", "/ca.pem"})
 """Routes anyone who reaches the port may read, whatever their Host or token."""
 LOGIN = "/login"
 LOGOUT = "/logout"
+LOGIN_FAILURES = 10
+"""Wrong tokens one client address may post to /login within LOGIN_WINDOW before it gets 429."""
+LOGIN_WINDOW = 60.0
+MAX_CLIENTS = 10_000
+"""Client addresses whose failures are remembered at once; past this the oldest is forgotten."""
 
 
 class Sessions:
@@ -71,6 +78,51 @@ class Sessions:
     def close(self, sid: str | None) -> None:
         if sid is not None:
             self._expiry.pop(sid, None)
+
+
+class LoginAttempts:
+    """Wrong tokens posted to /login, per client address, over the last LOGIN_WINDOW seconds.
+
+    A token typed into a form can be guessed at whatever speed the port answers; past
+    LOGIN_FAILURES in a window the form answers 429 until the oldest failure ages out, so a
+    guesser gets ten tries a minute. Kept in memory, bounded by MAX_CLIENTS addresses.
+    """
+
+    def __init__(
+        self,
+        limit: int = LOGIN_FAILURES,
+        window: float = LOGIN_WINDOW,
+        clients: int = MAX_CLIENTS,
+    ) -> None:
+        self._limit = limit
+        self._window = window
+        self._clients = clients
+        self._failed: dict[str, deque[float]] = {}
+
+    def wait(self, client: str) -> int:
+        """Seconds before ``client`` may try again; 0 if it may now."""
+        failures = self._failed.get(client)
+        if failures is None:
+            return 0
+        now = time.monotonic()
+        while failures and failures[0] <= now - self._window:
+            failures.popleft()
+        if not failures:
+            del self._failed[client]
+            return 0
+        if len(failures) < self._limit:
+            return 0
+        return max(1, math.ceil(failures[0] + self._window - now))
+
+    def failed(self, client: str) -> None:
+        failures = self._failed.pop(client, None) or deque()
+        failures.append(time.monotonic())
+        self._failed[client] = failures  # last in the dict: the most recently failed
+        while len(self._failed) > self._clients:
+            del self._failed[next(iter(self._failed))]
+
+    def succeeded(self, client: str) -> None:
+        self._failed.pop(client, None)
 
 
 def bearer_matches(request: Request, token: str) -> bool:
@@ -154,9 +206,14 @@ def _next(target: str | None) -> str:
 
 
 def login_routes(
-    token: str | None, sessions: Sessions, hosts: frozenset[str], pages: Environment
+    token: str | None,
+    sessions: Sessions,
+    hosts: frozenset[str],
+    pages: Environment,
+    attempts: LoginAttempts | None = None,
 ) -> list[BaseRoute]:
-    """``/login`` (the form, and its post) and ``/logout``."""
+    """``/login`` (the form, and its post, limited per client by ``attempts``) and ``/logout``."""
+    attempts = attempts or LoginAttempts()
 
     def form(
         request: Request, target: str | None, status: int = 200, message: str = ""
@@ -185,9 +242,17 @@ def login_routes(
             return form(request, target, 403, str(exc))
         if token is None:
             return RedirectResponse(_next(target), status_code=303)
+        client = request.client.host if request.client else ""
+        wait = attempts.wait(client)
+        if wait:
+            refused = form(request, target, 429, f"Too many wrong tokens; try again in {wait} s.")
+            refused.headers["retry-after"] = str(wait)
+            return refused
         offered = fields.get("token", "").strip().encode()
         if not hmac.compare_digest(offered, token.encode()):
+            attempts.failed(client)
             return form(request, target, 401, "That is not the admin token of this proxy.")
+        attempts.succeeded(client)
         answer = RedirectResponse(_next(target), status_code=303)
         answer.set_cookie(
             SESSION_COOKIE,

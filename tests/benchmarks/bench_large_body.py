@@ -7,8 +7,19 @@ proxy, sampling the proxy process's resident memory every 10 ms: bare ``mitmdump
 (which buffers the body unless ``stream_large_bodies`` is set), ``mitmdump`` with
 streaming, freezeframe ``record``, and freezeframe ``replay`` (which opens no upstream
 connection).
-Reports peak RSS, growth over the idle proxy, and wall time. The issue's target: freezeframe
-under 150 MB RSS for a 500 MB body. A script, not a test; nothing is asserted.
+Reports peak RSS, growth over the idle proxy, wall time and throughput, and the resident
+memory over time (the highest sample of each tenth of the run, which for ``record`` lasts
+until the store lists the exchange: the writer copies a large body in after the client has
+it), which is what says whether memory stays flat. After ``record`` it reads the stored
+exchange's listing (outcome, status and bytes, without loading the body) to show it was
+recorded with the outcome the client saw. The issue's target: freezeframe under 150 MB RSS
+for a 500 MB body.
+
+    .venv/bin/python tests/benchmarks/bench_large_body.py --size-mb 10240 --only record
+
+``--only`` runs a subset (``mitmdump``, ``streaming``, ``record``, ``replay``; comma-separated):
+a 10 GB body through bare mitmdump would need 10 GB of memory. A script, not a test; nothing
+is asserted.
 """
 
 from __future__ import annotations
@@ -34,6 +45,11 @@ import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+from storage import open_store  # noqa: E402
+
 VENV_BIN = Path(sys.executable).parent
 START_TIMEOUT = 30.0
 
@@ -96,53 +112,100 @@ def wait_listening(port: int, child: subprocess.Popen[bytes]) -> None:
 
 
 def download(url: str, proxy: str, trust: ssl.SSLContext) -> tuple[str, float]:
+    """The body's digest and length (as ``blake3:length``), and the seconds it took."""
     digest = blake3.blake3()
+    received = 0
     start = time.monotonic()
     with httpx.Client(proxy=proxy, verify=trust, trust_env=False, timeout=600) as client:
         with client.stream("GET", url) as response:
             response.raise_for_status()
             for piece in response.iter_raw():
                 digest.update(piece)
-    return digest.hexdigest(), time.monotonic() - start
+                received += len(piece)
+    return f"{digest.hexdigest()}:{received}", time.monotonic() - start
 
 
-def measure(pid: int, action: Callable[[], tuple[str, float]]) -> dict[str, float | str]:
+def measure(
+    pid: int, action: Callable[[], tuple[str, float]], then: Callable[[], float] | None = None
+) -> dict[str, object]:
+    """Sample the proxy's memory while ``action`` runs, and ``then`` after it (the wait
+    for the body to be stored): the writer copies a huge body into the store after the
+    client has it, and memory must stay flat through that too."""
     proc = psutil.Process(pid)
     idle = proc.memory_info().rss
     peak = [idle]
+    samples: list[tuple[float, int]] = []
     done = threading.Event()
+    start = time.monotonic()
 
     def watch() -> None:
         while not done.wait(0.01):
             try:
-                peak[0] = max(peak[0], proc.memory_info().rss)
+                rss = proc.memory_info().rss
             except psutil.Error:
                 return
+            peak[0] = max(peak[0], rss)
+            samples.append((time.monotonic() - start, rss))
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    stored_after = None
     try:
         digest, seconds = action()
+        if then is not None:
+            stored_after = then()
     finally:
         done.set()
         watcher.join(5)
+    span = time.monotonic() - start
     mb = 1024 * 1024
+    tenths = [0] * 10
+    for at, rss in samples:
+        slot = min(9, int(10 * at / span)) if span else 0
+        tenths[slot] = max(tenths[slot], rss)
     return {
         "digest": digest,
         "seconds": seconds,
         "idle_mb": idle / mb,
         "peak_mb": peak[0] / mb,
         "growth_mb": (peak[0] - idle) / mb,
+        "peak_by_tenth_mb": [round(rss / mb) for rss in tenths],
+        "stored_after_s": stored_after,
+    }
+
+
+def wait_stored(data: Path, timeout: float = 1800.0) -> float:
+    """Seconds from the download's end until the store lists the exchange."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if stored_outcome(data)["exchanges"]:
+            return time.monotonic() - start
+        time.sleep(1.0)
+    raise RuntimeError(f"the exchange was not stored within {timeout:.0f} s")
+
+
+def stored_outcome(data: Path) -> dict[str, object]:
+    """The recorded exchange's listing line: outcome, status and bytes, no body read."""
+    with open_store(f"sqlite:///{data / 'freezeframe.db'}", create=False) as store:
+        rows = [row for name in store.cassette_names() for row in store.exchanges(name)]
+    return {
+        "exchanges": len(rows),
+        "outcome": [row.outcome.value for row in rows],
+        "status": [row.status for row in rows],
+        "response_bytes": [row.response_bytes for row in rows],
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=500)
+    parser.add_argument("--only", default="mitmdump,streaming,record,replay")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     size = args.size_mb * 1024 * 1024
-    results: dict[str, dict[str, float | str]] = {}
+    only = set(args.only.split(","))
+    results: dict[str, dict[str, object]] = {}
+    stored: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         with upstream(work) as (up_port, up_ca):
@@ -150,6 +213,8 @@ def main() -> int:
             mitm_conf = work / "mitm"
             data = work / "ff"
             for name, stream in (("mitmdump", False), ("mitmdump streaming", True)):
+                if ("streaming" if stream else "mitmdump") not in only:
+                    continue
                 port = free_port()
                 command = [
                     str(VENV_BIN / "mitmdump"),
@@ -174,6 +239,8 @@ def main() -> int:
                         child.pid, partial(download, url, f"http://127.0.0.1:{port}", trust)
                     )
             for mode in ("record", "replay"):
+                if mode not in only:
+                    continue
                 port, admin = free_port(), free_port()
                 command = [
                     sys.executable,
@@ -195,17 +262,31 @@ def main() -> int:
                     wait_listening(port, child)
                     trust = ssl.create_default_context(cafile=str(data / "mitmproxy-ca-cert.pem"))
                     results[f"freezeframe {mode}"] = measure(
-                        child.pid, partial(download, url, f"http://127.0.0.1:{port}", trust)
+                        child.pid,
+                        partial(download, url, f"http://127.0.0.1:{port}", trust),
+                        partial(wait_stored, data) if mode == "record" else None,
                     )
+                if mode == "record":
+                    stored = stored_outcome(data)
         digests = {r["digest"] for r in results.values()}
     same = len(digests) == 1
     print(f"{args.size_mb} MB body, pseudo-random; all clients got the same bytes: {same}")
-    print(f"{'proxy':22} {'idle MB':>8} {'peak MB':>8} {'growth MB':>10} {'seconds':>8}")
+    print(f"received (digest:bytes): {sorted(digests)}")
+    print(
+        f"{'proxy':22} {'idle MB':>8} {'peak MB':>8} {'growth MB':>10} {'seconds':>8} {'MB/s':>6}"
+    )
     for name, r in results.items():
         mb = f"{r['idle_mb']:8.0f} {r['peak_mb']:8.0f} {r['growth_mb']:10.0f}"
-        print(f"{name:22} {mb} {r['seconds']:8.1f}")
+        received = int(str(r["digest"]).rpartition(":")[2]) / (1024 * 1024)
+        rate = received / float(r["seconds"])  # type: ignore[arg-type]
+        print(f"{name:22} {mb} {r['seconds']:8.1f} {rate:6.0f}")
+        print(f"{'':22} peak MB by tenth of the run: {r['peak_by_tenth_mb']}")
+        if r["stored_after_s"] is not None:
+            print(f"{'':22} stored {r['stored_after_s']:.1f} s after the client had it all")
+    if stored:
+        print(f"stored by record: {stored}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({"results": results, "stored": stored}, indent=2))
     return 0
 
 

@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows = opened.exchanges(CASSETTE)
                 verified = opened.verify(CASSETTE).ok
             complete = [row for row in rows if row.outcome.value == "complete"]
-            stored = {row.path for row in complete}
+            stored = {httpx.URL(row.url).raw_path.decode() for row in complete}
         finally:
             for proxy in proxies:
                 proxy.kill()

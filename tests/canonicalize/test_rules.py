@@ -129,6 +129,10 @@ def test_load_rules_reads_the_file_and_names_it_in_errors(tmp_path: Path) -> Non
             "r.toml:4: rule 1, substitute 1: bad replacement: invalid group reference 2",
         ),
         (
+            '[[rule]]\n[[rule.substitute]]\npattern = "(a)"\nreplacement = "\\\\g<n>"\n',
+            "r.toml:4: rule 1, substitute 1: bad replacement: unknown group name 'n'",
+        ),
+        (
             '[[rule]]\n[[rule.substitute]]\nreplacement = ""\n',
             "r.toml:2: rule 1, substitute 1: missing required key 'pattern'",
         ),
@@ -264,6 +268,19 @@ def test_substitution_reaches_every_nested_string_but_no_member_name() -> None:
     assert (
         keyed(view, nested, rules)[0] != keyed(view, {"a": [{"b": "x1"}, "y22"], "c3": 5}, rules)[0]
     )
+
+
+def test_a_string_with_a_lone_surrogate_is_rewritten_around_it() -> None:
+    rules = '[[rule]]\n[[rule.substitute]]\npattern = "\\\\d+"\nreplacement = "#"\n'
+    view = replace(OPENAI, path="/v1/other")
+    body = b'{"note": "x1\\ud800y22"}'
+    same = b'{"note": "x9\\ud800y0"}'
+    other = b'{"note": "x9\\udfffy0"}'
+
+    def key(raw: bytes) -> str:
+        return canonicalize(replace(view, body=raw), KeyConfig(rules=parse_rules(rules))).key
+
+    assert key(body) == key(same) != key(other), "digits rewritten, the surrogate kept"
 
 
 def test_ignore_drops_nested_parts_and_records_each_against_its_rule() -> None:

@@ -11,12 +11,15 @@ from support.memory import GROWTH_LIMIT, peak_rss
 from support.proxy import ProxyProcess
 from support.upstream import Upstream, random_chunks
 
+from addons.record import PACED_STEP
+from addons.uploads import LARGE_BODY
 from storage import open_store
 
 pytestmark = pytest.mark.e2e
 
 ClientEnv = Callable[[ProxyProcess], dict[str, str]]
 SIZE = 160 * 1024 * 1024
+PAST_IN_MEMORY = LARGE_BODY + PACED_STEP
 
 
 def download(url: str) -> str:
@@ -46,6 +49,9 @@ def test_a_large_download_is_recorded_and_replayed_with_flat_memory(
         assert response is not None and response.body_ref is not None
         assert response.body_ref.size == SIZE
         assert store.verify("default").ok
+        steps = [chunk.offset for chunk in response.chunks if chunk.offset > PAST_IN_MEMORY]
+        assert len(steps) <= SIZE // PACED_STEP, "past 8 MiB, pacing is kept per MiB"
+        assert all(b - a >= PACED_STEP for a, b in zip(steps, steps[1:], strict=False))
 
     upstream.reset_counters()
     replayer = start_proxy(mode="replay")

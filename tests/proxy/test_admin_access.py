@@ -5,6 +5,7 @@ browsers through the login form; a Host that is not the port's is refused before
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from starlette.testclient import TestClient
 
 from addons.state import Mode, RuntimeState
 from proxy.admin import create_app
-from proxy.admin.access import SESSION_COOKIE
+from proxy.admin.access import LOGIN_FAILURES, LOGIN_WINDOW, SESSION_COOKIE, LoginAttempts
 from proxy.admin.guard import CSRF_COOKIE
 from proxy.settings import CA_FILENAME, Address, Settings, build
 from storage import open_store
@@ -210,3 +211,44 @@ def test_the_settings_that_guard_the_port() -> None:
     for bad in ("evil.example:8081", "http://x", "a b"):
         with pytest.raises(ValueError, match="without a port"):
             settings(admin_hosts=(bad,))
+
+
+def test_wrong_tokens_past_ten_a_minute_are_answered_429_even_the_right_one(
+    client: TestClient, data_dir: Path
+) -> None:
+    form = client.get("/login")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+    assert csrf is not None
+    fields = {"csrf_token": csrf.group(1)}
+    for n in range(LOGIN_FAILURES):
+        wrong = client.post("/login", data={**fields, "token": f"guess-{n}"})
+        assert wrong.status_code == 401, n
+    refused = client.post("/login", data={**fields, "token": TOKEN})
+    assert refused.status_code == 429 and "Too many wrong tokens" in refused.text
+    assert 1 <= int(refused.headers["retry-after"]) <= LOGIN_WINDOW
+    assert SESSION_COOKIE not in client.cookies
+    assert client.get("/api/mode", headers=BEARER).status_code == 200, "scripts are not locked out"
+    with app_client(data_dir, TOKEN) as other:  # a fresh process has forgotten the failures
+        again = other.get("/login")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', again.text)
+        assert token is not None
+        signed_in = other.post("/login", data={"csrf_token": token.group(1), "token": TOKEN})
+        assert signed_in.status_code == 303
+
+
+def test_login_failures_are_counted_per_client_and_age_out() -> None:
+    attempts = LoginAttempts(limit=2, window=0.3, clients=2)
+    attempts.failed("10.0.0.1")
+    assert attempts.wait("10.0.0.1") == 0
+    attempts.failed("10.0.0.1")
+    assert attempts.wait("10.0.0.1") == 1 and attempts.wait("10.0.0.2") == 0
+    time.sleep(0.35)
+    assert attempts.wait("10.0.0.1") == 0, "the failures aged out"
+    attempts.failed("a")
+    attempts.failed("a")
+    attempts.succeeded("a")
+    assert attempts.wait("a") == 0, "signing in clears the count"
+    for client in ("b", "c", "d"):
+        attempts.failed(client)
+        attempts.failed(client)
+    assert attempts.wait("b") == 0 and attempts.wait("d") == 1, "the oldest client forgotten"

@@ -97,3 +97,14 @@ def test_a_pattern_that_cannot_run_in_linear_time_or_at_all_is_refused(pattern: 
     with pytest.raises(ValueError, match=r"^invalid redaction pattern .*RE2") as error:
         Redactor(KEY, patterns=[pattern])
     assert "\n" not in str(error.value)
+
+
+def test_text_with_lone_surrogates_is_redacted_not_raised_on() -> None:
+    redactor = Redactor(KEY, patterns=[r"tok_[a-z0-9]{8,}"])
+    secret = "tok_abcdef123"
+    marker = redactor.marker(secret.encode()).decode()
+    # mitmproxy decodes a target's non-UTF-8 byte to a lone surrogate (surrogateescape)
+    shown = redactor.text(f"/files/\udcff?t={secret}")
+    assert shown == f"/files/\udcff?t={marker}"
+    assert redactor.text("/a\ud800b") == "/a\ud800b"
+    assert secret not in redactor.text(f"\ud800{secret}")

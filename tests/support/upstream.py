@@ -107,7 +107,7 @@ Endpoints (``n`` = that endpoint's counter)
 * ``POST /mcp``: MCP over streamable HTTP; a JSON-RPC result echoing the request's ``id``,
   as an SSE event when ``Accept`` starts with ``text/event-stream``.
 * ``GET /bytes/random?size=N&seed=S``: N pseudo-random bytes generated as they are sent
-  (up to 1 GiB; see :func:`random_chunks`).
+  (up to 16 GiB; see :func:`random_chunks`).
 * ``PUT|POST /upload``: reads the request body as it arrives, hashing it and keeping none
   of it (any size up to 1 GiB, Content-Length or chunked), and answers
   ``{"blake3": <hex of the body>, "size": <bytes>, "n": n}``.
@@ -175,6 +175,8 @@ MAX_REQUESTS_PER_CONNECTION = 10_000
 MAX_GAP = 10.0
 MAX_BYTES = 64 * 1024 * 1024
 MAX_STREAMED_BYTES = 1024 * 1024 * 1024
+MAX_RANDOM_BYTES = 16 * 1024 * 1024 * 1024
+"""The most ``/bytes/random`` sends: generated as sent, so only time bounds it (10 GB runs)."""
 MAX_SSE_EVENTS = 10_000
 TOOL_ARGUMENT_PIECE = 4
 RATE_LIMIT_BODY_SIZE = 300
@@ -1269,7 +1271,7 @@ class Upstream(_LoopThread):
         """``size`` bytes of :func:`random_chunks`, generated as sent: a body of any size
         without holding it in memory, and one that does not compress to nothing."""
         self._next("bytes_random")
-        size = _int_param(req.query, "size", 1024, 0, MAX_STREAMED_BYTES)
+        size = _int_param(req.query, "size", 1024, 0, MAX_RANDOM_BYTES)
         seed = _int_param(req.query, "seed", 0, 0, 2**31)
         await self._send(wire, conn, self._head(200, "application/octet-stream", length=size))
         for piece in random_chunks(size, seed):
