@@ -3,6 +3,10 @@
     .venv/bin/python tests/benchmarks/bench_scale.py                       # 1,000 and 20,000
     .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000 1000000  # a long while
     .venv/bin/python tests/benchmarks/bench_scale.py --sizes 20000 --mitmdump
+    .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000000 --keep /var/tmp/scale
+
+With ``--keep DIR`` each size's store is kept in ``DIR/N`` and reused by the next run with
+that size, so a store that took long to fill is filled once and measured again after a change.
 
 For each size N, a SQLite store is filled through the store's own API (``submit``) with N
 exchanges in runs of 1,000 (one cassette each, every body different), the last run being
@@ -166,13 +170,28 @@ def mitmdump_start(tmp: Path, size: int) -> tuple[float, float]:
     return started(cmd, "port", port)
 
 
-def measure(size: int, mitmdump: bool) -> dict[str, float]:
+def filled(data_dir: Path, size: int) -> tuple[str, float]:
+    """The name of the last run of a store of ``size`` exchanges in ``data_dir``, and the
+    seconds it took to fill (0 when a store filled before, and marked so, is reused)."""
+    done = data_dir / "filled"
+    if done.exists():
+        return done.read_text(), 0.0
+    database = data_dir / "freezeframe.db"
+    for stale in data_dir.glob("freezeframe.db*"):
+        stale.unlink()
+    began = time.perf_counter()
+    run = fill(f"sqlite:///{database}", size)
+    done.write_text(run)
+    return run, time.perf_counter() - began
+
+
+def measure(size: int, mitmdump: bool, keep: Path | None) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="freezeframe-scale-") as tmp:
-        data_dir = Path(tmp)
+        data_dir = Path(tmp) if keep is None else keep / str(size)
+        data_dir.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{data_dir / 'freezeframe.db'}"
-        began = time.perf_counter()
-        run = fill(url, size)
-        result: dict[str, float] = {"exchanges": size, "fill_s": time.perf_counter() - began}
+        run, seconds = filled(data_dir, size)
+        result: dict[str, float] = {"exchanges": size, "fill_s": seconds}
         with open_store(url, create=False) as store:
             keys = [(e.key, e.occurrence) for e in store.exchanges(run)]
         with open_store(url, create=False) as store:
@@ -194,7 +213,7 @@ def measure(size: int, mitmdump: bool) -> dict[str, float]:
         result["db_mb"] = (data_dir / "freezeframe.db").stat().st_size / 2**20
         result["replay_start_s"], result["replay_rss_mb"] = replay_start(data_dir, run)
         if mitmdump:
-            result["mitmdump_start_s"], result["mitmdump_rss_mb"] = mitmdump_start(data_dir, size)
+            result["mitmdump_start_s"], result["mitmdump_rss_mb"] = mitmdump_start(Path(tmp), size)
         return result
 
 
@@ -203,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 20_000])
     parser.add_argument("--mitmdump", action="store_true", help="also time mitmdump -S")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) each size's store here")
     args = parser.parse_args(argv)
     results = []
     print(
@@ -210,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'lookup':>9} {'ls first':>9} {'ls':>9} {'run view':>9} {'mitmdump -S start':>18}"
     )
     for size in args.sizes:
-        result = measure(size, args.mitmdump)
+        result = measure(size, args.mitmdump, args.keep)
         results.append(result)
         mitm = (
             f"{result['mitmdump_start_s']:.2f} s {result['mitmdump_rss_mb']:.0f} MB"
