@@ -127,26 +127,20 @@ def _answers(ready: str, port: int) -> bool:
         return False
 
 
+def replay_command(data_dir: Path, cassette: str, admin: int) -> list[str]:
+    """``freezeframe run --mode replay`` on the store in ``data_dir``, its admin on ``admin``."""
+    return [
+        *(sys.executable, "-m", "cli", "run", "--mode", "replay", "--cassette", cassette),
+        *("--data-dir", str(data_dir), "--listen", f"127.0.0.1:{free_port()}"),
+        *("--admin", f"127.0.0.1:{admin}"),
+    ]
+
+
 def replay_start(data_dir: Path, cassette: str) -> tuple[float, float]:
     runs = []
     for _ in range(3):
         admin = free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "cli",
-            "run",
-            "--mode",
-            "replay",
-            "--cassette",
-            cassette,
-            "--data-dir",
-            str(data_dir),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--admin",
-            f"127.0.0.1:{admin}",
-        ]
+        cmd = replay_command(data_dir, cassette, admin)
         runs.append(started(cmd, f"http://127.0.0.1:{admin}/health", admin))
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
