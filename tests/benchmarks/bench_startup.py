@@ -36,7 +36,6 @@ for path in (ROOT, ROOT / "tests", ROOT / "tests" / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.append(str(path))
 
-from bench_scale import filled, free_port, replay_command, started  # noqa: E402
 
 _PHASES = (
     "client_bundle",
@@ -49,6 +48,8 @@ _PHASES = (
 
 
 def to_health(data_dir: Path, cassette: str, runs: int) -> list[float]:
+    from bench_scale import free_port, replay_command, started
+
     times = []
     for _ in range(runs):
         admin = free_port()
@@ -72,8 +73,9 @@ def phases(data_dir: Path, cassette: str) -> list[tuple[str, float, float]]:
 
 
 def _timed_start(data_dir: str, cassette: str) -> None:
-    """In a fresh interpreter: import the CLI, start a replay with each phase of
-    proxy.serve timed, print the phases (name, seconds since start, seconds taken), stop."""
+    """In a fresh interpreter that has imported only the standard library: import the CLI,
+    start a replay with each phase of proxy.serve timed, print the phases (name, seconds since
+    the process started, seconds taken), stop."""
     began = time.perf_counter() - _interpreter_age()
     import cli
     from proxy import serve
@@ -116,7 +118,7 @@ def _timed_start(data_dir: str, cassette: str) -> None:
         await watcher
 
     serve.serve = until_ready  # type: ignore[assignment]
-    listen, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    listen, admin = "127.0.0.1:0", "127.0.0.1:0"
     args = ["run", "--mode", "replay", "--cassette", cassette, "--data-dir", data_dir]
     try:
         cli.main([*args, "--listen", listen, "--admin", admin])
@@ -166,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.phases:
         _timed_start(*args.phases)
         return 0
+    from bench_scale import filled
+
     print(os.popen("uptime").read().strip())
     print("imports:", "  ".join(f"{name} {ms:.0f} ms" for name, ms in imports()))
     with tempfile.TemporaryDirectory(prefix="freezeframe-startup-") as tmp:
