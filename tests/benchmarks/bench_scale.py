@@ -99,10 +99,10 @@ def free_port() -> int:
 
 
 def started(
-    cmd: list[str], ready: str, port: int, then: Callable[[], None] | None = None
+    cmd: list[str], ready: str, port: int, then: Callable[[int], None] | None = None
 ) -> tuple[float, float]:
     """Seconds from spawning ``cmd`` until ``ready`` (a URL, or "port") answers, and the
-    process's resident MB then; ``then`` is called before the process is stopped."""
+    process's resident MB then; ``then`` is called with its pid before it is stopped."""
     log = tempfile.TemporaryFile()
     began = time.perf_counter()
     child = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
@@ -117,7 +117,7 @@ def started(
                 seconds = time.perf_counter() - began
                 rss = psutil.Process(child.pid).memory_info().rss / 2**20
                 if then is not None:
-                    then()
+                    then(child.pid)
                 return seconds, rss
             time.sleep(0.01)
         raise SystemExit(f"{cmd[0]} did not start within {START_TIMEOUT:.0f} s")
@@ -160,7 +160,7 @@ def replay_start(data_dir: Path, cassette: str, store: str = "") -> dict[str, fl
         admin = free_port()
         cmd = replay_command(data_dir, cassette, admin, store)
 
-        def run_page(url: str = f"http://127.0.0.1:{admin}/cassettes/{cassette}") -> None:
+        def run_page(pid: int, url: str = f"http://127.0.0.1:{admin}/cassettes/{cassette}") -> None:
             for _ in range(2):
                 began = time.perf_counter()
                 httpx.get(url, timeout=600).raise_for_status()

@@ -6,7 +6,7 @@
 For each size (0: an empty store; otherwise a store bench_scale.py fills, kept with ``--keep``):
 
 * ``to /health``: ``freezeframe run --mode replay`` from the process's start until ``/health``
-  answers, the median of ``--runs`` starts;
+  answers, the median of ``--runs`` starts, and the CPU time it had used by then;
 * ``phases``: one start in this process, each step of proxy.serve timed from the moment the
   interpreter began (imports are the time before the first step);
 * ``imports``: ``python -X importtime -c "import cli"``, its self time summed by top-level
@@ -47,15 +47,24 @@ _PHASES = (
 )
 
 
-def to_health(data_dir: Path, cassette: str, runs: int) -> list[float]:
+def to_health(data_dir: Path, cassette: str, runs: int) -> tuple[list[float], list[float]]:
+    """Seconds to ``/health`` of each start, and the CPU seconds the process had used then
+    (which depend less on the machine's load)."""
+    import psutil
     from bench_scale import free_port, replay_command, started
 
-    times = []
+    times: list[float] = []
+    cpu: list[float] = []
+
+    def used(pid: int) -> None:
+        spent = psutil.Process(pid).cpu_times()
+        cpu.append(spent.user + spent.system)
+
     for _ in range(runs):
         admin = free_port()
         cmd = replay_command(data_dir, cassette, admin)
-        times.append(started(cmd, f"http://127.0.0.1:{admin}/health", admin)[0])
-    return times
+        times.append(started(cmd, f"http://127.0.0.1:{admin}/health", admin, used)[0])
+    return times, cpu
 
 
 def phases(data_dir: Path, cassette: str) -> list[tuple[str, float, float]]:
@@ -180,11 +189,12 @@ def main(argv: list[str] | None = None) -> int:
                 cassette = filled(data_dir, size)[0]
             else:
                 data_dir, cassette = Path(tmp) / "empty", "empty"
-            times = to_health(data_dir, cassette, args.runs)
+            times, cpu = to_health(data_dir, cassette, args.runs)
             steps = phases(data_dir, cassette)
             print(
                 f"{size:>9,} exchanges: to /health median {statistics.median(times):.3f} s "
-                f"({' '.join(f'{t:.3f}' for t in times)})"
+                f"({' '.join(f'{t:.3f}' for t in times)}); "
+                f"CPU used by then, median {statistics.median(cpu):.3f} s"
             )
             print(
                 "    phases: "
