@@ -59,8 +59,8 @@ def build_master(
     """Must be called with the event loop running: mitmproxy binds to it."""
     config = key_config(settings.rules)
     wanted = mitmproxy_options(settings, upstream_trust, extra_modes)
-    # The confdir first: TlsConfig loads the CA as soon as it is added, and again whenever
-    # the confdir is set, from mitmproxy's default confdir (~/.mitmproxy) until then.
+    # The confdir before the addons: set by the update below, it would make TlsConfig load
+    # the CA (checking its RSA key) there, and TlsConfig loads it anyway once running.
     opts = options.Options(confdir=wanted.pop("confdir"))
     proxy_master = Master(opts)
     proxy_master.addons.add(

@@ -25,17 +25,17 @@ DEFAULT_ADDON_ONLY = (
 """What only mitmproxy's default addons import: a tenth of a second or more of start-up."""
 
 
-def _fresh(code: str) -> object:
-    """What ``code`` (which prints one JSON document) prints in a fresh interpreter."""
+def _fresh(code: str, *args: str) -> object:
+    """What ``code`` (which prints one JSON document last) prints in a fresh interpreter."""
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
         cwd=ROOT,
     )
-    return json.loads(done.stdout)
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_the_cli_and_the_proxy_import_no_default_addon() -> None:
@@ -65,3 +65,52 @@ def test_mitmproxy_default_addons_still_load_on_first_use() -> None:
     )
     assert isinstance(names, list)
     assert {"Core", "Onboarding", "Proxyserver", "TlsConfig"} <= set(names)
+
+
+_COUNT_CA_LOADS = """
+import asyncio, json, sys
+from pathlib import Path
+from mitmproxy import certs
+from addons.state import Mode
+from proxy import serve
+from proxy.settings import Address, Settings
+
+loads = []
+load = certs.CertStore.from_store.__func__
+
+
+def counted(cls, path, *args, **kwargs):
+    loads.append(str(path))
+    return load(cls, path, *args, **kwargs)
+
+
+certs.CertStore.from_store = classmethod(counted)
+anywhere = Address("127.0.0.1", 0)
+settings = Settings(mode=Mode.REPLAY, data_dir=Path(sys.argv[1]), listen=anywhere, admin=anywhere)
+
+
+async def main():
+    ready, stop = asyncio.Event(), asyncio.Event()
+
+    async def until_ready():
+        await ready.wait()
+        stop.set()
+
+    watcher = asyncio.create_task(until_ready())
+    await serve.serve(settings, ready=ready, stop=stop)
+    await watcher
+
+
+asyncio.run(main())
+print(json.dumps(loads))
+"""
+
+
+def test_a_start_loads_the_ca_once(tmp_path: Path) -> None:
+    """Loading the CA checks its RSA key, tens of milliseconds each time: it is made (and
+    read back) on first use, and otherwise loaded only by mitmproxy's TLS addon when the proxy
+    starts running."""
+    data_dir = tmp_path / "data"
+    first = _fresh(_COUNT_CA_LOADS, str(data_dir))
+    again = _fresh(_COUNT_CA_LOADS, str(data_dir))
+    assert (first, again) == ([str(data_dir)] * 2, [str(data_dir)])
