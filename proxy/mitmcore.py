@@ -4,9 +4,10 @@
 ``default_addons()`` can list them, and Python runs a package's ``__init__`` before any of
 its modules: importing ``mitmproxy.master`` (which imports ``mitmproxy.addons.termlog``) or
 ``mitmproxy.addons.proxyserver`` therefore pulls in flask and werkzeug (onboarding), ldap3
-and pyasn1 (proxyauth), pyparsing (the flow filters) and more. freezeframe uses four of those
-addons (proxy.master), and the rest cost about 0.3 s of CPU at every start, about a third of
-``freezeframe run``'s time to ``/health``.
+and pyasn1 (proxyauth), the flow filters and more. freezeframe uses four of those addons
+(proxy.master), and the rest cost about 0.3 s of CPU at every start on a busy 2-core machine,
+a fifth of what ``freezeframe run`` used by the time ``/health`` answered
+(tests/benchmarks/bench_startup.py; tests/proxy/test_mitmcore.py keeps them out).
 
 So, before anything imports the package, it is registered without running its ``__init__``:
 its modules import as usual, and the first use of anything else it defines (such as
