@@ -2,8 +2,10 @@
 
 Replay start, a lookup, a run's listing and ``ls`` must cost the same in a store of a million
 exchanges as in one of a thousand (#14). Timing them here would prove nothing and fail on a busy
-machine, so each statement a read runs is asked for SQLite's plan instead (EXPLAIN QUERY PLAN),
-and a full scan of a table that grows with the store fails the test, naming the statement.
+machine, so each statement a read runs is asked for its plan instead (SQLite's EXPLAIN QUERY
+PLAN; PostgreSQL's EXPLAIN with sequential scans discouraged, so that one is only chosen when no
+index serves, as in a big store), and a full scan of a table that grows with the store fails the
+test, naming the statement.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
@@ -25,18 +28,41 @@ GROWING = ("exchanges", "blobs", "blob_parts", "drifts", "texts", "text_uses", "
 """The tables that grow with what is recorded; cassettes and their totals grow with runs."""
 
 _SCAN = re.compile(r"^SCAN (\w+)")
+_SEQ_SCAN = re.compile(r"Seq Scan on (\w+)")
+
+Statement = tuple[str, Any]
+"""A statement as the driver ran it, and its parameters (None: already in the text)."""
 
 
-@pytest.fixture
-def traced(tmp_path: Path) -> Iterator[tuple[Store, Path, list[str]]]:
-    """A SQLite store with two cassettes, and the statements its connections run from now."""
-    statements: list[str] = []
+class _TracingCursor(psycopg.Cursor[Any]):
+    """A psycopg cursor that notes every statement it runs, for EXPLAIN."""
+
+    statements: list[Statement] = []
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        _TracingCursor.statements.append((str(query), params))
+        return super().execute(query, params, **kwargs)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def traced(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Store, str, list[Statement]]]:
+    """A store with two cassettes, and the statements its connections run from now."""
+    statements: list[Statement] = []
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'freezeframe.db'}"
+    else:
+        url = str(request.getfixturevalue("postgres_url"))
+        _TracingCursor.statements = statements
 
     def trace(dbapi_connection: Any, record: Any) -> None:
-        dbapi_connection.set_trace_callback(statements.append)
+        if isinstance(dbapi_connection, sqlite3.Connection):
+            dbapi_connection.set_trace_callback(lambda sql: statements.append((sql, None)))
+        else:
+            dbapi_connection.cursor_factory = _TracingCursor
 
-    database = tmp_path / "freezeframe.db"
-    with open_store(f"sqlite:///{database}") as store:
+    with open_store(url) as store:
         for cassette in ("alpha", "beta"):
             for n in range(3):
                 key = f"{cassette}-{n % 2}"
@@ -52,8 +78,8 @@ def traced(tmp_path: Path) -> Iterator[tuple[Store, Path, list[str]]]:
         store.flush(30)
     event.listen(Pool, "connect", trace)
     try:
-        with open_store(f"sqlite:///{database}", create=False) as store:
-            yield store, database, statements
+        with open_store(url, create=False) as store:
+            yield store, url, statements
     finally:
         event.remove(Pool, "connect", trace)
 
@@ -91,22 +117,39 @@ SCANNING: dict[str, Callable[[Store], object]] = {
         ),
     ],
 )
-def test_no_read_scans_a_growing_table(traced: tuple[Store, Path, list[str]], read: str) -> None:
-    store, database, statements = traced
+def test_no_read_scans_a_growing_table(
+    traced: tuple[Store, str, list[Statement]], read: str
+) -> None:
+    store, url, statements = traced
     if read == "misses":
         store.note_miss(_miss())
         store.flush(30)
     statements.clear()
     (READS | SCANNING)[read](store)
-    selects = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH"))]
+    selects = [(sql, params) for sql, params in statements if _reads(sql)]
     assert selects, f"{read} ran no SELECT through the pool"
-    with sqlite3.connect(database) as conn:
-        for statement in selects:
-            plan = [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
-            scanned = [
-                line for line in plan if (found := _SCAN.match(line)) and found.group(1) in GROWING
-            ]
-            assert not scanned, f"{read}: {scanned} in\n{statement}\n" + "\n".join(plan)
+    for sql, params in selects:
+        plan = _plan(url, sql, params)
+        scanned = [line for line in plan if _scanned(line) in GROWING]
+        assert not scanned, f"{read}: {scanned} in\n{sql}\n" + "\n".join(plan)
+
+
+def _reads(sql: str) -> bool:
+    return sql.lstrip().upper().startswith(("SELECT", "WITH"))
+
+
+def _scanned(line: str) -> str | None:
+    found = _SCAN.match(line) or _SEQ_SCAN.search(line)
+    return found.group(1) if found else None
+
+
+def _plan(url: str, sql: str, params: Any) -> list[str]:
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            return [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute("SET enable_seqscan = off")
+        return [str(row[0]) for row in conn.execute(f"EXPLAIN {sql}", params)]
 
 
 def _miss() -> Miss:
