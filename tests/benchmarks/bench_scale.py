@@ -5,8 +5,9 @@
     .venv/bin/python tests/benchmarks/bench_scale.py --sizes 20000 --mitmdump
     .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000000 --keep /var/tmp/scale
 
-With ``--keep DIR`` each size's store is kept in ``DIR/N`` and reused by the next run with
-that size, so a store that took long to fill is filled once and measured again after a change.
+With ``--keep DIR`` each size's store is kept in ``DIR/N`` (``DIR/pg-N`` notes a PostgreSQL
+one) and reused by the next run with that size, so a store that took long to fill is filled
+once and measured again after a change; its ``ls`` totals are emptied before each measurement.
 
 For each size N, a SQLite store is filled through the store's own API (``submit``) with N
 exchanges in runs of 1,000 (one cassette each, every body different), the last run being
