@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mitmproxy import master, options
-from mitmproxy.addons import next_layer, proxyserver, tlsconfig, upstream_auth
+from mitmproxy import options
 
 from addons import AddressBook, Routing, default_addons
 from addons.state import RuntimeState
 from evidence.perturb import Perturber
 from proxy.keys import key_config
+from proxy.mitmcore import Master, next_layer, proxyserver, tlsconfig, upstream_auth
 from proxy.settings import Settings
 from storage import Store
 from storage.redaction import Redactor
@@ -55,11 +55,14 @@ def build_master(
     addresses: AddressBook,
     extra_modes: Sequence[str] = (),
     perturber: Perturber | None = None,
-) -> master.Master:
+) -> Master:
     """Must be called with the event loop running: mitmproxy binds to it."""
     config = key_config(settings.rules)
-    opts = options.Options()
-    proxy_master = master.Master(opts)
+    wanted = mitmproxy_options(settings, upstream_trust, extra_modes)
+    # The confdir before the addons: set by the update below, it would make TlsConfig load
+    # the CA (checking its RSA key) there, and TlsConfig loads it anyway once running.
+    opts = options.Options(confdir=wanted.pop("confdir"))
+    proxy_master = Master(opts)
     proxy_master.addons.add(
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
@@ -82,5 +85,5 @@ def build_master(
             perturber=perturber,
         ),
     )
-    opts.update(**mitmproxy_options(settings, upstream_trust, extra_modes))
+    opts.update(**wanted)
     return proxy_master

@@ -17,9 +17,6 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from mitmproxy import master as mitm_master
-from mitmproxy.addons.proxyserver import Proxyserver
-
 from addons import AddressBook
 from addons.capture import Capture
 from addons.state import Journal, Mode, RuntimeState, SharedPositions
@@ -27,6 +24,8 @@ from evidence.perturb import Perturber
 from proxy.admin import AdminServer, create_app
 from proxy.discovery import admin_url
 from proxy.master import build_master
+from proxy.mitmcore import Master
+from proxy.mitmcore import proxyserver as mitm_proxyserver
 from proxy.notices import empty_cassette
 from proxy.retention import keep_sweeping
 from proxy.settings import Address, Settings
@@ -90,9 +89,9 @@ def _check_ports(settings: Settings) -> None:
         raise StartupError(f"address in use: {'; '.join(busy)}; choose other ports")
 
 
-async def _start_proxy(proxy_master: mitm_master.Master, settings: Settings) -> None:
+async def _start_proxy(proxy_master: Master, settings: Settings) -> None:
     server = proxy_master.addons.get("proxyserver")
-    assert isinstance(server, Proxyserver)
+    assert isinstance(server, mitm_proxyserver.Proxyserver)
     errors: list[str] = []
 
     class _Capture(logging.Handler):
@@ -135,9 +134,9 @@ def _bind(address: Address, what: str) -> socket.socket:
     return sock
 
 
-async def _stop_proxy(proxy_master: mitm_master.Master) -> None:
+async def _stop_proxy(proxy_master: Master) -> None:
     server = proxy_master.addons.get("proxyserver")
-    assert isinstance(server, Proxyserver)
+    assert isinstance(server, mitm_proxyserver.Proxyserver)
     await server.servers.update([])
 
 

@@ -36,10 +36,16 @@ _FALLBACK_SYSTEM_FILES = (
 
 
 def ensure_ca(data_dir: Path) -> Path:
-    """Create the interception CA on first use (mitmproxy's own format and file names)."""
+    """Create the interception CA on first use (mitmproxy's own format and file names).
+
+    Once its files exist they are left unread: loading the CA checks its RSA key, a few
+    tens of milliseconds at every start, and the proxy's TLS addon loads it anyway."""
+    cert = data_dir / f"{CONF_BASENAME}-ca-cert.pem"
+    if cert.is_file() and (data_dir / f"{CONF_BASENAME}-ca.pem").is_file():
+        return cert
     data_dir.mkdir(parents=True, exist_ok=True)
     certs.CertStore.from_store(data_dir, CONF_BASENAME, 2048)
-    return data_dir / f"{CONF_BASENAME}-ca-cert.pem"
+    return cert
 
 
 def system_ca_file() -> Path:

@@ -8,24 +8,23 @@ cassette, key) is created at 1 or moved one on, and the occurrence it stood at i
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, delete, literal_column
-from sqlalchemy.dialects import postgresql, sqlite
+from typing import Any
 
+from sqlalchemy import Connection, delete, literal_column
+from sqlalchemy.sql.dml import ReturningInsert
+
+from storage.sql.engine import dialect_insert
 from storage.sql.schema import replay_positions
 
 
 def claim(conn: Connection, session: str, cassette: str, key: str) -> int:
     """The occurrence of ``key`` this request of ``session`` is served."""
-    dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
-    statement = (
-        dialect.insert(replay_positions)
-        .values(session=session, cassette=cassette, key=key, next=1)
-        .on_conflict_do_update(
-            index_elements=["session", "cassette", "key"],
-            set_={"next": replay_positions.c.next + 1},
-        )
-        .returning(literal_column("next") - 1)
-    )
+    insert = dialect_insert(conn.dialect.name, replay_positions)
+    counted = insert.values(session=session, cassette=cassette, key=key, next=1)
+    statement: ReturningInsert[Any] = counted.on_conflict_do_update(
+        index_elements=["session", "cassette", "key"],
+        set_={"next": replay_positions.c.next + 1},
+    ).returning(literal_column("next") - 1)
     return int(conn.execute(statement).scalar_one())
 
 

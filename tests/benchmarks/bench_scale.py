@@ -3,6 +3,11 @@
     .venv/bin/python tests/benchmarks/bench_scale.py                       # 1,000 and 20,000
     .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000 1000000  # a long while
     .venv/bin/python tests/benchmarks/bench_scale.py --sizes 20000 --mitmdump
+    .venv/bin/python tests/benchmarks/bench_scale.py --sizes 1000000 --keep /var/tmp/scale
+
+With ``--keep DIR`` each size's store is kept in ``DIR/N`` (``DIR/pg-N`` notes a PostgreSQL
+one) and reused by the next run with that size, so a store that took long to fill is filled
+once and measured again after a change; its ``ls`` totals are emptied before each measurement.
 
 For each size N, a SQLite store is filled through the store's own API (``submit``) with N
 exchanges in runs of 1,000 (one cassette each, every body different), the last run being
@@ -16,7 +21,12 @@ the one measured, then:
   opened (every answer read for the first time), per lookup;
 * ``ls``: ``Store.cassettes()``, the listing of every cassette with counts and sizes, the
   first time (every cassette counted) and again (only cassettes that moved are counted);
-* ``run view``: ``Store.exchanges(run)``, the rows of one run's waterfall.
+* ``run view``: ``Store.exchanges(run)``, the rows of one run's waterfall;
+* ``run page``: the case file's page of that run (``GET /cassettes/RUN``: the run's figures
+  and its first page of rows) from the replaying proxy, the first time and again.
+
+With ``--postgres URL`` the stores are PostgreSQL databases ``freezeframe_scale_N`` on that
+server instead (kept, and reused, with ``--keep``).
 
 A script, not a test: it asserts nothing but that every lookup finds its recording.
 """
@@ -33,10 +43,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import psutil
+from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[2]
 for path in (ROOT, ROOT / "tests"):
@@ -87,9 +99,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def started(cmd: list[str], ready: str, port: int) -> tuple[float, float]:
+def started(
+    cmd: list[str], ready: str, port: int, then: Callable[[int], None] | None = None
+) -> tuple[float, float]:
     """Seconds from spawning ``cmd`` until ``ready`` (a URL, or "port") answers, and the
-    process's resident MB then."""
+    process's resident MB then; ``then`` is called with its pid before it is stopped."""
     log = tempfile.TemporaryFile()
     began = time.perf_counter()
     child = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
@@ -102,7 +116,10 @@ def started(cmd: list[str], ready: str, port: int) -> tuple[float, float]:
                 raise SystemExit(f"{cmd[0]} exited with {child.returncode}:\n{said}")
             if _answers(ready, port):
                 seconds = time.perf_counter() - began
-                return seconds, psutil.Process(child.pid).memory_info().rss / 2**20
+                rss = psutil.Process(child.pid).memory_info().rss / 2**20
+                if then is not None:
+                    then(child.pid)
+                return seconds, rss
             time.sleep(0.01)
         raise SystemExit(f"{cmd[0]} did not start within {START_TIMEOUT:.0f} s")
     finally:
@@ -123,28 +140,40 @@ def _answers(ready: str, port: int) -> bool:
         return False
 
 
-def replay_start(data_dir: Path, cassette: str) -> tuple[float, float]:
+def replay_command(data_dir: Path, cassette: str, admin: int, store: str = "") -> list[str]:
+    """``freezeframe run --mode replay`` on the store in ``data_dir`` (or ``store``), its
+    admin on ``admin``."""
+    return [
+        *(sys.executable, "-m", "cli", "run", "--mode", "replay", "--cassette", cassette),
+        *("--data-dir", str(data_dir), "--listen", f"127.0.0.1:{free_port()}"),
+        *("--admin", f"127.0.0.1:{admin}"),
+        *(("--store", store) if store else ()),
+    ]
+
+
+def replay_start(data_dir: Path, cassette: str, store: str = "") -> dict[str, float]:
+    """The median start of three, and the case file's page of the run (``GET
+    /cassettes/RUN``: its figures and its first page of rows) from the first, the first
+    time and again."""
     runs = []
+    pages: list[float] = []
     for _ in range(3):
         admin = free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "cli",
-            "run",
-            "--mode",
-            "replay",
-            "--cassette",
-            cassette,
-            "--data-dir",
-            str(data_dir),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--admin",
-            f"127.0.0.1:{admin}",
-        ]
-        runs.append(started(cmd, f"http://127.0.0.1:{admin}/health", admin))
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+        cmd = replay_command(data_dir, cassette, admin, store)
+
+        def run_page(pid: int, url: str = f"http://127.0.0.1:{admin}/cassettes/{cassette}") -> None:
+            for _ in range(2):
+                began = time.perf_counter()
+                httpx.get(url, timeout=600).raise_for_status()
+                pages.append((time.perf_counter() - began) * 1000)
+
+        runs.append(started(cmd, f"http://127.0.0.1:{admin}/health", admin, run_page))
+    return {
+        "replay_start_s": statistics.median(r[0] for r in runs),
+        "replay_rss_mb": statistics.median(r[1] for r in runs),
+        "run_page_first_ms": pages[0],
+        "run_page_ms": statistics.median(pages[1::2]),
+    }
 
 
 def mitmdump_start(tmp: Path, size: int) -> tuple[float, float]:
@@ -166,15 +195,68 @@ def mitmdump_start(tmp: Path, size: int) -> tuple[float, float]:
     return started(cmd, "port", port)
 
 
-def measure(size: int, mitmdump: bool) -> dict[str, float]:
+def filled(data_dir: Path, size: int, postgres: str = "") -> tuple[str, float]:
+    """The name of the last run of a store of ``size`` exchanges in ``data_dir`` (or in the
+    PostgreSQL database ``postgres``), and the seconds it took to fill (0 when a store filled
+    before, and marked so in ``data_dir``, is reused)."""
+    done = data_dir / "filled"
+    if done.exists():
+        return done.read_text(), 0.0
+    if postgres:
+        _recreate(postgres)
+    for stale in data_dir.glob("freezeframe.db*"):
+        stale.unlink()
+    began = time.perf_counter()
+    run = fill(postgres or f"sqlite:///{data_dir / 'freezeframe.db'}", size)
+    done.write_text(run)
+    return run, time.perf_counter() - began
+
+
+def _recreate(url: str, drop_only: bool = False) -> None:
+    """Drop the PostgreSQL database ``url`` names, and create it empty (unless ``drop_only``)."""
+    import psycopg
+
+    server, _, name = url.rpartition("/")
+    admin = server.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _forget_totals(url: str) -> None:
+    """Empty the cache of cassette totals ``ls`` keeps, so that a reused store's first
+    ``ls`` counts every cassette again, as a new one's does."""
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM cassette_totals"))
+    finally:
+        engine.dispose()
+
+
+def _size_mb(url: str, data_dir: Path) -> float:
+    if not url.startswith("postgresql"):
+        return (data_dir / "freezeframe.db").stat().st_size / 2**20
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        found = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return float(found[0] if found else 0) / 2**20
+
+
+def measure(size: int, mitmdump: bool, keep: Path | None, postgres: str = "") -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="freezeframe-scale-") as tmp:
-        data_dir = Path(tmp)
-        url = f"sqlite:///{data_dir / 'freezeframe.db'}"
-        began = time.perf_counter()
-        run = fill(url, size)
-        result: dict[str, float] = {"exchanges": size, "fill_s": time.perf_counter() - began}
+        kind = "pg-" if postgres else ""
+        data_dir = Path(tmp) if keep is None else keep / f"{kind}{size}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        database = f"{postgres}/freezeframe_scale_{size}" if postgres else ""
+        url = database or f"sqlite:///{data_dir / 'freezeframe.db'}"
+        run, seconds = filled(data_dir, size, database)
+        result: dict[str, float] = {"exchanges": size, "fill_s": seconds}
         with open_store(url, create=False) as store:
             keys = [(e.key, e.occurrence) for e in store.exchanges(run)]
+        _forget_totals(url)
         with open_store(url, create=False) as store:
             began = time.perf_counter()
             for key, occurrence in keys:
@@ -191,10 +273,12 @@ def measure(size: int, mitmdump: bool) -> dict[str, float]:
             began = time.perf_counter()
             store.exchanges(run)
             result["run_view_ms"] = (time.perf_counter() - began) * 1000
-        result["db_mb"] = (data_dir / "freezeframe.db").stat().st_size / 2**20
-        result["replay_start_s"], result["replay_rss_mb"] = replay_start(data_dir, run)
+        result["db_mb"] = _size_mb(url, data_dir)
+        result |= replay_start(data_dir, run, database)
+        if database and keep is None:
+            _recreate(database, drop_only=True)
         if mitmdump:
-            result["mitmdump_start_s"], result["mitmdump_rss_mb"] = mitmdump_start(data_dir, size)
+            result["mitmdump_start_s"], result["mitmdump_rss_mb"] = mitmdump_start(Path(tmp), size)
         return result
 
 
@@ -203,14 +287,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 20_000])
     parser.add_argument("--mitmdump", action="store_true", help="also time mitmdump -S")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) each size's store here")
+    parser.add_argument(
+        "--postgres",
+        default="",
+        metavar="URL",
+        help="measure PostgreSQL stores instead, in databases freezeframe_scale_N on this "
+        "server (postgresql+psycopg://USER@HOST:PORT); dropped after unless --keep",
+    )
     args = parser.parse_args(argv)
     results = []
+    print(os.popen("uptime").read().strip(), flush=True)
     print(
         f"{'exchanges':>10} {'fill s':>7} {'db MB':>7} {'replay start':>12} {'rss MB':>7} "
-        f"{'lookup':>9} {'ls first':>9} {'ls':>9} {'run view':>9} {'mitmdump -S start':>18}"
+        f"{'lookup':>9} {'ls first':>9} {'ls':>9} {'run view':>9} {'run page':>16} "
+        f"{'mitmdump -S start':>18}"
     )
     for size in args.sizes:
-        result = measure(size, args.mitmdump)
+        result = measure(size, args.mitmdump, args.keep, args.postgres)
         results.append(result)
         mitm = (
             f"{result['mitmdump_start_s']:.2f} s {result['mitmdump_rss_mb']:.0f} MB"
@@ -222,9 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['replay_start_s']:>10.2f} s {result['replay_rss_mb']:>7.0f} "
             f"{result['lookup_ms']:>7.2f}ms {result['ls_first_ms']:>7.1f}ms "
             f"{result['ls_ms']:>7.1f}ms "
-            f"{result['run_view_ms']:>7.1f}ms {mitm:>18}",
+            f"{result['run_view_ms']:>7.1f}ms "
+            f"{result['run_page_first_ms']:>6.0f}/{result['run_page_ms']:>5.0f}ms {mitm:>18}",
             flush=True,
         )
+    print(os.popen("uptime").read().strip())
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
