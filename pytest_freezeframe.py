@@ -31,7 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -283,6 +283,20 @@ def _environment(wanted: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _dies_with_its_parent() -> Callable[[], object] | None:
+    """What makes the proxy stop (SIGTERM) when the pytest process that started it ends
+    without unconfiguring: an xdist worker torn down, a run killed. Linux only; resolved
+    before the fork, so the child only makes the one call."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+    import signal
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig = 1
+    return lambda: prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -331,7 +345,13 @@ class Proxy:
         if rules is not None:
             command += ["--rules", rules]
         with os.fdopen(fd, "wb") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+            process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_dies_with_its_parent(),
+            )
         proxy = cls(process, port, admin_port, Path(log), data_dir)
         proxy._wait_ready()
         return proxy

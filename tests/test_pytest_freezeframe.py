@@ -7,12 +7,15 @@ a local HTTPS upstream, then replaying without it.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 import trustme
 from support.order_world import ModelServer, OrderService
@@ -158,6 +161,41 @@ def test_a_session_without_the_fixture_starts_no_proxy(
 
     result.assert_outcomes(passed=1)
     assert not data_dir.exists()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_pytest_run_killed_outright_leaves_no_proxy_behind(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """SIGKILL skips pytest's unconfigure, where the plugin stops its proxy: the proxy must
+    see its parent die and stop by itself, or every killed CI job leaves one running."""
+    admin = tmp_path / "admin-url"
+    pytester.makepyfile(
+        test_killed=textwrap.dedent(
+            f"""
+            import os, pathlib, signal
+
+            def test_killed_mid_run(freezeframe):
+                pathlib.Path({str(admin)!r}).write_text(freezeframe.admin_url)
+                os.kill(os.getpid(), signal.SIGKILL)
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess(f"--freezeframe-data-dir={tmp_path / 'ff'}")
+    assert result.ret == -signal.SIGKILL
+    url = admin.read_text()
+    deadline = time.monotonic() + STOP_WAIT
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/health", timeout=1.0)
+        except httpx.TransportError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the proxy at {url} is still up {STOP_WAIT:.0f} s after pytest died")
+
+
+STOP_WAIT = 20.0
+"""Seconds the proxy may take to stop once its parent is gone (it drains its writer)."""
 
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
