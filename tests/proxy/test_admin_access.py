@@ -77,6 +77,13 @@ def test_a_script_with_the_token_gets_everything_and_a_wrong_one_nothing(
     assert "data_dir" not in client.get("/health", headers={"authorization": "Bearer no"}).json()
 
 
+def csrf_of(page: str) -> str:
+    """The CSRF token a form page carries."""
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert found is not None, "the form carries a CSRF token"
+    return found.group(1)
+
+
 def test_a_browser_signs_in_with_a_form_and_gets_a_session_not_the_token(
     client: TestClient,
 ) -> None:
@@ -86,10 +93,9 @@ def test_a_browser_signs_in_with_a_form_and_gets_a_session_not_the_token(
     form = client.get(sent.headers["location"])
     assert form.status_code == 200 and 'name="token"' in form.text
     assert "mode" not in re.sub(r"<form.*</form>", "", form.text, flags=re.S).lower()
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-    assert csrf is not None
+    csrf = csrf_of(form.text)
     same_site = {"origin": "http://freezeframe:8081", "sec-fetch-site": "same-origin"}
-    fields = {"csrf_token": csrf.group(1), "next": "/cassettes?status=429"}
+    fields = {"csrf_token": csrf, "next": "/cassettes?status=429"}
 
     wrong = client.post("/login", data={**fields, "token": "guess"}, headers=same_site)
     assert wrong.status_code == 401 and "not the admin token of this proxy" in wrong.text
@@ -119,7 +125,7 @@ def test_a_browser_signs_in_with_a_form_and_gets_a_session_not_the_token(
     )
     assert own.status_code == 200
 
-    signed_out = client.post("/logout", data={"csrf_token": csrf.group(1)}, headers=same_site)
+    signed_out = client.post("/logout", data={"csrf_token": csrf}, headers=same_site)
     assert signed_out.status_code == 303 and signed_out.headers["location"] == "/login"
     assert client.get("/api/mode").status_code == 401
 
@@ -128,9 +134,8 @@ def test_a_stolen_or_stale_session_id_opens_nothing(client: TestClient, data_dir
     stolen = client.get("/api/mode", headers={"cookie": f"{SESSION_COOKIE}={TOKEN}"})
     assert stolen.status_code == 401  # the token itself is not a session
     form = client.get("/login")
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-    assert csrf is not None
-    client.post("/login", data={"csrf_token": csrf.group(1), "token": TOKEN})
+    csrf = csrf_of(form.text)
+    client.post("/login", data={"csrf_token": csrf, "token": TOKEN})
     sid = client.cookies[SESSION_COOKIE]
     with app_client(data_dir, TOKEN) as restarted:  # a new process knows no sessions
         restarted.cookies.set(SESSION_COOKIE, sid)
@@ -142,11 +147,8 @@ def test_signing_in_never_sends_the_browser_to_another_site(
     client: TestClient, target: str
 ) -> None:
     form = client.get("/login")
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-    assert csrf is not None
-    answer = client.post(
-        "/login", data={"csrf_token": csrf.group(1), "token": TOKEN, "next": target}
-    )
+    csrf = csrf_of(form.text)
+    answer = client.post("/login", data={"csrf_token": csrf, "token": TOKEN, "next": target})
     assert answer.headers["location"] == "/cassettes"
 
 
@@ -217,9 +219,8 @@ def test_wrong_tokens_past_ten_a_minute_are_answered_429_even_the_right_one(
     client: TestClient, data_dir: Path
 ) -> None:
     form = client.get("/login")
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-    assert csrf is not None
-    fields = {"csrf_token": csrf.group(1)}
+    csrf = csrf_of(form.text)
+    fields = {"csrf_token": csrf}
     for n in range(LOGIN_FAILURES):
         wrong = client.post("/login", data={**fields, "token": f"guess-{n}"})
         assert wrong.status_code == 401, n
@@ -230,9 +231,8 @@ def test_wrong_tokens_past_ten_a_minute_are_answered_429_even_the_right_one(
     assert client.get("/api/mode", headers=BEARER).status_code == 200, "scripts are not locked out"
     with app_client(data_dir, TOKEN) as other:  # a fresh process has forgotten the failures
         again = other.get("/login")
-        token = re.search(r'name="csrf_token" value="([^"]+)"', again.text)
-        assert token is not None
-        signed_in = other.post("/login", data={"csrf_token": token.group(1), "token": TOKEN})
+        token = csrf_of(again.text)
+        signed_in = other.post("/login", data={"csrf_token": token, "token": TOKEN})
         assert signed_in.status_code == 303
 
 
