@@ -278,6 +278,10 @@ def test_search_finds_the_tools_answer_and_recorded_script_stays_text(
     expect(hit).to_have_count(1)
     expect(hit.locator("td").nth(3)).to_contain_text("response")
     docs_screenshot(page, "search")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the match still shows whole
+    match = hit.locator("code").bounding_box()
+    assert match is not None and match["x"] + match["width"] <= 390, match
+    page.set_viewport_size({"width": 1400, "height": 900})
 
     page.goto(f"{world.url}/cassettes/{CASSETTE}/{world.seqs['hostile']}")
     expect(page.locator("#response pre.body")).to_contain_text(HOSTILE)

@@ -144,6 +144,14 @@ def test_every_page_has_a_json_twin_equal_to_show_json(client: TestClient, data_
     assert compared["a"] == "bug-8821@run-0" and "steps" in compared
 
 
+def test_the_search_page_counts_its_hits_in_words(client: TestClient) -> None:
+    page = {"accept": "text/html"}
+    assert "3 exchanges hold “ord_5512”" in client.get("/search?q=ord_5512", headers=page).text
+    one = (client.get("/search.json?q=run-1")).json()
+    assert len(one) == 1
+    assert "1 exchange holds “run-1”" in client.get("/search?q=run-1", headers=page).text
+
+
 def test_pages_render_recorded_bytes_as_text_under_a_strict_csp(
     client: TestClient,
 ) -> None:
