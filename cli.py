@@ -33,23 +33,23 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import exchange_formats
-from canonicalize import RequestView, canonicalize
-from evidence import (
+from freezeframe import exchange_formats
+from freezeframe.canonicalize import RequestView, canonicalize
+from freezeframe.evidence import (
     cassette_document,
     exchange_document,
     miss_document,
     search_document,
     summary_document,
 )
-from evidence.compare import RunDiff, compare_runs, diff_document, read_run
-from evidence.editing import AnswerEdit, Assignment, edited
-from evidence.inert import inert
-from evidence.text import exchange_lines
-from proxy import settings as settings_module
-from proxy.clock import Clock, FakedClock, library
-from proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
-from proxy.discovery import (
+from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
+from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
+from freezeframe.evidence.inert import inert
+from freezeframe.evidence.text import exchange_lines
+from freezeframe.proxy import settings as settings_module
+from freezeframe.proxy.clock import Clock, FakedClock, library
+from freezeframe.proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
+from freezeframe.proxy.discovery import (
     NoProxyFound,
     Trust,
     admin_headers,
@@ -60,13 +60,13 @@ from proxy.discovery import (
     trust_in,
     trust_of_running,
 )
-from proxy.keys import key_config, rules_path
-from proxy.rekey import rekey as rekey_cassette
-from proxy.resend import resend as resend_exchange
-from proxy.serve import StartupError
-from proxy.trust import java_truststore, upstream_bundle
-from proxy.wiring import SHELLS, client_environment, render
-from storage import (
+from freezeframe.proxy.keys import key_config, rules_path
+from freezeframe.proxy.rekey import rekey as rekey_cassette
+from freezeframe.proxy.resend import resend as resend_exchange
+from freezeframe.proxy.serve import StartupError
+from freezeframe.proxy.trust import java_truststore, upstream_bundle
+from freezeframe.proxy.wiring import SHELLS, client_environment, render
+from freezeframe.storage import (
     ExchangeFilter,
     ExchangeSummary,
     Store,
@@ -74,8 +74,8 @@ from storage import (
     StoreNotFound,
     open_store,
 )
-from storage.names import InvalidCassetteName, validate_cassette_name
-from storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
 
 PIPED_WIDTH = 200
 """Columns of a table printed to a pipe or file, where no terminal says how wide to be."""
@@ -359,7 +359,7 @@ def run(**options: Any) -> None:
     Example:
         freezeframe run --mode replay --cassette bug-8821
     """
-    from proxy.serve import serve
+    from freezeframe.proxy.serve import serve
 
     settings = settings_module.build(**options)
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
@@ -1738,7 +1738,3 @@ def replay_reset(admin: str, admin_token: str | None) -> None:
     except (httpx.HTTPError, ValueError) as exc:
         raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
     click.echo(f"replay starts from the top (mode {mode['mode']}, cassette {mode['cassette']!r})")
-
-
-if __name__ == "__main__":
-    main(prog_name="freezeframe")

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from addons.state import Event
+    from freezeframe.addons.state import Event
 
 MODES = ("record", "replay", "auto", "passthrough")
 START_TIMEOUT = 60.0
@@ -145,7 +145,7 @@ class Freezeframe:
 
     @property
     def events(self) -> list[Event]:
-        from addons.state import Event
+        from freezeframe.addons.state import Event
 
         answer = self._proxy.get(f"/api/events?after={self._after}")
         return [
@@ -330,8 +330,9 @@ class Proxy:
         env = {k: v for k, v in os.environ.items() if k not in OWN_SETTINGS}
         command = [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "run",
             "--mode",
             "replay",
@@ -412,8 +413,8 @@ class Proxy:
 
     def empty(self, cassette: str) -> None:
         """Record a cassette again from its first exchange, as ``--fresh`` would."""
-        from proxy.settings import default_store_url
-        from storage import CassetteNotFound, open_store
+        from freezeframe.proxy.settings import default_store_url
+        from freezeframe.storage import CassetteNotFound, open_store
 
         url = os.environ.get("FREEZEFRAME_STORE") or default_store_url(self.data_dir)
         with open_store(url) as store:
@@ -421,8 +422,8 @@ class Proxy:
                 store.remove(cassette)
 
     def client_environment(self) -> dict[str, str | None]:
-        from proxy.trust import java_truststore
-        from proxy.wiring import CLEARED, client_environment
+        from freezeframe.proxy.trust import java_truststore
+        from freezeframe.proxy.wiring import CLEARED, client_environment
 
         ca, bundle = Path(self.health["ca"]), Path(self.health["ca_bundle"])
         wanted: dict[str, str | None] = dict.fromkeys(CLEARED)

@@ -8,19 +8,19 @@ record sees only what replay left for the upstream.
 
 from __future__ import annotations
 
-from addons.alpn import PreferHttp2
-from addons.capture import AddressBook, Capture
-from addons.context import RequestContext
-from addons.record import Record
-from addons.reenact import Reenactor
-from addons.replay import Replay
-from addons.routing import Routing
-from addons.state import Mode, RuntimeState
-from addons.upstream_errors import UpstreamErrors
-from canonicalize import KeyConfig
-from evidence.perturb import Perturber
-from storage import Store
-from storage.redaction import Redactor
+from freezeframe.addons.alpn import PreferHttp2
+from freezeframe.addons.capture import AddressBook, Capture
+from freezeframe.addons.context import RequestContext
+from freezeframe.addons.record import Record
+from freezeframe.addons.reenact import Reenactor
+from freezeframe.addons.replay import Replay
+from freezeframe.addons.routing import Routing
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.addons.upstream_errors import UpstreamErrors
+from freezeframe.canonicalize import KeyConfig
+from freezeframe.evidence.perturb import Perturber
+from freezeframe.storage import Store
+from freezeframe.storage.redaction import Redactor
 
 __all__ = ["AddressBook", "Mode", "Routing", "RuntimeState", "default_addons"]
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 from mitmproxy import http
 
-from addons.routing import Decision
-from addons.state import Mode
-from canonicalize import Canonical, KeyConfig, RequestView, canonicalize
-from evidence.perturb import Perturbed
-from storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
-from storage.encodings import HELD_DECODED, decode_body
-from storage.redaction import Redactor
+from freezeframe.addons.routing import Decision
+from freezeframe.addons.state import Mode
+from freezeframe.canonicalize import Canonical, KeyConfig, RequestView, canonicalize
+from freezeframe.evidence.perturb import Perturbed
+from freezeframe.storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
+from freezeframe.storage.encodings import HELD_DECODED, decode_body
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.proxy")
 

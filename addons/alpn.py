@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mitmproxy import ctx, tls
 
-from addons.mitmproxy_internals import prefer_alpn
+from freezeframe.addons.mitmproxy_internals import prefer_alpn
 
 
 class PreferHttp2:

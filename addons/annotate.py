@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from storage import Header
+from freezeframe.storage import Header
 
 HIT = b"x-freezeframe-hit"
 """On a replayed answer: ``<cassette>#<seq>``, the recording served."""

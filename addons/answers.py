@@ -16,7 +16,7 @@ from typing import Any
 
 from mitmproxy import http, version
 
-from addons.mitmproxy_internals import format_error  # the page mitmproxy itself sends
+from freezeframe.addons.mitmproxy_internals import format_error  # the page mitmproxy itself sends
 
 MISS_STATUS = 404
 ERROR_HEADER = "x-freezeframe-error"

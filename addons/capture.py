@@ -24,7 +24,7 @@ from mitmproxy import connection, http, tcp, udp
 from mitmproxy.proxy import layers, mode_specs, server_hooks
 from mitmproxy.proxy.layer import NextLayer
 
-from addons.state import Mode, RuntimeState
+from freezeframe.addons.state import Mode, RuntimeState
 
 log = logging.getLogger("freezeframe.capture")
 

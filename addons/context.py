@@ -12,12 +12,12 @@ import logging
 
 from mitmproxy import http
 
-from addons import answers
-from addons._flows import METADATA_KEY, FlowInfo
-from addons.routing import Routing
-from addons.state import RuntimeState
-from storage.names import InvalidCassetteName, validate_cassette_name
-from storage.redaction import Redactor
+from freezeframe.addons import answers
+from freezeframe.addons._flows import METADATA_KEY, FlowInfo
+from freezeframe.addons.routing import Routing
+from freezeframe.addons.state import RuntimeState
+from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.proxy")
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from storage import Header
-from storage.encodings import HELD_DECODED, content_codings, decode_body, encode
-from storage.redaction import Redactor
+from freezeframe.storage import Header
+from freezeframe.storage.encodings import HELD_DECODED, content_codings, decode_body, encode
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
 

@@ -6,10 +6,10 @@ secret can never reach a fact column (evidence.facts reads them, for edits too).
 
 from __future__ import annotations
 
-from addons._flows import FlowInfo
-from canonicalize import FactValue, RequestView
-from evidence.facts import exchange_facts
-from storage import RecordedResponse
+from freezeframe.addons._flows import FlowInfo
+from freezeframe.canonicalize import FactValue, RequestView
+from freezeframe.evidence.facts import exchange_facts
+from freezeframe.storage import RecordedResponse
 
 
 def recorded_facts(

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from mitmproxy import http
 
-from addons import annotate, websocket
-from addons._flows import (
+from freezeframe.addons import annotate, websocket
+from freezeframe.addons._flows import (
     FlowInfo,
     canonical_of,
     display_url,
@@ -30,13 +30,19 @@ from addons._flows import (
     request_body,
     request_view,
 )
-from addons.encoded import scrub_encoded
-from addons.facts import recorded_facts
-from addons.state import Mode, RuntimeState
-from addons.uploads import LARGE_BODY, RequestBody, begin_upload, upload_canonical, upload_of
-from canonicalize import SCHEME_VERSION, KeyConfig, RequestView
-from canonicalize.drift import digests
-from storage import (
+from freezeframe.addons.encoded import scrub_encoded
+from freezeframe.addons.facts import recorded_facts
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.addons.uploads import (
+    LARGE_BODY,
+    RequestBody,
+    begin_upload,
+    upload_canonical,
+    upload_of,
+)
+from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView
+from freezeframe.canonicalize.drift import digests
+from freezeframe.storage import (
     BlobRef,
     BlobWriter,
     Chunk,
@@ -49,7 +55,7 @@ from storage import (
     Store,
     StoreError,
 )
-from storage.redaction import Redactor
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
 

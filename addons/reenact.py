@@ -35,13 +35,13 @@ from mitmproxy import http
 from mitmproxy.connection import Server
 from mitmproxy.net.http.http1 import assemble_response
 
-from addons import answers
-from addons._flows import info_of
-from addons.uploads import RequestBody
-from addons.websocket import handshake_headers, is_websocket
-from addons.wsreenact import Conversation
-from storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
-from storage.redaction import Redactor
+from freezeframe.addons import answers
+from freezeframe.addons._flows import info_of
+from freezeframe.addons.uploads import RequestBody
+from freezeframe.addons.websocket import handshake_headers, is_websocket
+from freezeframe.addons.wsreenact import Conversation
+from freezeframe.storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.reenact")
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from mitmproxy import http
 
-from addons import annotate, answers
-from addons._flows import (
+from freezeframe.addons import annotate, answers
+from freezeframe.addons._flows import (
     FlowInfo,
     canonical_of,
     decoded_body,
@@ -27,22 +27,22 @@ from addons._flows import (
     info_of,
     response_from,
 )
-from addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
-from addons.state import INSTANT_PACE, Mode, RuntimeState
-from addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
-from addons.websocket import is_websocket
-from canonicalize import Canonical, KeyConfig, nearest
-from canonicalize.drift import drifted
-from evidence.perturb import Perturbed, Perturber
-from evidence.perturb import Request as PerturbedRequest
-from evidence.rewrites import (
+from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, is_stream
+from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
+from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
+from freezeframe.addons.websocket import is_websocket
+from freezeframe.canonicalize import Canonical, KeyConfig, nearest
+from freezeframe.canonicalize.drift import drifted
+from freezeframe.evidence.perturb import Perturbed, Perturber
+from freezeframe.evidence.perturb import Request as PerturbedRequest
+from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
     instant_rewrites,
     jsonrpc_id,
     jsonrpc_rewritable,
     rewrite_jsonrpc_id,
 )
-from storage import (
+from freezeframe.storage import (
     Chunk,
     Difference,
     Exchange,
@@ -53,7 +53,7 @@ from storage import (
     Store,
     StoreError,
 )
-from storage.redaction import Redactor
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.replay")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from addons.state import Mode
-from canonicalize import Route
+from freezeframe.addons.state import Mode
+from freezeframe.canonicalize import Route
 
 
 @dataclass(frozen=True, slots=True)

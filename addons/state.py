@@ -14,7 +14,7 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from storage import Store
+from freezeframe.storage import Store
 
 
 class Mode(enum.StrEnum):

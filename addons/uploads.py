@@ -26,12 +26,17 @@ from dataclasses import dataclass, replace
 from blake3 import blake3
 from mitmproxy import http
 
-from addons._flows import FlowInfo, canonical_of, info_of, request_view
-from canonicalize import BodyDigest, Canonical, FormPart, KeyConfig, canonicalize
-from canonicalize.multipart import NotMultipart, parameters, read_multipart, read_part_head
-from storage import BlobRef, BlobWriter
-from storage.errors import StoreError
-from storage.redaction import Redactor
+from freezeframe.addons._flows import FlowInfo, canonical_of, info_of, request_view
+from freezeframe.canonicalize import BodyDigest, Canonical, FormPart, KeyConfig, canonicalize
+from freezeframe.canonicalize.multipart import (
+    NotMultipart,
+    parameters,
+    read_multipart,
+    read_part_head,
+)
+from freezeframe.storage import BlobRef, BlobWriter
+from freezeframe.storage.errors import StoreError
+from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.proxy")
 

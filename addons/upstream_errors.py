@@ -20,8 +20,8 @@ from collections import deque
 from mitmproxy import http
 from mitmproxy.net.http.http1 import assemble_response
 
-from addons import answers
-from addons.mitmproxy_internals import set_error_page
+from freezeframe.addons import answers
+from freezeframe.addons.mitmproxy_internals import set_error_page
 
 STALE_S = 30.0
 """A note older than this is dropped: its page was never written (the client had gone)."""

@@ -22,10 +22,10 @@ from typing import Any
 from mitmproxy import http
 from wsproto.utilities import generate_accept_token
 
-from canonicalize import DEFAULT_VOLATILE_FIELDS
-from storage import Header, Outcome, RecordedResponse
-from storage.records import Message
-from storage.redaction import Redactor
+from freezeframe.canonicalize import DEFAULT_VOLATILE_FIELDS
+from freezeframe.storage import Header, Outcome, RecordedResponse
+from freezeframe.storage.records import Message
+from freezeframe.storage.redaction import Redactor
 
 #: The close code a peer never sends: the connection was lost without a close frame.
 ABNORMAL_CLOSURE = 1006

@@ -44,9 +44,9 @@ from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import ProtocolError, split_comma_header
 
-from addons.websocket import ABNORMAL_CLOSURE, Close, same_message
-from storage import Exchange, Header, RecordedResponse
-from storage.records import Message
+from freezeframe.addons.websocket import ABNORMAL_CLOSURE, Close, same_message
+from freezeframe.storage import Exchange, Header, RecordedResponse
+from freezeframe.storage.records import Message
 
 log = logging.getLogger("freezeframe.reenact")
 

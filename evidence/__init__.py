@@ -6,20 +6,20 @@ agree field for field. It sits above ``canonicalize`` and ``storage`` and knows 
 mitmproxy or of the running process.
 """
 
-from evidence.conversation import (
+from freezeframe.evidence.conversation import (
     Conversation,
     conversation_document,
     conversation_of,
     conversations_of,
 )
-from evidence.document import (
+from freezeframe.evidence.document import (
     cassette_document,
     exchange_document,
     miss_document,
     search_document,
     summary_document,
 )
-from evidence.steps import Steps, agent_steps, steps_document
+from freezeframe.evidence.steps import Steps, agent_steps, steps_document
 
 __all__ = [
     "Conversation",

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from canonicalize import ResponseView, answer_facts, sse_events
-from evidence.apis import ApiReader
-from evidence.bodies import as_dict, media_type, parse_json, response_body
-from evidence.messages import ToolCall
-from evidence.parts import Part
-from evidence.streams import error_text
-from storage import Exchange, Outcome
+from freezeframe.canonicalize import ResponseView, answer_facts, sse_events
+from freezeframe.evidence.apis import ApiReader
+from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
+from freezeframe.evidence.messages import ToolCall
+from freezeframe.evidence.parts import Part
+from freezeframe.evidence.streams import error_text
+from freezeframe.storage import Exchange, Outcome
 
 _SSE_START = (b"data:", b"event:", b":")
 _DONE = b"[DONE]"

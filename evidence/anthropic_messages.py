@@ -24,9 +24,9 @@ Shapes, by the SDK types (anthropic 2.x, anthropic/types/):
 
 from __future__ import annotations
 
-from canonicalize.jsonbody import JsonValue
-from evidence.bodies import as_dict, as_str, json_text
-from evidence.messages import (
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.evidence.bodies import as_dict, as_str, json_text
+from freezeframe.evidence.messages import (
     FUNCTION,
     Message,
     MessageMemo,
@@ -38,8 +38,8 @@ from evidence.messages import (
     tool_call,
     tool_result,
 )
-from evidence.parts import Part, content_parts, joined_text, part_of
-from evidence.streams import error_text, index_of, listed
+from freezeframe.evidence.parts import Part, content_parts, joined_text, part_of
+from freezeframe.evidence.streams import error_text, index_of, listed
 
 API = "anthropic.messages"
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from canonicalize.jsonbody import JsonValue
-from canonicalize.profiles.anthropic import anthropic_profile
-from canonicalize.profiles.openai import openai_profile
-from evidence import anthropic_messages, openai_chat, openai_responses
-from evidence.messages import Message, MessageMemo, Prompt
-from evidence.streams import Stream
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.canonicalize.profiles.anthropic import anthropic_profile
+from freezeframe.canonicalize.profiles.openai import openai_profile
+from freezeframe.evidence import anthropic_messages, openai_chat, openai_responses
+from freezeframe.evidence.messages import Message, MessageMemo, Prompt
+from freezeframe.evidence.streams import Stream
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from canonicalize.jsonbody import JsonValue, NotJson, Number, read_json
-from storage import BlobRef, Exchange, Header
-from storage.encodings import decode_body
+from freezeframe.canonicalize.jsonbody import JsonValue, NotJson, Number, read_json
+from freezeframe.storage import BlobRef, Exchange, Header
+from freezeframe.storage.encodings import decode_body
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from canonicalize.diff import differences, json_differences
-from evidence.bodies import response_body
-from evidence.steps import MODEL, Step, agent_steps
-from storage import Exchange, ExchangeFilter, Store
-from storage.names import validate_cassette_name
+from freezeframe.canonicalize.diff import differences, json_differences
+from freezeframe.evidence.bodies import response_body
+from freezeframe.evidence.steps import MODEL, Step, agent_steps
+from freezeframe.storage import Exchange, ExchangeFilter, Store
+from freezeframe.storage.names import validate_cassette_name
 
 SHOWN = 120
 """Characters of a value shown in a difference."""

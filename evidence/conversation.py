@@ -17,14 +17,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from canonicalize.profiles.mcp import is_json_rpc_request
-from evidence.answers import Answer, read_answer
-from evidence.apis import api_of
-from evidence.bodies import as_dict, header, json_ready, parse_json, request_body
-from evidence.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
-from evidence.parts import Part
-from evidence.windows import ContextUse, context_use
-from storage import Exchange
+from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.evidence.answers import Answer, read_answer
+from freezeframe.evidence.apis import api_of
+from freezeframe.evidence.bodies import as_dict, header, json_ready, parse_json, request_body
+from freezeframe.evidence.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
+from freezeframe.evidence.parts import Part
+from freezeframe.evidence.windows import ContextUse, context_use
+from freezeframe.storage import Exchange
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from evidence.rewrites import replay_rewrites
-from storage import (
+from freezeframe.evidence.rewrites import replay_rewrites
+from freezeframe.storage import (
     BlobRef,
     CassetteSummary,
     Exchange,

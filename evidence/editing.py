@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from canonicalize import KeyConfig, canonicalize
-from canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
-from evidence.bodies import media_type
-from evidence.facts import exchange_facts
-from evidence.requests import stored_view
-from evidence.restream import NotRestreamable, restream
-from storage import Chunk, Edit, Exchange, Header
-from storage.encodings import content_codings, decode_body, encode
+from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
+from freezeframe.evidence.bodies import media_type
+from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.requests import stored_view
+from freezeframe.evidence.restream import NotRestreamable, restream
+from freezeframe.storage import Chunk, Edit, Exchange, Header
+from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 SHOWN = 60
 """Characters of a value shown in a change's description."""

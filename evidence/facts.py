@@ -8,9 +8,15 @@ bounded decoder, since canonicalize knows no content codings.
 
 from __future__ import annotations
 
-from canonicalize import FACTS_BODY_LIMIT, FactValue, RequestView, ResponseView, facts_of
-from storage import RecordedResponse
-from storage.encodings import decode_body
+from freezeframe.canonicalize import (
+    FACTS_BODY_LIMIT,
+    FactValue,
+    RequestView,
+    ResponseView,
+    facts_of,
+)
+from freezeframe.storage import RecordedResponse
+from freezeframe.storage.encodings import decode_body
 
 
 def exchange_facts(

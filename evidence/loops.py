@@ -17,8 +17,8 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from canonicalize.jsonbody import JsonValue, encode_json
-from evidence.messages import ToolCall
+from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
+from freezeframe.evidence.messages import ToolCall
 
 LOOP_MIN = 3
 """Calls in a run before it is a loop."""

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, unquote_plus
 
-from canonicalize.jsonbody import JsonValue, Number, encode_json
-from evidence.bodies import media_type, parse_json, request_body
-from storage import Exchange
+from freezeframe.canonicalize.jsonbody import JsonValue, Number, encode_json
+from freezeframe.evidence.bodies import media_type, parse_json, request_body
+from freezeframe.storage import Exchange
 
 MIN_TEXT = 3
 """String values shorter than this ("C", "en") are not looked for."""

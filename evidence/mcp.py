@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from canonicalize import sse_events
-from canonicalize.jsonbody import JsonValue
-from canonicalize.profiles.mcp import is_json_rpc_request
-from evidence.bodies import (
+from freezeframe.canonicalize import sse_events
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.evidence.bodies import (
     as_dict,
     as_list,
     as_str,
@@ -25,9 +25,9 @@ from evidence.bodies import (
     request_body,
     response_body,
 )
-from evidence.messages import ToolCall, ToolResult, tool_call, tool_result
-from evidence.parts import TEXT, Part, content_parts
-from storage import Exchange
+from freezeframe.evidence.messages import ToolCall, ToolResult, tool_call, tool_result
+from freezeframe.evidence.parts import TEXT, Part, content_parts
+from freezeframe.storage import Exchange
 
 TOOLS_CALL = "tools/call"
 

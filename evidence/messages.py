@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from canonicalize.jsonbody import JsonValue
-from evidence.bodies import parse_json
-from evidence.parts import Part, joined_text
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.evidence.bodies import parse_json
+from freezeframe.evidence.parts import Part, joined_text
 
 FUNCTION = "function"
 """A tool the client defines and runs, described by a JSON schema of its arguments."""

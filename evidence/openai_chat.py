@@ -24,9 +24,9 @@ Shapes, by the SDK types (openai 3.x, openai/types/chat/):
 
 from __future__ import annotations
 
-from canonicalize.jsonbody import JsonValue
-from evidence.bodies import as_dict, as_str
-from evidence.messages import (
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.evidence.bodies import as_dict, as_str
+from freezeframe.evidence.messages import (
     CUSTOM,
     FUNCTION,
     Message,
@@ -38,8 +38,8 @@ from evidence.messages import (
     tool_call,
     tool_result,
 )
-from evidence.parts import REFUSAL, Part, content_parts
-from evidence.streams import error_text, index_of, listed
+from freezeframe.evidence.parts import REFUSAL, Part, content_parts
+from freezeframe.evidence.streams import error_text, index_of, listed
 
 API = "openai.chat-completions"
 SYSTEM_ROLES = frozenset({"system", "developer"})

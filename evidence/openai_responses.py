@@ -34,9 +34,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from canonicalize.jsonbody import JsonValue
-from evidence.bodies import as_dict, as_str
-from evidence.messages import (
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.evidence.bodies import as_dict, as_str
+from freezeframe.evidence.messages import (
     CUSTOM,
     FUNCTION,
     Message,
@@ -49,8 +49,8 @@ from evidence.messages import (
     tool_call,
     tool_result,
 )
-from evidence.parts import TEXT, THINKING, Part, content_parts, joined_text, part_of
-from evidence.streams import error_text, index_of, listed, slot
+from freezeframe.evidence.parts import TEXT, THINKING, Part, content_parts, joined_text, part_of
+from freezeframe.evidence.streams import error_text, index_of, listed, slot
 
 API = "openai.responses"
 _SYSTEM_ROLES = frozenset({"system", "developer"})

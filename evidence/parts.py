@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from canonicalize.jsonbody import JsonValue
-from evidence.bodies import as_dict, as_list, as_str, json_text
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.evidence.bodies import as_dict, as_list, as_str, json_text
 
 TEXT = "text"
 REFUSAL = "refusal"

@@ -35,10 +35,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from canonicalize import Route
-from canonicalize.jsonpath import BadPath, JsonPath, Location, parse_path, render
-from storage import Chunk, Exchange, Header, Outcome, RecordedResponse
-from storage.encodings import content_codings, decode_body, encode
+from freezeframe.canonicalize import Route
+from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Location, parse_path, render
+from freezeframe.storage import Chunk, Exchange, Header, Outcome, RecordedResponse
+from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 FAILURES = ("429", "5xx", "reset", "cut")
 CHANGES = ("slow", "split", "json-drop", "json-shuffle", "json-number", "json-swap", "json-remove")

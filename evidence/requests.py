@@ -7,9 +7,9 @@ a cassette, edits and diffs build it from the stored exchange here, through the 
 
 from __future__ import annotations
 
-from canonicalize import RequestView
-from storage import Exchange
-from storage.encodings import HELD_DECODED, decode_body
+from freezeframe.canonicalize import RequestView
+from freezeframe.storage import Exchange
+from freezeframe.storage.encodings import HELD_DECODED, decode_body
 
 
 def stored_view(exchange: Exchange) -> RequestView:

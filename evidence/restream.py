@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from canonicalize import sse_events
-from evidence import anthropic_messages, openai_chat, openai_responses
-from evidence.apis import READERS
-from evidence.streams import Stream
+from freezeframe.canonicalize import sse_events
+from freezeframe.evidence import anthropic_messages, openai_chat, openai_responses
+from freezeframe.evidence.apis import READERS
+from freezeframe.evidence.streams import Stream
 
 _DONE = b"[DONE]"
 KINDS = {

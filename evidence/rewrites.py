@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from storage import Header, RecordedResponse
+from freezeframe.storage import Header, RecordedResponse
 
 RETRY_HEADERS = frozenset({b"retry-after", b"retry-after-ms"})
 SMALLEST_RETRY = b"0"

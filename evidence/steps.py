@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from canonicalize.jsonbody import JsonValue, encode_json
-from evidence.conversation import (
+from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
+from freezeframe.evidence.conversation import (
     Conversation,
     context_document,
     conversations_of,
@@ -38,11 +38,11 @@ from evidence.conversation import (
     tool_call_document,
     tool_result_document,
 )
-from evidence.loops import Loop, find_loops
-from evidence.matching import RequestContent, content_match, request_content
-from evidence.mcp import McpMessage, mcp_of
-from evidence.messages import ToolCall
-from storage import Exchange
+from freezeframe.evidence.loops import Loop, find_loops
+from freezeframe.evidence.matching import RequestContent, content_match, request_content
+from freezeframe.evidence.mcp import McpMessage, mcp_of
+from freezeframe.evidence.messages import ToolCall
+from freezeframe.storage import Exchange
 
 MODEL = "model"
 MCP = "mcp"

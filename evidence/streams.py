@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from canonicalize.jsonbody import JsonValue
-from evidence.bodies import as_dict, as_list, as_str
+from freezeframe.canonicalize.jsonbody import JsonValue
+from freezeframe.evidence.bodies import as_dict, as_list, as_str
 
 
 class Stream(Protocol):

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from evidence.inert import inert
+from freezeframe.evidence.inert import inert
 
 BODY_LINES = 40
 BODY_CHARS = 6000

@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from exchange_formats.files import (
+    from freezeframe.exchange_formats.files import (
         BundleReport,
         FormatError,
         Keeper,
@@ -54,5 +54,5 @@ def __getattr__(name: str) -> Any:
     0.6 s to import, which every start of the proxy (``freezeframe run`` loads the whole
     command line) would pay otherwise."""
     if name in __all__:
-        return getattr(importlib.import_module("exchange_formats.files"), name)
-    raise AttributeError(f"module 'exchange_formats' has no attribute {name!r}")
+        return getattr(importlib.import_module(".files", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

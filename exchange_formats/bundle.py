@@ -33,11 +33,11 @@ import blake3
 import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from exchange_formats import signing
-from exchange_formats.errors import FormatError
-from exchange_formats.jsonl import Progress, dumps, header, read_line
-from exchange_formats.merkle import merkle_root
-from exchange_formats.portable import (
+from freezeframe.exchange_formats import signing
+from freezeframe.exchange_formats.errors import FormatError
+from freezeframe.exchange_formats.jsonl import Progress, dumps, header, read_line
+from freezeframe.exchange_formats.merkle import merkle_root
+from freezeframe.exchange_formats.portable import (
     FORMAT_VERSION,
     DocumentError,
     bytes_document,
@@ -45,7 +45,7 @@ from exchange_formats.portable import (
     origin_document,
     read_origin,
 )
-from storage import BlobRef, ForkOrigin, Imported, Store, StoreError
+from freezeframe.storage import BlobRef, ForkOrigin, Imported, Store, StoreError
 
 FORMAT = "freezeframe.bundle"
 MANIFEST = "manifest.json"

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
-from canonicalize.drift import digests
-from evidence.facts import exchange_facts
-from storage import (
+from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from freezeframe.canonicalize.drift import digests
+from freezeframe.evidence.facts import exchange_facts
+from freezeframe.storage import (
     Header,
     Imported,
     Message,
@@ -25,8 +25,8 @@ from storage import (
     RecordedResponse,
     Slot,
 )
-from storage.encodings import HELD_DECODED, decode_body
-from storage.redaction import Redactor
+from freezeframe.storage.encodings import HELD_DECODED, decode_body
+from freezeframe.storage.redaction import Redactor
 
 
 @dataclass(frozen=True)

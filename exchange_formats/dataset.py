@@ -21,12 +21,12 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from evidence import Conversation, conversations_of
-from evidence.bodies import json_ready
-from evidence.messages import Message, Tool, ToolCall
-from exchange_formats.jsonl import Progress
-from exchange_formats.reading import Current, each_exchange
-from storage import Exchange, Store
+from freezeframe.evidence import Conversation, conversations_of
+from freezeframe.evidence.bodies import json_ready
+from freezeframe.evidence.messages import Message, Tool, ToolCall
+from freezeframe.exchange_formats.jsonl import Progress
+from freezeframe.exchange_formats.reading import Current, each_exchange
+from freezeframe.storage import Exchange, Store
 
 """The values of ``export --shape``, the default first."""
 

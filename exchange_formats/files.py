@@ -9,17 +9,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exchange_formats import SHAPES
-from exchange_formats.bundle import BundleReport, export_bundle, read_bundle, verify_bundle
-from exchange_formats.captured import Keeper
-from exchange_formats.dataset import export_dataset
-from exchange_formats.errors import FormatError
-from exchange_formats.flows import read_flows
-from exchange_formats.har import export_har, read_har
-from exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
-from exchange_formats.otel import export_otel, post_to, write_lines
-from exchange_formats.signing import keygen, load_private
-from storage import ForkOrigin, Imported, Store
+from freezeframe.exchange_formats import SHAPES
+from freezeframe.exchange_formats.bundle import (
+    BundleReport,
+    export_bundle,
+    read_bundle,
+    verify_bundle,
+)
+from freezeframe.exchange_formats.captured import Keeper
+from freezeframe.exchange_formats.dataset import export_dataset
+from freezeframe.exchange_formats.errors import FormatError
+from freezeframe.exchange_formats.flows import read_flows
+from freezeframe.exchange_formats.har import export_har, read_har
+from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
+from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
+from freezeframe.exchange_formats.signing import keygen, load_private
+from freezeframe.storage import ForkOrigin, Imported, Store
 
 __all__ = [
     "BundleReport",

@@ -15,9 +15,9 @@ from pathlib import Path
 from mitmproxy import exceptions, http
 from mitmproxy.io import FlowReader
 
-from exchange_formats.captured import Captured, Keeper
-from exchange_formats.errors import FormatError
-from storage import Chunk, Imported, Message, Outcome, RecordedResponse
+from freezeframe.exchange_formats.captured import Captured, Keeper
+from freezeframe.exchange_formats.errors import FormatError
+from freezeframe.storage import Chunk, Imported, Message, Outcome, RecordedResponse
 
 
 def read_flows(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Imported]:

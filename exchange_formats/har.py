@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from evidence.bodies import request_body, response_body
-from exchange_formats.captured import Captured, Keeper
-from exchange_formats.errors import FormatError
-from exchange_formats.jsonl import Progress
-from exchange_formats.portable import KIND_NAMES, kind_of
-from exchange_formats.streaming import Streamed
-from storage import (
+from freezeframe.evidence.bodies import request_body, response_body
+from freezeframe.exchange_formats.captured import Captured, Keeper
+from freezeframe.exchange_formats.errors import FormatError
+from freezeframe.exchange_formats.jsonl import Progress
+from freezeframe.exchange_formats.portable import KIND_NAMES, kind_of
+from freezeframe.exchange_formats.streaming import Streamed
+from freezeframe.storage import (
     BlobRef,
     Chunk,
     Exchange,

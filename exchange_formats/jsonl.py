@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from exchange_formats.errors import FormatError
-from exchange_formats.longlines import SPOOL_ABOVE, read_long_line
-from exchange_formats.portable import (
+from freezeframe.exchange_formats.errors import FormatError
+from freezeframe.exchange_formats.longlines import SPOOL_ABOVE, read_long_line
+from freezeframe.exchange_formats.portable import (
     FORMAT_VERSION,
     BodyReader,
     DocumentError,
@@ -28,8 +28,8 @@ from exchange_formats.portable import (
     read_origin,
     ref_document,
 )
-from exchange_formats.streaming import Streamed
-from storage import BlobRef, Exchange, ForkOrigin, Imported, Store
+from freezeframe.exchange_formats.streaming import Streamed
+from freezeframe.storage import BlobRef, Exchange, ForkOrigin, Imported, Store
 
 FORMAT = "freezeframe.jsonl"
 

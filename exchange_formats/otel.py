@@ -25,11 +25,11 @@ from typing import IO, Any
 import blake3
 import httpx
 
-from evidence import Conversation, conversations_of
-from evidence.messages import Message, ToolCall
-from exchange_formats.jsonl import Progress
-from exchange_formats.reading import Current, each_exchange
-from storage import Exchange, Outcome, Store
+from freezeframe.evidence import Conversation, conversations_of
+from freezeframe.evidence.messages import Message, ToolCall
+from freezeframe.exchange_formats.jsonl import Progress
+from freezeframe.exchange_formats.reading import Current, each_exchange
+from freezeframe.storage import Exchange, Outcome, Store
 
 _CLIENT = 3
 """SpanKind CLIENT."""

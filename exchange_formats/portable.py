@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import blake3
 
-from storage import (
+from freezeframe.storage import (
     BlobRef,
     Chunk,
     Drift,
@@ -31,8 +31,8 @@ from storage import (
     RecordedResponse,
     Slot,
 )
-from storage.blobs import INLINE_LIMIT
-from storage.records import check_facts
+from freezeframe.storage.blobs import INLINE_LIMIT
+from freezeframe.storage.records import check_facts
 
 FORMAT_VERSION = 1
 """The version of the exchange document; a newer one is refused with "upgrade freezeframe"."""

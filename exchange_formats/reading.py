@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from storage import Exchange, Store
+from freezeframe.storage import Exchange, Store
 
 
 def each_exchange(

@@ -17,7 +17,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from exchange_formats.errors import FormatError
+from freezeframe.exchange_formats.errors import FormatError
 
 
 def keygen(name: Path) -> tuple[Path, Path]:

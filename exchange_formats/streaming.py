@@ -13,7 +13,7 @@ import codecs
 import json
 from typing import IO
 
-from storage import BlobRef, Store
+from freezeframe.storage import BlobRef, Store
 
 
 class Streamed:

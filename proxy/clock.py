@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from storage import Store
+from freezeframe.storage import Store
 
 RECORDED = "recorded"
 #: Where distributions install libfaketime (Debian and Ubuntu per architecture, Fedora's

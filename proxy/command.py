@@ -25,17 +25,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from addons import AddressBook
-from addons.mitmproxy_internals import certificates_valid_from
-from addons.state import Event, Mode
-from proxy import sandbox
-from proxy.clock import FakedClock, trust_notice
-from proxy.discovery import Trust, trust_in
-from proxy.localcapture import local_capture_unavailable_reason
-from proxy.serve import Embedded, StartupError, serve
-from proxy.settings import Settings
-from proxy.trust import java_truststore
-from proxy.wiring import CLEARED, client_environment
+from freezeframe.addons import AddressBook
+from freezeframe.addons.mitmproxy_internals import certificates_valid_from
+from freezeframe.addons.state import Event, Mode
+from freezeframe.proxy import sandbox
+from freezeframe.proxy.clock import FakedClock, trust_notice
+from freezeframe.proxy.discovery import Trust, trust_in
+from freezeframe.proxy.localcapture import local_capture_unavailable_reason
+from freezeframe.proxy.serve import Embedded, StartupError, serve
+from freezeframe.proxy.settings import Settings
+from freezeframe.proxy.trust import java_truststore
+from freezeframe.proxy.wiring import CLEARED, client_environment
 
 log = logging.getLogger("freezeframe")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from proxy.settings import CA_FILENAME, Address
-from proxy.trust import CLIENT_BUNDLE, write_bundle
+from freezeframe.proxy.settings import CA_FILENAME, Address
+from freezeframe.proxy.trust import CLIENT_BUNDLE, write_bundle
 
 HEALTH_TIMEOUT_S = 3.0
 

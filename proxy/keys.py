@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from canonicalize import KeyConfig, RuleSet, load_rules
-from storage.redaction import SECRET_QUERY
+from freezeframe.canonicalize import KeyConfig, RuleSet, load_rules
+from freezeframe.storage.redaction import SECRET_QUERY
 
 RULES_FILENAME = "rules.toml"
 

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 
 from mitmproxy import options
 
-from addons import AddressBook, Routing, default_addons
-from addons.state import RuntimeState
-from evidence.perturb import Perturber
-from proxy.keys import key_config
-from proxy.mitmcore import Master, next_layer, proxyserver, tlsconfig, upstream_auth
-from proxy.settings import Settings
-from storage import Store
-from storage.redaction import Redactor
+from freezeframe.addons import AddressBook, Routing, default_addons
+from freezeframe.addons.state import RuntimeState
+from freezeframe.evidence.perturb import Perturber
+from freezeframe.proxy.keys import key_config
+from freezeframe.proxy.mitmcore import Master, next_layer, proxyserver, tlsconfig, upstream_auth
+from freezeframe.proxy.settings import Settings
+from freezeframe.storage import Store
+from freezeframe.storage.redaction import Redactor
 
 
 def mitmproxy_options(

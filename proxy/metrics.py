@@ -20,8 +20,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from addons.state import Tally
-from storage import Store
+from freezeframe.addons.state import Tally
+from freezeframe.storage import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

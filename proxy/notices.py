@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 
-from storage import Store
+from freezeframe.storage import Store
 
 NAMES_SHOWN = 5
 

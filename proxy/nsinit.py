@@ -30,7 +30,7 @@ import struct
 import sys
 from collections.abc import Sequence
 
-from proxy.rtnetlink import Netlink
+from freezeframe.proxy.rtnetlink import Netlink
 
 DNS_ADDRESS = "127.0.0.53"
 CAPTURE_ADDRESSES = ("198.18.0.2/32", "fdff:ff::2/128")  # the capture link's own, never pooled

@@ -19,10 +19,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from canonicalize import SCHEME_VERSION, KeyConfig, canonicalize
-from canonicalize.drift import digests
-from evidence.requests import stored_view
-from storage import Exchange, KeyChange, Rekeyed, Store
+from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, canonicalize
+from freezeframe.canonicalize.drift import digests
+from freezeframe.evidence.requests import stored_view
+from freezeframe.storage import Exchange, KeyChange, Rekeyed, Store
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
-from canonicalize.diff import json_differences
-from canonicalize.drift import digests
-from evidence.editing import Assignment, EditError
-from evidence.facts import exchange_facts
-from storage import (
+from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from freezeframe.canonicalize.diff import json_differences
+from freezeframe.canonicalize.drift import digests
+from freezeframe.evidence.editing import Assignment, EditError
+from freezeframe.evidence.facts import exchange_facts
+from freezeframe.storage import (
     Chunk,
     Exchange,
     Header,
@@ -34,8 +34,8 @@ from storage import (
     RecordedResponse,
     Store,
 )
-from storage.encodings import content_codings, decode_body, encode
-from storage.redaction import Redactor
+from freezeframe.storage.encodings import content_codings, decode_body, encode
+from freezeframe.storage.redaction import Redactor
 
 TIMEOUT_S = 120.0
 _HOP_BY_HOP = frozenset(

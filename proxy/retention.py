@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 
-from storage import CassetteNotFound, Removed, Store, StoreError
+from freezeframe.storage import CassetteNotFound, Removed, Store, StoreError
 
 log = logging.getLogger("freezeframe")
 

@@ -33,10 +33,10 @@ import mitmproxy_rs
 from mitmproxy import dns
 from mitmproxy.net.dns import classes, response_codes, types
 
-from addons.capture import AddressBook
-from proxy.nsinit import MESSAGE_SIZE
-from proxy.rtnetlink import Netlink
-from proxy.serve import StartupError
+from freezeframe.addons.capture import AddressBook
+from freezeframe.proxy.nsinit import MESSAGE_SIZE
+from freezeframe.proxy.rtnetlink import Netlink
+from freezeframe.proxy.serve import StartupError
 
 log = logging.getLogger("freezeframe.netns")
 
@@ -120,7 +120,7 @@ class Sandbox:
                 sys.executable,
                 "-I",
                 "-m",
-                "proxy.nsinit",
+                "freezeframe.proxy.nsinit",
                 json.dumps(config),
                 "--",
                 *command,

@@ -17,21 +17,21 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from addons import AddressBook
-from addons.capture import Capture
-from addons.state import Journal, Mode, RuntimeState, SharedPositions
-from evidence.perturb import Perturber
-from proxy.admin import AdminServer, create_app
-from proxy.discovery import admin_url
-from proxy.master import build_master
-from proxy.mitmcore import Master
-from proxy.mitmcore import proxyserver as mitm_proxyserver
-from proxy.notices import empty_cassette
-from proxy.retention import keep_sweeping
-from proxy.settings import Address, Settings
-from proxy.trust import client_bundle, upstream_bundle
-from storage import CassetteNotFound, Store, open_store
-from storage.redaction import Redactor, load_or_create_key
+from freezeframe.addons import AddressBook
+from freezeframe.addons.capture import Capture
+from freezeframe.addons.state import Journal, Mode, RuntimeState, SharedPositions
+from freezeframe.evidence.perturb import Perturber
+from freezeframe.proxy.admin import AdminServer, create_app
+from freezeframe.proxy.discovery import admin_url
+from freezeframe.proxy.master import build_master
+from freezeframe.proxy.mitmcore import Master
+from freezeframe.proxy.mitmcore import proxyserver as mitm_proxyserver
+from freezeframe.proxy.notices import empty_cassette
+from freezeframe.proxy.retention import keep_sweeping
+from freezeframe.proxy.settings import Address, Settings
+from freezeframe.proxy.trust import client_bundle, upstream_bundle
+from freezeframe.storage import CassetteNotFound, Store, open_store
+from freezeframe.storage.redaction import Redactor, load_or_create_key
 
 log = logging.getLogger("freezeframe")
 

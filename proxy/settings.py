@@ -17,11 +17,11 @@ from urllib.parse import quote, unquote, urlsplit
 
 from cryptography import x509
 
-from addons.state import RECORDED_PACE, Mode, parse_pace
-from canonicalize import Route
-from evidence.perturb import Perturbation, parse_spec
-from proxy.keys import key_config, rules_path
-from storage.names import validate_cassette_name
+from freezeframe.addons.state import RECORDED_PACE, Mode, parse_pace
+from freezeframe.canonicalize import Route
+from freezeframe.evidence.perturb import Perturbation, parse_spec
+from freezeframe.proxy.keys import key_config, rules_path
+from freezeframe.storage.names import validate_cassette_name
 
 DEFAULT_DATA_DIR = "./.freezeframe"
 DEFAULT_LISTEN = "127.0.0.1:8080"

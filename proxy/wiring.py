@@ -22,7 +22,7 @@ import shlex
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from proxy.trust import JAVA_TRUSTSTORE_PASSWORD
+from freezeframe.proxy.trust import JAVA_TRUSTSTORE_PASSWORD
 
 SHELLS = ("sh", "fish", "dotenv")
 BUNDLE_VARIABLES = (

@@ -4,8 +4,8 @@ Nothing here knows about mitmproxy or how request keys are made: keys and
 canonical forms are opaque. Callers see frozen records, never rows.
 """
 
-from storage.base import BlobWriter, Store
-from storage.errors import (
+from freezeframe.storage.base import BlobWriter, Store
+from freezeframe.storage.errors import (
     CassetteNotFound,
     ExchangeNotFound,
     SchemaTooNew,
@@ -14,8 +14,8 @@ from storage.errors import (
     StoreNotFound,
     StoreUnavailable,
 )
-from storage.open import open_store
-from storage.records import (
+from freezeframe.storage.open import open_store
+from freezeframe.storage.records import (
     FACT_NAMES,
     BlobRef,
     Candidate,
@@ -49,7 +49,7 @@ from storage.records import (
     Slot,
     VerifyReport,
 )
-from storage.stats import WriterStats
+from freezeframe.storage.stats import WriterStats
 
 __all__ = [
     "FACT_NAMES",

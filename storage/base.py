@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
-from storage.records import (
+from freezeframe.storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
@@ -48,7 +48,7 @@ from storage.records import (
     Slot,
     VerifyReport,
 )
-from storage.stats import WriterStats
+from freezeframe.storage.stats import WriterStats
 
 
 class BlobWriter(ABC):

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from storage.records import NewExchange, Slot
+from freezeframe.storage.records import NewExchange, Slot
 
 
 @dataclass

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import brotli
 import zstandard
 
-from storage.records import Header
+from freezeframe.storage.records import Header
 
 MAX_DECODED = 64 * 1024 * 1024
 """The most bytes one body decodes to; the rest of a larger one is not read."""

@@ -1,6 +1,6 @@
 """open_store(url): the one place a store URL becomes a Store."""
 
-from storage.base import Store
+from freezeframe.storage.base import Store
 
 
 def open_store(url: str, *, create: bool = True) -> Store:
@@ -13,6 +13,6 @@ def open_store(url: str, *, create: bool = True) -> Store:
     is no store at ``url``, or SchemaTooNew.
     """
     # Imported here so that importing the records does not import SQLAlchemy.
-    from storage.sql import SqlStore
+    from freezeframe.storage.sql import SqlStore
 
     return SqlStore.open(url, create=create)

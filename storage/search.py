@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from storage.encodings import decode_body
-from storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
+from freezeframe.storage.encodings import decode_body
+from freezeframe.storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
 
 MAX_TEXT = 64 * 1024
 """Characters kept of one value; the rest of a longer one is not searchable."""

@@ -20,10 +20,10 @@ from typing import IO
 
 import blake3
 
-from storage import blobs
-from storage.base import BlobWriter
-from storage.errors import StoreClosed, StoreError
-from storage.records import BlobRef
+from freezeframe.storage import blobs
+from freezeframe.storage.base import BlobWriter
+from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.records import BlobRef
 
 SPOOL_PREFIX = "freezeframe-body-"
 

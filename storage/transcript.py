@@ -20,8 +20,8 @@ framing without an older one misreading it.
 import struct
 from collections.abc import Iterable
 
-from storage.errors import StoreError
-from storage.records import Message
+from freezeframe.storage.errors import StoreError
+from freezeframe.storage.records import Message
 
 VERSION = 1
 

@@ -111,7 +111,7 @@ def client_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[ProxyProcess], dict
     """Point this test process's HTTP clients at a proxy, as an agent's env would."""
 
     def apply(proxy: ProxyProcess) -> dict[str, str]:
-        from proxy.trust import client_bundle
+        from freezeframe.proxy.trust import client_bundle
 
         env = proxy.client_env(client_bundle(proxy.data_dir))
         for name in list(os.environ):

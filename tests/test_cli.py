@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner, Result
 from support.proxy import free_port
 
-import cli
-from canonicalize import RequestView, canonicalize
-from canonicalize.drift import digests
-from proxy.keys import key_config
-from proxy.localcapture import local_capture_unavailable_reason
-from storage import Chunk, NewExchange, Outcome, RecordedResponse, open_store
+from freezeframe import cli
+from freezeframe.canonicalize import RequestView, canonicalize
+from freezeframe.canonicalize.drift import digests
+from freezeframe.proxy.keys import key_config
+from freezeframe.proxy.localcapture import local_capture_unavailable_reason
+from freezeframe.storage import Chunk, NewExchange, Outcome, RecordedResponse, open_store
 
 BODY = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "user": "u1"}'
 
@@ -178,7 +178,7 @@ def test_verify_passes_then_catches_tampering(data_dir: Path) -> None:
 
 
 def test_ca_prints_the_cert_and_a_bundle_with_the_system_cas(tmp_path: Path) -> None:
-    from proxy.trust import ensure_ca
+    from freezeframe.proxy.trust import ensure_ca
 
     ensure_ca(tmp_path)  # a proxy's first start does this
     path = Path(invoke("ca", "--data-dir", str(tmp_path)).stdout.strip())
@@ -259,7 +259,17 @@ def test_run_refuses_bad_settings_in_one_line_and_damages_nothing(
     # a proxy, which must not take this test run down with it.
     ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "run", "--data-dir", str(data_dir), *ports, *args],
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "freezeframe",
+            "run",
+            "--data-dir",
+            str(data_dir),
+            *ports,
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=30,
@@ -289,8 +299,9 @@ def test_run_names_every_port_in_use_in_one_line(data_dir: Path) -> None:
         result = subprocess.run(
             [
                 sys.executable,
+                "-P",
                 "-m",
-                "cli",
+                "freezeframe",
                 "run",
                 "--data-dir",
                 str(data_dir),
@@ -339,7 +350,7 @@ def test_usage_errors_are_one_line_with_exit_code_2(
     data_dir: Path, args: list[str], fragment: str
 ) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "cli", *args, "--data-dir", str(data_dir)],
+        [sys.executable, "-P", "-m", "freezeframe", *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -465,7 +476,7 @@ def test_exec_refuses_capture_and_isolation_that_cannot_work_in_one_line(
 def test_gc_says_what_it_would_free_then_frees_it(data_dir: Path) -> None:
     from support.database import run_sql
 
-    from storage.blobs import compress, digest
+    from freezeframe.storage.blobs import compress, digest
 
     left = b"a body a failed import left behind"
     run_sql(
@@ -486,7 +497,7 @@ def test_gc_says_what_it_would_free_then_frees_it(data_dir: Path) -> None:
 
 
 def test_max_age_removes_cassettes_nobody_recorded_into_for_that_long(data_dir: Path) -> None:
-    from proxy.retention import sweep
+    from freezeframe.proxy.retention import sweep
 
     with open_store(store_url(data_dir)) as store:
         removed = sweep(store, max_age=30 * 86400, now=1_790_000_000.0 + 31 * 86400)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-import cli
+from freezeframe import cli
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 

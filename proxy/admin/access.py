@@ -37,7 +37,13 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from proxy.admin.guard import CSRF_FIELD, WriteRefused, check_write, csrf_token, host_name
+from freezeframe.proxy.admin.guard import (
+    CSRF_FIELD,
+    WriteRefused,
+    check_write,
+    csrf_token,
+    host_name,
+)
 
 SESSION_COOKIE = "freezeframe_session"
 SESSION_SECONDS = 12 * 3600

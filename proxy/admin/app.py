@@ -25,30 +25,30 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from addons.state import Mode, RuntimeState, format_pace, parse_pace
-from evidence import (
+from freezeframe.addons.state import Mode, RuntimeState, format_pace, parse_pace
+from freezeframe.evidence import (
     cassette_document,
     exchange_document,
     miss_document,
     search_document,
     summary_document,
 )
-from evidence.editing import AnswerEdit, Assignment, edited
-from proxy.admin.access import AdminAccess, Sessions, login_routes
-from proxy.admin.casefile import casefile_routes, templates
-from proxy.admin.guard import (
+from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
+from freezeframe.proxy.admin.access import AdminAccess, Sessions, login_routes
+from freezeframe.proxy.admin.casefile import casefile_routes, templates
+from freezeframe.proxy.admin.guard import (
     CSRF_FIELD,
     SecurityHeaders,
     WriteRefused,
     allowed_hosts,
     check_write,
 )
-from proxy.keys import key_config
-from proxy.metrics import CONTENT_TYPE, Metrics
-from proxy.notices import empty_cassette
-from proxy.settings import Settings
-from proxy.trust import CLIENT_BUNDLE
-from storage import (
+from freezeframe.proxy.keys import key_config
+from freezeframe.proxy.metrics import CONTENT_TYPE, Metrics
+from freezeframe.proxy.notices import empty_cassette
+from freezeframe.proxy.settings import Settings
+from freezeframe.proxy.trust import CLIENT_BUNDLE
+from freezeframe.storage import (
     CassetteNotFound,
     Exchange,
     ExchangeFilter,
@@ -57,8 +57,8 @@ from storage import (
     Store,
     StoreError,
 )
-from storage.encodings import decode_body
-from storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.storage.encodings import decode_body
+from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 
 log = logging.getLogger("freezeframe")
 

@@ -28,9 +28,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from addons.state import RuntimeState
-from canonicalize import KeyConfig, canonicalize
-from evidence import (
+from freezeframe.addons.state import RuntimeState
+from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.evidence import (
     agent_steps,
     cassette_document,
     conversation_document,
@@ -41,12 +41,12 @@ from evidence import (
     steps_document,
     summary_document,
 )
-from evidence.compare import compare_runs, diff_document, read_run
-from evidence.inert import inert
-from evidence.requests import stored_view
-from proxy.admin import present
-from proxy.admin.guard import csrf_token
-from storage import (
+from freezeframe.evidence.compare import compare_runs, diff_document, read_run
+from freezeframe.evidence.inert import inert
+from freezeframe.evidence.requests import stored_view
+from freezeframe.proxy.admin import present
+from freezeframe.proxy.admin.guard import csrf_token
+from freezeframe.storage import (
     CassetteNotFound,
     Exchange,
     ExchangeFilter,
@@ -55,8 +55,8 @@ from storage import (
     RecordedResponse,
     Store,
 )
-from storage.encodings import decode_body
-from storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.storage.encodings import decode_body
+from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 
 HERE = Path(__file__).parent
 HTMX = "htmx-2.0.7.min.js"

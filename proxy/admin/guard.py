@@ -34,7 +34,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from proxy.settings import Address
+from freezeframe.proxy.settings import Address
 
 CSRF_COOKIE = "freezeframe_csrf"
 CSRF_FIELD = "csrf_token"

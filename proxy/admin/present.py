@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from storage import BlobRef, ExchangeSummary, Store
+from freezeframe.storage import BlobRef, ExchangeSummary, Store
 
 PREVIEW_BYTES = 64 * 1024
 """How much of a body a page shows; the rest is a download."""

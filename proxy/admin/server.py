@@ -8,7 +8,7 @@ from collections.abc import Generator
 import uvicorn
 from starlette.types import ASGIApp
 
-from proxy.settings import Address
+from freezeframe.proxy.settings import Address
 
 
 class AdminServer(uvicorn.Server):

@@ -1,5 +1,5 @@
 """The Store on a SQL database (SQLite or PostgreSQL), behind SQLAlchemy Core."""
 
-from storage.sql.store import SqlStore
+from freezeframe.storage.sql.store import SqlStore
 
 __all__ = ["SqlStore"]

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import zstandard
 from sqlalchemy import Connection, and_, bindparam, case, null, select
 
-from storage import blobs
-from storage.records import BlobRef
-from storage.sql.schema import blob_parts
-from storage.sql.schema import blobs as blobs_table
+from freezeframe.storage import blobs
+from freezeframe.storage.records import BlobRef
+from freezeframe.storage.sql.schema import blob_parts
+from freezeframe.storage.sql.schema import blobs as blobs_table
 
 LAYOUT = select(
     blobs_table.c.size, blobs_table.c.parts, blobs_table.c.data, blobs_table.c.base

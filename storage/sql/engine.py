@@ -18,8 +18,8 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from storage.errors import StoreNotFound, StoreUnavailable
-from storage.sql.schema import ensure_schema
+from freezeframe.storage.errors import StoreNotFound, StoreUnavailable
+from freezeframe.storage.sql.schema import ensure_schema
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql

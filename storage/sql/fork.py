@@ -19,14 +19,14 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, text, update
 
-from storage import blobs
-from storage.chain import GENESIS, exchange_digest, link
-from storage.errors import CassetteNotFound, StoreError
-from storage.records import Edit, Forked, ForkOrigin, Origin
-from storage.search import answer_values
-from storage.sql.bodies import form
-from storage.sql.engine import insert_ignore
-from storage.sql.rows import (
+from freezeframe.storage import blobs
+from freezeframe.storage.chain import GENESIS, exchange_digest, link
+from freezeframe.storage.errors import CassetteNotFound, StoreError
+from freezeframe.storage.records import Edit, Forked, ForkOrigin, Origin
+from freezeframe.storage.search import answer_values
+from freezeframe.storage.sql.bodies import form
+from freezeframe.storage.sql.engine import insert_ignore
+from freezeframe.storage.sql.rows import (
     blob_row,
     chain_fields,
     fact_columns,
@@ -35,9 +35,9 @@ from storage.sql.rows import (
     origin_json,
     origin_of,
 )
-from storage.sql.schema import blobs as blobs_table
-from storage.sql.schema import cassettes, exchanges
-from storage.sql.search import SearchIndex
+from freezeframe.storage.sql.schema import blobs as blobs_table
+from freezeframe.storage.sql.schema import cassettes, exchanges
+from freezeframe.storage.sql.search import SearchIndex
 
 _COPIED = tuple(column.name for column in exchanges.c if column.name not in {"id", "cassette_id"})
 

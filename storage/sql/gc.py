@@ -17,11 +17,11 @@ import time
 
 from sqlalchemy import Connection, and_, exists, func, or_, select, text
 
-from storage.records import Collected
-from storage.sql.remove import IN_LIST, deletable, delete_blobs
-from storage.sql.schema import blobs as blobs_table
-from storage.sql.schema import exchanges, texts
-from storage.sql.search import drop_values
+from freezeframe.storage.records import Collected
+from freezeframe.storage.sql.remove import IN_LIST, deletable, delete_blobs
+from freezeframe.storage.sql.schema import blobs as blobs_table
+from freezeframe.storage.sql.schema import exchanges, texts
+from freezeframe.storage.sql.search import drop_values
 
 _NAMED_BY = (
     exchanges.c.request_body_digest,

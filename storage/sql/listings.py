@@ -23,7 +23,7 @@ from sqlalchemy import (
     union,
 )
 
-from storage.records import (
+from freezeframe.storage.records import (
     FACT_KINDS,
     CassetteSummary,
     Drift,
@@ -31,8 +31,8 @@ from storage.records import (
     ExchangeSummary,
     RunOverview,
 )
-from storage.sql.rows import to_summary
-from storage.sql.schema import blobs, cassette_totals, cassettes, drifts, exchanges
+from freezeframe.storage.sql.rows import to_summary
+from freezeframe.storage.sql.schema import blobs, cassette_totals, cassettes, drifts, exchanges
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
 

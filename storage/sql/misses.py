@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, select
 
-from storage.records import Difference, Miss, Nearest
-from storage.sql.rows import json_text
-from storage.sql.schema import misses
+from freezeframe.storage.records import Difference, Miss, Nearest
+from freezeframe.storage.sql.rows import json_text
+from freezeframe.storage.sql.schema import misses
 
 MISS_COLUMNS = (
     "cassette",

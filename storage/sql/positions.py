@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, delete, literal_column
 from sqlalchemy.sql.dml import ReturningInsert
 
-from storage.sql.engine import dialect_insert
-from storage.sql.schema import replay_positions
+from freezeframe.storage.sql.engine import dialect_insert
+from freezeframe.storage.sql.schema import replay_positions
 
 
 def claim(conn: Connection, session: str, cassette: str, key: str) -> int:

@@ -23,7 +23,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from storage.sql.schema import ExactText, from_stored, to_stored
+from freezeframe.storage.sql.schema import ExactText, from_stored, to_stored
 
 Row = tuple[Any, ...]
 T = TypeVar("T")

@@ -17,14 +17,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, bindparam, case, null, select
 
-from storage import blobs
-from storage.records import FACT_KINDS, BlobRef, Exchange
-from storage.sql import bodies
-from storage.sql.prepared import PinnedConnections, Prepared
-from storage.sql.rows import to_exchange
-from storage.sql.schema import CHAINED, cassettes, exchanges
-from storage.sql.schema import blobs as blobs_table
-from storage.transcript import DamagedTranscript
+from freezeframe.storage import blobs
+from freezeframe.storage.records import FACT_KINDS, BlobRef, Exchange
+from freezeframe.storage.sql import bodies
+from freezeframe.storage.sql.prepared import PinnedConnections, Prepared
+from freezeframe.storage.sql.rows import to_exchange
+from freezeframe.storage.sql.schema import CHAINED, cassettes, exchanges
+from freezeframe.storage.sql.schema import blobs as blobs_table
+from freezeframe.storage.transcript import DamagedTranscript
 
 JOINED_LIMIT = 256 * 1024
 """Bodies up to this size come with the exchange's row; larger ones by a query of their own."""

@@ -22,14 +22,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, select, update
 
-from storage import blobs
-from storage.chain import GENESIS, exchange_digest, link
-from storage.errors import StoreError
-from storage.records import KeyChange, Rekeyed
-from storage.sql.engine import insert_ignore
-from storage.sql.rows import blob_row, chain_fields, stripped_json
-from storage.sql.schema import CHAINED, cassettes, exchanges
-from storage.sql.schema import blobs as blobs_table
+from freezeframe.storage import blobs
+from freezeframe.storage.chain import GENESIS, exchange_digest, link
+from freezeframe.storage.errors import StoreError
+from freezeframe.storage.records import KeyChange, Rekeyed
+from freezeframe.storage.sql.engine import insert_ignore
+from freezeframe.storage.sql.rows import blob_row, chain_fields, stripped_json
+from freezeframe.storage.sql.schema import CHAINED, cassettes, exchanges
+from freezeframe.storage.sql.schema import blobs as blobs_table
 
 
 @dataclass(frozen=True, slots=True)

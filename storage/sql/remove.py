@@ -9,11 +9,11 @@ from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, delete, func, select
 
-from storage.errors import CassetteNotFound
-from storage.records import Removed
-from storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
-from storage.sql.schema import blobs as blobs_table
-from storage.sql.search import forget_exchanges
+from freezeframe.storage.errors import CassetteNotFound
+from freezeframe.storage.records import Removed
+from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
+from freezeframe.storage.sql.schema import blobs as blobs_table
+from freezeframe.storage.sql.search import forget_exchanges
 
 _BODY_COLUMNS = (
     exchanges.c.request_body_digest,

@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
-from storage import blobs, transcript
-from storage.chain import Scalar
-from storage.deltas import Base
-from storage.records import (
+from freezeframe.storage import blobs, transcript
+from freezeframe.storage.chain import Scalar
+from freezeframe.storage.deltas import Base
+from freezeframe.storage.records import (
     FACT_KINDS,
     INT64,
     BlobRef,
@@ -37,7 +37,7 @@ from storage.records import (
     RecordedResponse,
     format_url,
 )
-from storage.sql.schema import CHAINED
+from freezeframe.storage.sql.schema import CHAINED
 
 
 def exchange_row(

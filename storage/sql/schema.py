@@ -65,8 +65,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateColumn
 
-from storage.errors import SchemaTooNew, StoreNotFound
-from storage.records import FACT_KINDS
+from freezeframe.storage.errors import SchemaTooNew, StoreNotFound
+from freezeframe.storage.records import FACT_KINDS
 
 SCHEMA_VERSION = 7
 
@@ -487,7 +487,7 @@ def _index_runs_and_compact_search(conn: Connection) -> None:
     (storage.sql.search.rebuild): the values of version 6 are in clear text under other ids,
     and an index rebuilt by today's code is the index today's code writes. Takes about as
     long as reading every stored body once."""
-    from storage.sql.search import rebuild  # it reads rows with this module's tables
+    from freezeframe.storage.sql.search import rebuild  # it reads rows with this module's tables
 
     for index in exchanges.indexes:
         index.create(conn, checkfirst=True)

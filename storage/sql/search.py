@@ -31,13 +31,13 @@ import blake3
 from sqlalchemy import ColumnElement, Connection, Engine, exists, func, select, text
 from sqlalchemy.engine.interfaces import DBAPICursor
 
-from storage import blobs
-from storage.records import FACT_KINDS, SearchHit, format_url
-from storage.search import Searchable, searchable
-from storage.sql import bodies
-from storage.sql.engine import exclusive
-from storage.sql.rows import to_exchange
-from storage.sql.schema import (
+from freezeframe.storage import blobs
+from freezeframe.storage.records import FACT_KINDS, SearchHit, format_url
+from freezeframe.storage.search import Searchable, searchable
+from freezeframe.storage.sql import bodies
+from freezeframe.storage.sql.engine import exclusive
+from freezeframe.storage.sql.rows import to_exchange
+from freezeframe.storage.sql.schema import (
     CHAINED,
     cassettes,
     exchanges,

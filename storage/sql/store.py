@@ -35,11 +35,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
-from storage import blobs
-from storage.base import BlobWriter, Store
-from storage.counters import CassetteCounts, Counters
-from storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
-from storage.records import (
+from freezeframe.storage import blobs
+from freezeframe.storage.base import BlobWriter, Store
+from freezeframe.storage.counters import CassetteCounts, Counters
+from freezeframe.storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
+from freezeframe.storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
@@ -64,21 +64,21 @@ from storage.records import (
     check_facts,
     format_url,
 )
-from storage.spool import SpoolWriter
-from storage.sql import bodies, listings, positions, rekey
-from storage.sql import search as search_index
-from storage.sql.engine import connect, exclusive, mask, reason, unavailable
-from storage.sql.fork import fork as fork_cassette
-from storage.sql.fork import fork_origin_of
-from storage.sql.gc import collect
-from storage.sql.misses import list_misses
-from storage.sql.reads import ExchangeReader
-from storage.sql.remove import remove_cassette
-from storage.sql.rows import canonical_of
-from storage.sql.schema import ExactText, cassettes, exchanges
-from storage.sql.verify import verify_cassette
-from storage.sql.writer import DriftNote, ImportJob, Writer
-from storage.stats import WriterStats
+from freezeframe.storage.spool import SpoolWriter
+from freezeframe.storage.sql import bodies, listings, positions, rekey
+from freezeframe.storage.sql import search as search_index
+from freezeframe.storage.sql.engine import connect, exclusive, mask, reason, unavailable
+from freezeframe.storage.sql.fork import fork as fork_cassette
+from freezeframe.storage.sql.fork import fork_origin_of
+from freezeframe.storage.sql.gc import collect
+from freezeframe.storage.sql.misses import list_misses
+from freezeframe.storage.sql.reads import ExchangeReader
+from freezeframe.storage.sql.remove import remove_cassette
+from freezeframe.storage.sql.rows import canonical_of
+from freezeframe.storage.sql.schema import ExactText, cassettes, exchanges
+from freezeframe.storage.sql.verify import verify_cassette
+from freezeframe.storage.sql.writer import DriftNote, ImportJob, Writer
+from freezeframe.storage.stats import WriterStats
 
 PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""

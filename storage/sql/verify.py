@@ -11,13 +11,13 @@ chain covers the form itself.
 
 from sqlalchemy import Connection, select
 
-from storage.chain import exchange_digest, link
-from storage.errors import CassetteNotFound
-from storage.records import VerifyReport
-from storage.sql.bodies import Damaged, form, problem
-from storage.sql.fork import provenance, start_of
-from storage.sql.rows import chain_fields
-from storage.sql.schema import CHAINED, cassettes, exchanges
+from freezeframe.storage.chain import exchange_digest, link
+from freezeframe.storage.errors import CassetteNotFound
+from freezeframe.storage.records import VerifyReport
+from freezeframe.storage.sql.bodies import Damaged, form, problem
+from freezeframe.storage.sql.fork import provenance, start_of
+from freezeframe.storage.sql.rows import chain_fields
+from freezeframe.storage.sql.schema import CHAINED, cassettes, exchanges
 
 _BODIES = (
     ("request", "request_body_digest"),

@@ -63,11 +63,11 @@ from sqlalchemy import Dialect, Engine, bindparam, func, insert, select, update
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.pool import PoolProxiedConnection
 
-from storage import blobs, transcript
-from storage.chain import GENESIS, Scalar, exchange_digest, link
-from storage.deltas import Base, Lines
-from storage.errors import StoreClosed, StoreError
-from storage.records import (
+from freezeframe.storage import blobs, transcript
+from freezeframe.storage.chain import GENESIS, Scalar, exchange_digest, link
+from freezeframe.storage.deltas import Base, Lines
+from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.records import (
     BlobRef,
     ForkOrigin,
     Imported,
@@ -77,18 +77,18 @@ from storage.records import (
     Slot,
     check_facts,
 )
-from storage.search import Searchable, searchable
-from storage.spool import SpooledBlob, SpoolWriter
-from storage.sql import search as search_index
-from storage.sql.engine import insert_ignore, reason
-from storage.sql.fork import origin_text, start_of
-from storage.sql.misses import MISS_COLUMNS, miss_row
-from storage.sql.prepared import Prepared
-from storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
-from storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
-from storage.sql.schema import blobs as blobs_table
-from storage.sql.search import SearchIndex
-from storage.stats import StatsCounter, WriterStats
+from freezeframe.storage.search import Searchable, searchable
+from freezeframe.storage.spool import SpooledBlob, SpoolWriter
+from freezeframe.storage.sql import search as search_index
+from freezeframe.storage.sql.engine import insert_ignore, reason
+from freezeframe.storage.sql.fork import origin_text, start_of
+from freezeframe.storage.sql.misses import MISS_COLUMNS, miss_row
+from freezeframe.storage.sql.prepared import Prepared
+from freezeframe.storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
+from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
+from freezeframe.storage.sql.schema import blobs as blobs_table
+from freezeframe.storage.sql.search import SearchIndex
+from freezeframe.storage.stats import StatsCounter, WriterStats
 
 log = logging.getLogger("freezeframe.storage")
 

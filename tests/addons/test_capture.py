@@ -7,8 +7,8 @@ from mitmproxy import http
 from mitmproxy.proxy import mode_specs, server_hooks
 from mitmproxy.test import tflow
 
-from addons.capture import AddressBook, Capture
-from addons.state import Mode, RuntimeState
+from freezeframe.addons.capture import AddressBook, Capture
+from freezeframe.addons.state import Mode, RuntimeState
 
 
 @pytest.fixture

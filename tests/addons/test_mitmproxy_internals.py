@@ -10,7 +10,7 @@ import inspect
 
 from mitmproxy.proxy.layers.http import _http1
 
-from addons import mitmproxy_internals
+from freezeframe.addons import mitmproxy_internals
 
 
 def test_http1_error_pages_still_come_from_make_error_response() -> None:

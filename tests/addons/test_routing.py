@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from addons.routing import Decision, Routing
-from addons.state import Mode
-from canonicalize import parse_rules
-from proxy.settings import build, parse_live
+from freezeframe.addons.routing import Decision, Routing
+from freezeframe.addons.state import Mode
+from freezeframe.canonicalize import parse_rules
+from freezeframe.proxy.settings import build, parse_live
 
 MODEL = parse_live("api.openai.com/v1/*")
 ROUTES = parse_rules(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from addons import state
-from addons.state import Journal
+from freezeframe.addons import state
+from freezeframe.addons.state import Journal
 
 
 def test_the_journal_numbers_events_and_keeps_the_latest(monkeypatch: pytest.MonkeyPatch) -> None:

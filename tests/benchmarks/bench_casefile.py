@@ -28,12 +28,12 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from addons.state import Mode, RuntimeState
-from canonicalize import RequestView, canonicalize
-from proxy.admin import create_app
-from proxy.keys import key_config
-from proxy.settings import Settings
-from storage import Chunk, NewExchange, Outcome, RecordedResponse, Store, open_store
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.canonicalize import RequestView, canonicalize
+from freezeframe.proxy.admin import create_app
+from freezeframe.proxy.keys import key_config
+from freezeframe.proxy.settings import Settings
+from freezeframe.storage import Chunk, NewExchange, Outcome, RecordedResponse, Store, open_store
 
 ANSWER = json.dumps({"choices": [{"message": {"content": "ok"}}], "usage": {"total_tokens": 9}})
 

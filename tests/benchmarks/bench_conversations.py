@@ -41,8 +41,8 @@ for path in (ROOT, ROOT / "tests"):
 from sqlalchemy import create_engine, text  # noqa: E402
 from support.agent_traffic import Conversation  # noqa: E402
 
-from canonicalize import RequestView, canonicalize  # noqa: E402
-from storage import (  # noqa: E402
+from freezeframe.canonicalize import RequestView, canonicalize  # noqa: E402
+from freezeframe.storage import (  # noqa: E402
     Chunk,
     NewExchange,
     Outcome,

@@ -41,7 +41,7 @@ for path in (ROOT, ROOT / "tests"):
 from support.proxy import ProxyProcess  # noqa: E402
 from support.upstream import Upstream  # noqa: E402
 
-from storage import open_store  # noqa: E402
+from freezeframe.storage import open_store  # noqa: E402
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 MODES = ("batched", "strict")

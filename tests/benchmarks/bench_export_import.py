@@ -22,8 +22,8 @@ sys.path[:0] = [str(Path(__file__).parents[2]), str(Path(__file__).parents[1])]
 from support.exchanges import plausible_exchange, plausible_response  # noqa: E402
 from support.memory import peak_rss  # noqa: E402
 
-from exchange_formats import Keeper, export_cassette, open_import  # noqa: E402
-from storage import open_store  # noqa: E402
+from freezeframe.exchange_formats import Keeper, export_cassette, open_import  # noqa: E402
+from freezeframe.storage import open_store  # noqa: E402
 
 
 def no_keeper(cassette: str) -> Keeper:

@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from canonicalize import (  # noqa: E402
+from freezeframe.canonicalize import (  # noqa: E402
     KeyConfig,
     RequestView,
     ResponseView,
@@ -61,9 +61,9 @@ from canonicalize import (  # noqa: E402
     facts_of,
     parse_rules,
 )
-from canonicalize.model import BodyDigest, FormPart  # noqa: E402
-from canonicalize.multipart import NotMultipart, read_multipart  # noqa: E402
-from storage.encodings import HELD_DECODED, decode  # noqa: E402
+from freezeframe.canonicalize.model import BodyDigest, FormPart  # noqa: E402
+from freezeframe.canonicalize.multipart import NotMultipart, read_multipart  # noqa: E402
+from freezeframe.storage.encodings import HELD_DECODED, decode  # noqa: E402
 
 BATCH = 1000
 PATHS = (

@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-from storage import open_store  # noqa: E402
+from freezeframe.storage import open_store  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 START_TIMEOUT = 30.0
@@ -244,8 +244,9 @@ def main() -> int:
                 port, admin = free_port(), free_port()
                 command = [
                     sys.executable,
+                    "-P",
                     "-m",
-                    "cli",
+                    "freezeframe",
                     "run",
                     "--mode",
                     mode,

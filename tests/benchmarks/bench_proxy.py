@@ -564,8 +564,9 @@ class Env:
         data_dir = self.tmp / scenario.data_dir
         cmd = [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "run",
             "--data-dir",
             str(data_dir),

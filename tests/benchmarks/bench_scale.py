@@ -57,7 +57,7 @@ for path in (ROOT, ROOT / "tests"):
 
 from support.exchanges import plausible_exchange, plausible_response  # noqa: E402
 
-from storage import NewExchange, Store, open_store  # noqa: E402
+from freezeframe.storage import NewExchange, Store, open_store  # noqa: E402
 
 RUN = 1_000
 START_TIMEOUT = 120.0
@@ -144,7 +144,17 @@ def replay_command(data_dir: Path, cassette: str, admin: int, store: str = "") -
     """``freezeframe run --mode replay`` on the store in ``data_dir`` (or ``store``), its
     admin on ``admin``."""
     return [
-        *(sys.executable, "-m", "cli", "run", "--mode", "replay", "--cassette", cassette),
+        *(
+            sys.executable,
+            "-P",
+            "-m",
+            "freezeframe",
+            "run",
+            "--mode",
+            "replay",
+            "--cassette",
+            cassette,
+        ),
         *("--data-dir", str(data_dir), "--listen", f"127.0.0.1:{free_port()}"),
         *("--admin", f"127.0.0.1:{admin}"),
         *(("--store", store) if store else ()),

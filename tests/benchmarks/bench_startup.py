@@ -86,8 +86,8 @@ def _timed_start(data_dir: str, cassette: str) -> None:
     start a replay with each phase of proxy.serve timed, print the phases (name, seconds since
     the process started, seconds taken), stop."""
     began = time.perf_counter() - _interpreter_age()
-    import cli
-    from proxy import serve
+    from freezeframe import cli
+    from freezeframe.proxy import serve
 
     marks: list[tuple[str, float, float]] = [("imports", time.perf_counter() - began, 0.0)]
 

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # after PYTHONPATH, so another checkout can be measured
 
-from storage import (  # noqa: E402
+from freezeframe.storage import (  # noqa: E402
     Chunk,
     NewExchange,
     Outcome,

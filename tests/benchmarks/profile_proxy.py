@@ -288,7 +288,7 @@ def _start_cprofiled(env: bp.Env, scenario: bp.Scenario, prof: Path) -> tuple[bp
     port, admin = bp.free_port(), bp.free_port()
     data_dir = env.tmp / scenario.data_dir
     cmd = [
-        real, "-m", "cProfile", "-o", str(prof), "-m", "cli", "run",
+        real, "-m", "cProfile", "-o", str(prof), "-m", "freezeframe", "run",
         "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
         "--admin", f"127.0.0.1:{admin}", "--upstream-ca", str(env.upstream_ca),
         *scenario.args,

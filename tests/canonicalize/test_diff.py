@@ -6,7 +6,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize import (
+from freezeframe.canonicalize import (
     SCHEME_VERSION,
     Difference,
     KeyConfig,
@@ -15,7 +15,7 @@ from canonicalize import (
     differences,
     nearest,
 )
-from canonicalize.jsonbody import MAX_DEPTH
+from freezeframe.canonicalize.jsonbody import MAX_DEPTH
 
 DEFAULTS = KeyConfig()
 CHAT = RequestView(

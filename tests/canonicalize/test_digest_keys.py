@@ -13,7 +13,7 @@ from blake3 import blake3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize import (
+from freezeframe.canonicalize import (
     BodyDigest,
     FormPart,
     KeyConfig,
@@ -21,7 +21,7 @@ from canonicalize import (
     canonicalize,
     parse_rules,
 )
-from canonicalize.jsonbody import NotJson, read_json
+from freezeframe.canonicalize.jsonbody import NotJson, read_json
 
 VIEW = RequestView(
     method="PUT",

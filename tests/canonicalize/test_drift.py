@@ -3,8 +3,8 @@
 import json
 from typing import Any
 
-from canonicalize import KeyConfig, RequestView, canonicalize, parse_rules
-from canonicalize.drift import digests, drifted
+from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize, parse_rules
+from freezeframe.canonicalize.drift import digests, drifted
 
 CHAT = "/v1/chat/completions"
 

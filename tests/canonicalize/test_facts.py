@@ -39,7 +39,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from pydantic import BaseModel
 from support.sdk_capture import SdkCapture, view_of
 
-from canonicalize import (
+from freezeframe.canonicalize import (
     FACT_NAMES,
     FACTS_BODY_LIMIT,
     RequestView,

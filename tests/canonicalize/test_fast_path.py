@@ -16,12 +16,12 @@ from blake3 import blake3
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import canonicalize.body as body_module
-import canonicalize.jsonpath as jsonpath_module
-import canonicalize.key as key_module
-import canonicalize.prune as prune_module
-from canonicalize import KeyConfig, RequestView, canonicalize, parse_rules
-from canonicalize.jsonbody import (
+import freezeframe.canonicalize.body as body_module
+import freezeframe.canonicalize.jsonpath as jsonpath_module
+import freezeframe.canonicalize.key as key_module
+import freezeframe.canonicalize.prune as prune_module
+from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize, parse_rules
+from freezeframe.canonicalize.jsonbody import (
     _LONE_SURROGATE,
     MAX_DEPTH,
     JsonValue,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize.jsonbody import (
+from freezeframe.canonicalize.jsonbody import (
     MAX_DEPTH,
     JsonValue,
     NotJson,

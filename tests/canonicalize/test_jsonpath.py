@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize.jsonbody import JsonValue, decode_json
-from canonicalize.jsonpath import BadPath, Location, parse_path, render
+from freezeframe.canonicalize.jsonbody import JsonValue, decode_json
+from freezeframe.canonicalize.jsonpath import BadPath, Location, parse_path, render
 
 DOCUMENT = decode_json(
     b'{"model": "m", "messages": [{"role": "user", "content": "a", "name": "bob"},'

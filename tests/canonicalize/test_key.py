@@ -11,7 +11,7 @@ from blake3 import blake3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize import (
+from freezeframe.canonicalize import (
     DEFAULT_VOLATILE_FIELDS,
     SCHEME_VERSION,
     KeyConfig,
@@ -19,8 +19,8 @@ from canonicalize import (
     Stripped,
     canonicalize,
 )
-from canonicalize.jsonbody import decode_json, encode_json, short_digest
-from canonicalize.profiles.openai import CHAT_COMPLETIONS_DROP
+from freezeframe.canonicalize.jsonbody import decode_json, encode_json, short_digest
+from freezeframe.canonicalize.profiles.openai import CHAT_COMPLETIONS_DROP
 
 type Body = None | bool | str | Decimal | list[Body] | dict[str, Body]
 

@@ -13,8 +13,15 @@ from blake3 import blake3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize import Canonical, KeyConfig, RequestView, Stripped, canonicalize, parse_rules
-from canonicalize.jsonbody import short_digest
+from freezeframe.canonicalize import (
+    Canonical,
+    KeyConfig,
+    RequestView,
+    Stripped,
+    canonicalize,
+    parse_rules,
+)
+from freezeframe.canonicalize.jsonbody import short_digest
 
 UPLOAD = RequestView(
     method="POST",

@@ -20,10 +20,10 @@ from openai.types.chat import completion_create_params as chat_completion_create
 from openai.types.responses import response_create_params
 from support.sdk_capture import SdkCapture, view_of
 
-from canonicalize import DEFAULT_VOLATILE_FIELDS, Canonical, RequestView, canonicalize
-from canonicalize.jsonbody import decode_json, encode_json
-from canonicalize.profiles import anthropic as anthropic_profile
-from canonicalize.profiles import openai as openai_profile
+from freezeframe.canonicalize import DEFAULT_VOLATILE_FIELDS, Canonical, RequestView, canonicalize
+from freezeframe.canonicalize.jsonbody import decode_json, encode_json
+from freezeframe.canonicalize.profiles import anthropic as anthropic_profile
+from freezeframe.canonicalize.profiles import openai as openai_profile
 
 # The SDKs' own request types: every field must be decided.
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canonicalize import (
+from freezeframe.canonicalize import (
     KeyConfig,
     RequestView,
     Rule,
@@ -23,8 +23,8 @@ from canonicalize import (
     load_rules,
     parse_rules,
 )
-from canonicalize.jsonbody import MAX_DEPTH, short_digest
-from canonicalize.jsonpath import parse_path
+from freezeframe.canonicalize.jsonbody import MAX_DEPTH, short_digest
+from freezeframe.canonicalize.jsonpath import parse_path
 
 EXAMPLE = r"""
 # Rules for the support agent.
@@ -72,7 +72,7 @@ def test_the_documented_format_loads_into_rules() -> None:
 
 
 def test_the_module_documentation_example_is_valid() -> None:
-    import canonicalize.rules as module
+    import freezeframe.canonicalize.rules as module
 
     assert module.__doc__ is not None
     example = module.__doc__.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -479,6 +479,12 @@ def test_builder_copies_everything_the_wheel_is_built_from(stages: list[Stage]) 
     needed = {"pyproject.toml", project["project"]["readme"]}
     needed |= {f"{module}.py" for module in setuptools["py-modules"]}
     needed |= {package.split(".")[0] for package in setuptools["packages"]}
+    # freezeframe/ links in the top-level folders and cli.py: the links' targets are needed too.
+    needed |= {
+        link.resolve().relative_to(REPO).as_posix()
+        for link in (REPO / "freezeframe").iterdir()
+        if link.is_symlink()
+    }
     copied = {source.rstrip("/") for i in stages[0].all("COPY") for source in parse_copy(i)[1]}
     assert needed <= copied, f"not copied into the builder: {sorted(needed - copied)}"
     for source in copied:

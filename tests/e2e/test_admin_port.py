@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 from support.proxy import ProxyProcess
 
-import cli
+from freezeframe import cli
 
 pytestmark = pytest.mark.e2e
 

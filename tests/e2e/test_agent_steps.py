@@ -14,9 +14,9 @@ import pytest
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from evidence.conversation import conversation_document
-from evidence.steps import Link, Match, agent_steps, steps_document
-from storage import Exchange, open_store
+from freezeframe.evidence.conversation import conversation_document
+from freezeframe.evidence.steps import Link, Match, agent_steps, steps_document
+from freezeframe.storage import Exchange, open_store
 
 pytestmark = pytest.mark.e2e
 

@@ -166,7 +166,17 @@ def test_a_transparent_recording_replays_through_https_proxy_and_the_other_way_r
     assert upstream.connections == 0
 
     shown = subprocess.run(
-        [sys.executable, "-m", "cli", "show", "captured", "--json", "--data-dir", str(data_dir)],
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "freezeframe",
+            "show",
+            "captured",
+            "--json",
+            "--data-dir",
+            str(data_dir),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

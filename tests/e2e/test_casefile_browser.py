@@ -31,7 +31,7 @@ from support.browser import artifact_path, chromium_or_skip, failed
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from proxy.trust import client_bundle
+from freezeframe.proxy.trust import client_bundle
 
 pytestmark = pytest.mark.e2e
 

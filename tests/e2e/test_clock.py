@@ -16,10 +16,10 @@ from support.exchanges import plausible_exchange
 from support.proxy import free_port
 from support.upstream import Upstream
 
-from addons.mitmproxy_internals import certificates_valid_from
-from proxy.clock import library
-from proxy.settings import default_store_url
-from storage import open_store
+from freezeframe.addons.mitmproxy_internals import certificates_valid_from
+from freezeframe.proxy.clock import library
+from freezeframe.proxy.settings import default_store_url
+from freezeframe.storage import open_store
 
 
 def _libfaketime_missing() -> bool:
@@ -60,8 +60,9 @@ def freezeframe_exec(data_dir: Path, *args: str) -> subprocess.CompletedProcess[
     return subprocess.run(
         [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "exec",
             "--data-dir",
             str(data_dir),

@@ -12,7 +12,7 @@ from support.database import writes_blocked
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from storage import open_store
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ import requests
 from support.proxy import ProxyProcess
 from support.upstream import ENCODERS, Upstream, encoded_body
 
-from storage import Exchange, open_store
+from freezeframe.storage import Exchange, open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +63,7 @@ def curl_decoded(url: str) -> bytes:
 def shown(data_dir: Path, *args: str) -> Any:
     """What ``freezeframe show default <args> --json`` prints, parsed."""
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "show", "default", *args, "--json"]
+        [sys.executable, "-P", "-m", "freezeframe", "show", "default", *args, "--json"]
         + ["--data-dir", str(data_dir)],
         capture_output=True,
         check=True,

@@ -42,8 +42,8 @@ from support.upstream import Upstream
 from support.ws_upstream import WsUpstream
 from websockets.sync.client import connect
 
-import cli
-from storage import Outcome, open_store
+from freezeframe import cli
+from freezeframe.storage import Outcome, open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -167,7 +167,7 @@ def corpus(
 
 
 def point_clients_at(patch: pytest.MonkeyPatch, proxy: ProxyProcess) -> None:
-    from proxy.trust import client_bundle
+    from freezeframe.proxy.trust import client_bundle
 
     for name in list(os.environ):
         if name.lower() in ("all_proxy", "ssl_cert_dir"):
@@ -701,7 +701,16 @@ def test_a_progress_bar_shows_on_a_terminal_and_never_in_a_pipe(
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "cli", "export", CASSETTE, "-o", str(tmp_path / "b.jsonl")]
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "freezeframe",
+                "export",
+                CASSETTE,
+                "-o",
+                str(tmp_path / "b.jsonl"),
+            ]
             + ["--data-dir", str(corpus.data_dir)],
             stdout=subprocess.PIPE,
             stderr=follower,

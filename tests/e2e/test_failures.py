@@ -11,7 +11,7 @@ import pytest
 from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream, rate_limit_body
 
-from storage import Outcome, open_store
+from freezeframe.storage import Outcome, open_store
 
 pytestmark = pytest.mark.e2e
 

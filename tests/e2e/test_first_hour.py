@@ -33,7 +33,7 @@ def cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if not k.startswith("FREEZEFRAME_")}
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-P", "-m", "freezeframe", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -34,7 +34,7 @@ from click.testing import CliRunner
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from cli import main
+from freezeframe.cli import main
 
 pytestmark = pytest.mark.e2e
 
@@ -157,7 +157,7 @@ def files_outside(world: Path) -> set[Path]:
 
 def freezeframe(proxy: ProxyProcess, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", *args, "--data-dir", str(proxy.data_dir)],
+        [sys.executable, "-P", "-m", "freezeframe", *args, "--data-dir", str(proxy.data_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=REPO,

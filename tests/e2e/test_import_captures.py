@@ -29,8 +29,8 @@ from support.upstream import Upstream
 from support.ws_upstream import WsUpstream
 from websockets.sync.client import connect
 
-import cli
-from storage import open_store
+from freezeframe import cli
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -169,7 +169,7 @@ def test_a_capture_imports_safe_and_replays_what_the_client_saw(
         data_dir, mode="replay", cassette="brought", upstream_ca=upstream_ca_file
     ).start()
     try:
-        from proxy.trust import client_bundle
+        from freezeframe.proxy.trust import client_bundle
 
         trusted = ssl.create_default_context(cafile=client_bundle(data_dir))
         with httpx.Client(proxy=replayer.url, verify=trusted, timeout=10) as client:

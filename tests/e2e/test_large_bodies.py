@@ -11,9 +11,9 @@ from support.memory import GROWTH_LIMIT, peak_rss
 from support.proxy import ProxyProcess
 from support.upstream import Upstream, random_chunks
 
-from addons.record import PACED_STEP
-from addons.uploads import LARGE_BODY
-from storage import open_store
+from freezeframe.addons.record import PACED_STEP
+from freezeframe.addons.uploads import LARGE_BODY
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 

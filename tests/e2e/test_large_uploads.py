@@ -23,13 +23,13 @@ from support.memory import GROWTH_LIMIT, peak_rss
 from support.proxy import ProxyProcess
 from support.upstream import ConnectTunnel, Upstream, random_chunks
 
-from addons._flows import FlowInfo, canonical_of
-from addons.routing import Decision
-from addons.state import Mode
-from addons.uploads import LARGE_BODY, RequestBody, opaque_canonical
-from canonicalize import KeyConfig, RequestView, canonicalize
-from storage import open_store
-from storage.redaction import Redactor
+from freezeframe.addons._flows import FlowInfo, canonical_of
+from freezeframe.addons.routing import Decision
+from freezeframe.addons.state import Mode
+from freezeframe.addons.uploads import LARGE_BODY, RequestBody, opaque_canonical
+from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize
+from freezeframe.storage import open_store
+from freezeframe.storage.redaction import Redactor
 
 ClientEnv = Callable[[ProxyProcess], dict[str, str]]
 SIZE = 160 * 1024 * 1024

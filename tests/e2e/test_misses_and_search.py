@@ -22,7 +22,7 @@ ClientEnv = Callable[[ProxyProcess], dict[str, str]]
 
 def freezeframe(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args, "--data-dir", str(data_dir)],
+        [sys.executable, "-P", "-m", "freezeframe", *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -120,7 +120,16 @@ AGENT = textwrap.dedent(
 def freezeframe(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args[:1], "--data-dir", str(data_dir), *args[1:]],
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "freezeframe",
+            *args[:1],
+            "--data-dir",
+            str(data_dir),
+            *args[1:],
+        ],
         capture_output=True,
         text=True,
         timeout=180,

@@ -187,8 +187,9 @@ def test_secrets_reach_no_stored_byte_log_or_output(
     shown = subprocess.run(
         [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "show",
             "secrets",
             "0",

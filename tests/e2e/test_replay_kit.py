@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-import cli
+from freezeframe import cli
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ import pytest
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from storage import open_store
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 

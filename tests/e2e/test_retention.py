@@ -10,7 +10,7 @@ import pytest
 from support.exchanges import plausible_exchange
 from support.proxy import ProxyProcess
 
-from storage import open_store
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 

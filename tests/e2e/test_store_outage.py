@@ -18,7 +18,7 @@ import pytest
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from storage import open_store
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -169,7 +169,17 @@ def test_a_sqlite_disk_that_fills_up_forwards_and_stores_again_once_freed(
     assert proxy.log.count("could not store exchange") == 3
     assert "database or disk is full" in proxy.log
     verified = subprocess.run(
-        ["nsenter", "-t", str(proxy.process.pid), "-m", "--", sys.executable, "-m", "cli"]
+        [
+            "nsenter",
+            "-t",
+            str(proxy.process.pid),
+            "-m",
+            "--",
+            sys.executable,
+            "-P",
+            "-m",
+            "freezeframe",
+        ]
         + ["verify", "outage", "--store", store],
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
         capture_output=True,

@@ -11,7 +11,7 @@ import trustme
 from support.misbehaving import CUT_BODY, FIRST_EVENT, Misbehaving
 from support.proxy import ProxyProcess
 
-from storage import Exchange, open_store
+from freezeframe.storage import Exchange, open_store
 
 pytestmark = pytest.mark.e2e
 

@@ -81,7 +81,7 @@ def gaps(times: list[float]) -> list[float]:
 
 def show(proxy: ProxyProcess, cassette: str, seq: int) -> dict[str, Any]:
     shown = subprocess.run(
-        [sys.executable, "-m", "cli", "show", cassette, str(seq), "--json"]
+        [sys.executable, "-P", "-m", "freezeframe", "show", cassette, str(seq), "--json"]
         + ["--data-dir", str(proxy.data_dir)],
         capture_output=True,
         timeout=60,

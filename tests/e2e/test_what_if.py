@@ -50,7 +50,7 @@ def model(upstream_ca: trustme.CA) -> Iterator[ModelServer]:
 
 
 def run_agent(proxy: ProxyProcess, model: ModelServer, orders: OrderService) -> str:
-    from proxy.trust import client_bundle
+    from freezeframe.proxy.trust import client_bundle
 
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env |= proxy.client_env(client_bundle(proxy.data_dir))
@@ -67,7 +67,7 @@ def run_agent(proxy: ProxyProcess, model: ModelServer, orders: OrderService) -> 
 
 def freezeframe(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args, "--data-dir", str(data_dir)],
+        [sys.executable, "-P", "-m", "freezeframe", *args, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         timeout=60,

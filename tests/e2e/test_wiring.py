@@ -101,8 +101,9 @@ def exec_agent(
     return subprocess.run(
         [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "exec",
             "--mode",
             mode,
@@ -146,8 +147,9 @@ def test_exec_runs_the_agent_through_the_proxy_and_passes_its_status_through(
     missing = subprocess.run(
         [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "exec",
             "--data-dir",
             str(data_dir),
@@ -179,8 +181,9 @@ def test_env_prints_what_a_client_needs_in_each_shell(
         return subprocess.run(
             [
                 sys.executable,
+                "-P",
                 "-m",
-                "cli",
+                "freezeframe",
                 "env",
                 "--shell",
                 shell,
@@ -215,7 +218,15 @@ def test_env_prints_what_a_client_needs_in_each_shell(
 
     proxy.stop()
     gone = subprocess.run(
-        [sys.executable, "-m", "cli", "env", "--admin", f"127.0.0.1:{proxy.admin_port}"],
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "freezeframe",
+            "env",
+            "--admin",
+            f"127.0.0.1:{proxy.admin_port}",
+        ],
         capture_output=True,
         text=True,
         timeout=30,
@@ -254,7 +265,7 @@ def test_a_bad_upstream_proxy_or_reverse_target_is_one_line(tmp_path: Path) -> N
         (["--reverse", "openai=https://api.openai.com/v1@8082"], "no path"),
     ):
         result = subprocess.run(
-            [sys.executable, "-m", "cli", "run", "--data-dir", str(tmp_path), *args],
+            [sys.executable, "-P", "-m", "freezeframe", "run", "--data-dir", str(tmp_path), *args],
             capture_output=True,
             text=True,
             timeout=60,

@@ -6,8 +6,8 @@ import json
 
 from support.exchanges import stored_exchange
 
-from canonicalize import KeyConfig, RequestView, canonicalize
-from evidence.compare import compare_runs, diff_document
+from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize
+from freezeframe.evidence.compare import compare_runs, diff_document
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 

@@ -16,10 +16,10 @@ from support.recorded import RecordingSdk
 from support.streams import CALL, RESPONSE, anthropic_stream, responses_stream
 from support.upstream import ENCODERS, Upstream
 
-from evidence.conversation import Conversation, conversation_document, conversation_of
-from evidence.messages import ToolCall, ToolResult
-from evidence.parts import Part
-from storage import BlobRef, Exchange, Outcome
+from freezeframe.evidence.conversation import Conversation, conversation_document, conversation_of
+from freezeframe.evidence.messages import ToolCall, ToolResult
+from freezeframe.evidence.parts import Part
+from freezeframe.storage import BlobRef, Exchange, Outcome
 
 WEATHER = {
     "type": "function",

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.upstream import ENCODERS, encoded_body
 
-from storage.encodings import MAX_DECODED, content_codings, decode, decode_body
+from freezeframe.storage.encodings import MAX_DECODED, content_codings, decode, decode_body
 
 CODINGS = ("gzip", "br", "zstd", "deflate")
 

@@ -10,8 +10,8 @@ import re
 import pytest
 from support.exchanges import stored_exchange
 
-from evidence.perturb import Perturber, Request, SpecError, parse_spec
-from storage import Chunk, Outcome
+from freezeframe.evidence.perturb import Perturber, Request, SpecError, parse_spec
+from freezeframe.storage import Chunk, Outcome
 
 ORDERS = {"orders": [{"id": "a", "user": "u-1"}, {"id": "b", "user": "u-2"}, {"id": "c"}]}
 TOOL = Request("tools.local", 443, "/orders")

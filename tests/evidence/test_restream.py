@@ -15,9 +15,9 @@ import pytest
 from support.exchanges import stored_exchange
 from support.streams import anthropic_stream, chat_stream, responses_stream, sse
 
-from canonicalize import KeyConfig
-from evidence.editing import AnswerEdit, Assignment, EditError, edited
-from storage import Chunk, Exchange
+from freezeframe.canonicalize import KeyConfig
+from freezeframe.evidence.editing import AnswerEdit, Assignment, EditError, edited
+from freezeframe.storage import Chunk, Exchange
 
 SSE = ((b"content-type", b"text/event-stream; charset=utf-8"),)
 

@@ -15,9 +15,9 @@ from support.recorded import RecordingSdk
 from support.streams import CALL, RESPONSE, chat_stream
 from support.upstream import Upstream
 
-from evidence.loops import Loop
-from evidence.steps import Executes, Link, Match, Steps, agent_steps, steps_document
-from storage import Exchange
+from freezeframe.evidence.loops import Loop
+from freezeframe.evidence.steps import Executes, Link, Match, Steps, agent_steps, steps_document
+from freezeframe.storage import Exchange
 
 WEATHER = {
     "type": "function",

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from support.exchanges import stored_exchange
 from support.streams import anthropic_stream, chat_stream, responses_stream
 
-from evidence.conversation import conversation_document, conversation_of
-from evidence.steps import agent_steps, steps_document
-from storage import Exchange, Outcome
+from freezeframe.evidence.conversation import conversation_document, conversation_of
+from freezeframe.evidence.steps import agent_steps, steps_document
+from freezeframe.storage import Exchange, Outcome
 
 ARGUMENTS = st.dictionaries(
     st.text(min_size=1, max_size=8),

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from canonicalize import KeyConfig
-from exchange_formats import FormatError, Keeper, open_import
-from storage import Outcome, open_store
-from storage.redaction import KEY_BYTES, Redactor
+from freezeframe.canonicalize import KeyConfig
+from freezeframe.exchange_formats import FormatError, Keeper, open_import
+from freezeframe.storage import Outcome, open_store
+from freezeframe.storage.redaction import KEY_BYTES, Redactor
 
 TOKEN = "sk-devtools-secret-0123456789abcdef"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 from support.exchanges import plausible_exchange, plausible_response
 
-from exchange_formats import FormatError, Keeper, export_cassette, open_import
-from storage import Edit, Imported, Slot, Store, open_store
+from freezeframe.exchange_formats import FormatError, Keeper, export_cassette, open_import
+from freezeframe.storage import Edit, Imported, Slot, Store, open_store
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "exchange_formats" / "schema" / "jsonl.schema.json").read_text()

@@ -11,8 +11,8 @@ import pytest
 from support.exchanges import plausible_exchange, plausible_response
 from support.memory import peak_rss
 
-from exchange_formats import Keeper, export_cassette, open_import
-from storage import open_store
+from freezeframe.exchange_formats import Keeper, export_cassette, open_import
+from freezeframe.storage import open_store
 
 BODY_SIZE = 96 * 1024 * 1024
 GROWTH_LIMIT = 48 * 1024 * 1024

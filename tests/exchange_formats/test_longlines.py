@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exchange_formats import longlines
-from exchange_formats.longlines import read_long_line
+from freezeframe.exchange_formats import longlines
+from freezeframe.exchange_formats.longlines import read_long_line
 
 # Quotes, backslashes, controls, non-ASCII and characters beyond the BMP (surrogate pairs
 # when escaped), so escapes and UTF-8 sequences fall on every piece boundary.

@@ -12,12 +12,17 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from addons.state import Mode, RuntimeState
-from proxy.admin import create_app
-from proxy.admin.access import LOGIN_FAILURES, LOGIN_WINDOW, SESSION_COOKIE, LoginAttempts
-from proxy.admin.guard import CSRF_COOKIE
-from proxy.settings import CA_FILENAME, Address, Settings, build
-from storage import open_store
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.proxy.admin import create_app
+from freezeframe.proxy.admin.access import (
+    LOGIN_FAILURES,
+    LOGIN_WINDOW,
+    SESSION_COOKIE,
+    LoginAttempts,
+)
+from freezeframe.proxy.admin.guard import CSRF_COOKIE
+from freezeframe.proxy.settings import CA_FILENAME, Address, Settings, build
+from freezeframe.storage import open_store
 
 TOKEN = "s3cret-admin-token-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}

@@ -17,16 +17,24 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-import cli
-from addons.state import Mode, RuntimeState
-from canonicalize import RequestView, canonicalize
-from canonicalize.drift import digests
-from proxy.admin import create_app
-from proxy.admin.casefile import PAGE_ROWS
-from proxy.admin.guard import CONTENT_SECURITY_POLICY, CSRF_COOKIE
-from proxy.keys import key_config
-from proxy.settings import Address, Settings
-from storage import Chunk, Message, NewExchange, Outcome, RecordedResponse, Store, open_store
+from freezeframe import cli
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.canonicalize import RequestView, canonicalize
+from freezeframe.canonicalize.drift import digests
+from freezeframe.proxy.admin import create_app
+from freezeframe.proxy.admin.casefile import PAGE_ROWS
+from freezeframe.proxy.admin.guard import CONTENT_SECURITY_POLICY, CSRF_COOKIE
+from freezeframe.proxy.keys import key_config
+from freezeframe.proxy.settings import Address, Settings
+from freezeframe.storage import (
+    Chunk,
+    Message,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    Store,
+    open_store,
+)
 
 ADMIN = "127.0.0.1:8081"
 HOSTILE = "<script>alert(1)</script>"
@@ -295,7 +303,7 @@ def test_every_template_and_static_file_is_package_data() -> None:
     root = Path(__file__).parents[2]
     patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
-    ]["proxy.admin"]
+    ]["freezeframe.proxy.admin"]
     admin = root / "proxy" / "admin"
     shipped = [
         path.relative_to(admin).as_posix()

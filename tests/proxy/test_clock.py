@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy import clock
-from proxy.clock import Clock, ClockUnavailable, FakedClock
+from freezeframe.proxy import clock
+from freezeframe.proxy.clock import Clock, ClockUnavailable, FakedClock
 
 
 def test_a_time_without_an_offset_is_local_and_one_with_an_offset_is_kept() -> None:

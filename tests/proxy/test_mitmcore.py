@@ -71,9 +71,9 @@ _COUNT_CA_LOADS = """
 import asyncio, json, sys
 from pathlib import Path
 from mitmproxy import certs
-from addons.state import Mode
-from proxy import serve
-from proxy.settings import Address, Settings
+from freezeframe.addons.state import Mode
+from freezeframe.proxy import serve
+from freezeframe.proxy.settings import Address, Settings
 
 loads = []
 load = certs.CertStore.from_store.__func__

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from proxy.sandbox import _refused_tcp4, _refused_tcp6, _refused_udp4, _refused_udp6
+from freezeframe.proxy.sandbox import _refused_tcp4, _refused_tcp6, _refused_udp4, _refused_udp6
 
 # As seen on a raw socket in a namespace: the reset the kernel sent for a SYN to
 # 198.18.0.5:443 (IPv4 header first), and the bare TCP reset from [2001:db8::1]:443.

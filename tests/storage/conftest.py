@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import Store, open_store
+from freezeframe.storage import Store, open_store
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

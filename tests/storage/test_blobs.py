@@ -6,7 +6,7 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.blobs import (
+from freezeframe.storage.blobs import (
     PART_SIZE,
     BlobCache,
     compress,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.chain import GENESIS, Scalar, exchange_digest, link
+from freezeframe.storage.chain import GENESIS, Scalar, exchange_digest, link
 
 scalars = st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary())
 

@@ -18,8 +18,8 @@ from support.agent_traffic import Conversation
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import Store, blobs, open_store
-from storage.deltas import LINE_LENGTH, Lines
+from freezeframe.storage import Store, blobs, open_store
+from freezeframe.storage.deltas import LINE_LENGTH, Lines
 
 
 def record(store: Store, cassette: str, bodies: list[bytes], *, path: str = "/v1/chat") -> None:

@@ -10,7 +10,7 @@ import pytest
 from support.database import run_sql, terminate_freezeframe_backends, writes_blocked
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import (
+from freezeframe.storage import (
     FACT_NAMES,
     CassetteNotFound,
     ExchangeFilter,
@@ -23,7 +23,7 @@ from storage import (
     blobs,
     open_store,
 )
-from storage.transcript import encode
+from freezeframe.storage.transcript import encode
 
 WAIT = 10.0  # seconds; every wait in this file is bounded by it
 

@@ -6,7 +6,7 @@ import pytest
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import CassetteNotFound, Edit, Store, StoreError
+from freezeframe.storage import CassetteNotFound, Edit, Store, StoreError
 
 
 def record(store: Store, cassette: str, *answers: bytes) -> None:

@@ -7,8 +7,8 @@ import time
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import Store
-from storage.blobs import compress, digest
+from freezeframe.storage import Store
+from freezeframe.storage.blobs import compress, digest
 
 
 def orphan(store_url: str, data: bytes, stored_at: float | None) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import (
+from freezeframe.storage import (
     BlobRef,
     Drift,
     ForkOrigin,
@@ -18,7 +18,7 @@ from storage import (
     StoreError,
     blobs,
 )
-from storage.blobs import digest
+from freezeframe.storage.blobs import digest
 
 
 def items(cassette: str, count: int) -> Iterator[Imported]:

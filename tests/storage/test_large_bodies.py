@@ -33,7 +33,7 @@ from sqlalchemy import (
 from support.database import run_sql, writes_blocked
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import (
+from freezeframe.storage import (
     BlobRef,
     Chunk,
     ExchangeFilter,
@@ -46,10 +46,10 @@ from storage import (
     StoreError,
     open_store,
 )
-from storage.blobs import INLINE_LIMIT, PART_SIZE, compress, digest
-from storage.chain import GENESIS, exchange_digest, link
-from storage.sql.rows import exchange_row
-from storage.sql.schema import MIGRATIONS, SCHEMA_VERSION
+from freezeframe.storage.blobs import INLINE_LIMIT, PART_SIZE, compress, digest
+from freezeframe.storage.chain import GENESIS, exchange_digest, link
+from freezeframe.storage.sql.rows import exchange_row
+from freezeframe.storage.sql.schema import MIGRATIONS, SCHEMA_VERSION
 
 WAIT = 30.0
 NOT_A_FORM = (

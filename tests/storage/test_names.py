@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 
 
 @pytest.mark.parametrize("name", ["default", "bug-8821", "agent.v2", "run:42@main", "a" * 128])

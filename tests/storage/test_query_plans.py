@@ -22,7 +22,7 @@ from sqlalchemy import event
 from sqlalchemy.pool import Pool
 from support.exchanges import plausible_exchange
 
-from storage import ExchangeFilter, Miss, Store, open_store
+from freezeframe.storage import ExchangeFilter, Miss, Store, open_store
 
 GROWING = ("exchanges", "blobs", "blob_parts", "drifts", "texts", "text_uses", "misses")
 """The tables that grow with what is recorded; cassettes and their totals grow with runs."""

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
 
 KEY = b"k" * KEY_BYTES
 

@@ -9,7 +9,7 @@ import pytest
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import (
+from freezeframe.storage import (
     CassetteNotFound,
     Exchange,
     KeyChange,

@@ -8,7 +8,7 @@ import pytest
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import CassetteNotFound, Store, StoreNotFound, open_store
+from freezeframe.storage import CassetteNotFound, Store, StoreNotFound, open_store
 
 
 def record(store: Store, cassette: str, *bodies: bytes) -> None:

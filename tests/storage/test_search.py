@@ -17,19 +17,19 @@ import zstandard
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import NewExchange, Slot, Store, open_store
-from storage.encodings import decode
-from storage.search import searchable
-from storage.sql.schema import SCHEMA_VERSION
-from storage.sql.search import value_digest
-from storage.sql.writer import INDEX_WAIT_S
+from freezeframe.storage import NewExchange, Slot, Store, open_store
+from freezeframe.storage.encodings import decode
+from freezeframe.storage.search import searchable
+from freezeframe.storage.sql.schema import SCHEMA_VERSION
+from freezeframe.storage.sql.search import value_digest
+from freezeframe.storage.sql.writer import INDEX_WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
 KILLED = """
 import os, signal, sys
 from support.exchanges import plausible_exchange, plausible_response
-from storage import open_store
+from freezeframe.storage import open_store
 store = open_store(sys.argv[1])
 answer = plausible_response(body=sys.argv[2].encode())
 exchange = plausible_exchange(store.reserve("killed", "k"), cassette="killed", key="k",

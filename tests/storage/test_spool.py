@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import blobs
-from storage.errors import StoreClosed, StoreError
-from storage.records import BlobRef
-from storage.spool import SpooledBlob, SpoolWriter
+from freezeframe.storage import blobs
+from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.records import BlobRef
+from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 
 
 class Handed:

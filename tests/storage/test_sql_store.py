@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from support.database import run_sql, terminate_freezeframe_backends, writes_blocked
 from support.exchanges import plausible_exchange, plausible_response
 
-from storage import (
+from freezeframe.storage import (
     CassetteNotFound,
     Chunk,
     Exchange,
@@ -36,7 +36,7 @@ from storage import (
     blobs,
     open_store,
 )
-from storage.sql.prepared import PINNED_LIMIT
+from freezeframe.storage.sql.prepared import PINNED_LIMIT
 
 WAIT = 10.0  # seconds; every wait in this file is bounded by it
 

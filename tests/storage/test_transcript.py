@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import Message, StoreError
-from storage.transcript import VERSION, decode, encode
+from freezeframe.storage import Message, StoreError
+from freezeframe.storage.transcript import VERSION, decode, encode
 
 messages = st.builds(
     Message,

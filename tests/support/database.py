@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import sqlalchemy
 
-from storage import blobs
+from freezeframe.storage import blobs
 
 
 def run_sql(url: str, *statements: str, **params: Any) -> list[Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from storage import Chunk, Exchange, NewExchange, Outcome, RecordedResponse, Slot
+from freezeframe.storage import Chunk, Exchange, NewExchange, Outcome, RecordedResponse, Slot
 
 __all__ = ["plausible_exchange", "plausible_response", "stored_exchange"]
 

@@ -53,7 +53,16 @@ def exec_argv(data_dir: Path, args: list[str], command: list[str]) -> list[str]:
     from support.proxy import free_port
 
     ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
-    freezeframe = [sys.executable, "-m", "cli", "exec", "--data-dir", str(data_dir), *ports]
+    freezeframe = [
+        sys.executable,
+        "-P",
+        "-m",
+        "freezeframe",
+        "exec",
+        "--data-dir",
+        str(data_dir),
+        *ports,
+    ]
     return [*freezeframe, *args, "--", *command]
 
 

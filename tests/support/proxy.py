@@ -57,8 +57,9 @@ class ProxyProcess:
         self.log_path = data_dir.parent / f"{data_dir.name}-proxy-{self.port}.log"
         command = [
             sys.executable,
+            "-P",
             "-m",
-            "cli",
+            "freezeframe",
             "run",
             "--data-dir",
             str(data_dir),

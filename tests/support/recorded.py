@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx2
 
-from storage import Exchange
+from freezeframe.storage import Exchange
 from support.exchanges import stored_exchange
 from support.sdk_capture import SdkCapture
 from support.upstream import Upstream, client_ssl_context

@@ -14,7 +14,7 @@ import anthropic
 import httpx2
 import openai
 
-from canonicalize import RequestView
+from freezeframe.canonicalize import RequestView
 
 __all__ = ["SdkCapture", "view_of"]
 

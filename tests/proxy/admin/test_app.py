@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from addons.state import Mode, RuntimeState
-from proxy.admin import create_app
-from proxy.settings import Settings, default_store_url
-from storage import Store, open_store
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.proxy.admin import create_app
+from freezeframe.proxy.settings import Settings, default_store_url
+from freezeframe.storage import Store, open_store
 
 
 @pytest.fixture
