@@ -21,14 +21,21 @@ import re2
 
 Header = tuple[bytes, bytes]
 
-#: Headers that carry credentials or session state (the contract's list).
+#: Headers that carry credentials or session state (the contract's list). ``Authorization``
+#: covers SigV4 (the access key id sits in its ``Credential=``) and OAuth bearer tokens; AWS
+#: sends the session token of temporary credentials apart, and Gemini its API key.
 SECRET_HEADERS: frozenset[str] = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+    | {"x-amz-security-token", "x-goog-api-key"}
 )
 
 #: Query parameters that APIs use for keys when a header is not an option (Google's
-#: ``key=``, many tools' ``api_key=`` / ``access_token=``).
-SECRET_QUERY: frozenset[str] = frozenset({"key", "api_key", "apikey", "api-key", "access_token"})
+#: ``key=``, many tools' ``api_key=`` / ``access_token=``, and a presigned AWS URL's session
+#: token and credential scope, which names the access key id).
+SECRET_QUERY: frozenset[str] = frozenset(
+    {"key", "api_key", "apikey", "api-key", "access_token"}
+    | {"x-amz-security-token", "x-amz-credential"}
+)
 
 #: Key shapes that must not survive in a body either, e.g. an agent that echoes its
 #: configuration into a tool call. OpenAI (``sk-``, ``sk-proj-``) and Anthropic
@@ -44,6 +51,7 @@ _BYTES.encoding = re2.Options.Encoding.LATIN1
 _TEXT = re2.Options()
 _TEXT.log_errors = False
 _AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.DOTALL)
+_SIGV4_CREDENTIAL = re.compile(rb"Credential=([A-Za-z0-9]+)/")
 _MARKER_PREFIX = b"[redacted:"
 KEY_BYTES = 32
 #: Shorter values are too likely to occur by chance in an answer to be scrubbed from it.
@@ -135,8 +143,12 @@ class Redactor:
             match = _AUTH_SCHEME.match(value)
             if match:
                 found.add(match.group(2))
-            for part in value.split(b";"):
+            for part in value.replace(b",", b";").split(b";"):
                 found.add(part.partition(b"=")[2].strip())
+            # SigV4: Credential=<access key id>/<date>/<region>/<service>/aws4_request
+            credential = _SIGV4_CREDENTIAL.search(value)
+            if credential:
+                found.add(credential.group(1))
         _, _, query = target.partition("?")
         for param, text in parse_qsl(query, keep_blank_values=True):
             if param.lower() in SECRET_QUERY:
@@ -152,7 +164,8 @@ class Redactor:
         room = len(secret) - len(b"[r:]")
         if room < 4:
             return b"*" * len(secret)
-        return b"[r:" + self.fingerprint(secret)[:room].encode() + b"]"
+        short = self.fingerprint(secret)[:room].encode()
+        return b"[r:" + short + b"]" + b"*" * (room - len(short))
 
     def text(self, value: str) -> str:
         """For log lines and error messages, which never see raw bytes.
