@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
 import blake3
@@ -40,7 +41,14 @@ SECRET_QUERY: frozenset[str] = frozenset(
 #: Key shapes that must not survive in a body either, e.g. an agent that echoes its
 #: configuration into a tool call. OpenAI (``sk-``, ``sk-proj-``) and Anthropic
 #: (``sk-ant-``) keys; long enough not to hit ordinary prose.
-DEFAULT_BODY_PATTERNS: tuple[str, ...] = (r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",)
+#: A pattern with a group replaces the group alone, so the field that holds a secret stays
+#: readable (and its document well-formed): AWS's temporary credentials as STS (XML),
+#: IAM Identity Center's GetRoleCredentials and instance metadata (JSON) hand them out.
+DEFAULT_BODY_PATTERNS: tuple[str, ...] = (
+    r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",
+    r'"(?:SecretAccessKey|secretAccessKey|SessionToken|sessionToken|Token)"\s*:\s*"([^"]{8,})"',
+    r"<(?:SecretAccessKey|SessionToken)>([^<]{8,})</",
+)
 
 # User patterns run on every body recorded, so on RE2, which matches in time linear in the
 # body whatever the pattern: a backtracking one could hold the proxy on one body for minutes.
@@ -130,7 +138,7 @@ class Redactor:
         """
         data = self._scrub(data, known)
         for pattern in self._patterns:
-            data = pattern.sub(lambda m: self._fitted_marker(m.group(0)), data)
+            data = pattern.sub(lambda m: _in_group(m, self._fitted_marker), data)
         return data
 
     def secret_values(self, fields: Sequence[Header], target: str) -> tuple[bytes, ...]:
@@ -177,11 +185,13 @@ class Redactor:
         """
         try:
             for pattern in self._text_patterns:
-                value = pattern.sub(lambda m: self.marker(m.group(0).encode()).decode(), value)
+                value = pattern.sub(
+                    lambda m: _in_group(m, lambda t: self.marker(t.encode()).decode()), value
+                )
         except UnicodeEncodeError:
             data = value.encode("utf-8", "surrogatepass")
             for on_bytes in self._patterns:
-                data = on_bytes.sub(lambda m: self.marker(m.group(0)), data)
+                data = on_bytes.sub(lambda m: _in_group(m, self.marker), data)
             try:
                 return data.decode("utf-8", "surrogatepass")
             except UnicodeDecodeError:
@@ -201,6 +211,15 @@ class Redactor:
             for name, value in pairs
         ]
         return self.text(base + "?" + urlencode(redacted, quote_via=quote, safe="[]:"))
+
+
+def _in_group[T: (bytes, str)](match: Any, replace: Callable[[T], T]) -> T:
+    """The match with its secret replaced: group 1 where the pattern has one, else all."""
+    whole: T = match.group(0)
+    if not match.re.groups or match.group(1) is None:
+        return replace(whole)
+    start, end = match.start(1) - match.start(0), match.end(1) - match.start(0)
+    return whole[:start] + replace(match.group(1)) + whole[end:]
 
 
 def load_or_create_key(path: Path) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -144,3 +145,20 @@ def test_cloud_provider_credentials_are_redacted() -> None:
     for secret in (b"ASIAEXAMPLE", b"IQoJb3J", b"AIzaSyEXAMPLE", b"AIzaSyQUERY"):
         assert secret not in scrubbed
     assert len(scrubbed) == len(answer)
+
+
+def test_aws_temporary_credentials_in_answers_are_redacted_in_place() -> None:
+    """STS (XML) and instance metadata (JSON) answers keep their shape: only the secret
+    access key and session token become markers, so an SDK still reads the document."""
+    redactor = Redactor(KEY)
+    imds = (
+        b'{"AccessKeyId": "ASIAIMDS", "SecretAccessKey": "wJalrXUtnFEMIK7MDENG", '
+        b'"Token": "IQoJb3JpZ2luX2VjTOKEN"}'
+    )
+    sts = b"<SecretAccessKey>wJalrXUtnFEMIK7MDENG</SecretAccessKey><SessionToken>IQoJb3JpZ2luX2VjTOKEN</SessionToken>"
+    for body in (imds, sts):
+        scrubbed = redactor.body(body)
+        assert b"wJalrXUtnFEMIK7MDENG" not in scrubbed and b"IQoJb3JpZ2luX2VjTOKEN" not in scrubbed
+        assert len(scrubbed) == len(body)
+    assert json.loads(redactor.body(imds))["AccessKeyId"] == "ASIAIMDS"
+    assert redactor.body(sts).startswith(b"<SecretAccessKey>[r:")
