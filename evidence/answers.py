@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from freezeframe.canonicalize import ResponseView, answer_facts, eventstream, sse_events
+from freezeframe.canonicalize.jsonbody import JsonValue
 from freezeframe.evidence.apis import ApiReader
 from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
 from freezeframe.evidence.messages import ToolCall
@@ -136,7 +137,7 @@ def _is_json_array(kind: str, data: bytes) -> bool:
     return kind in ("", "application/json") and data.lstrip()[:1] == b"["
 
 
-def _items(value: object) -> list[object]:
+def _items(value: JsonValue) -> list[JsonValue]:
     return value if isinstance(value, list) else []
 
 

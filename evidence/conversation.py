@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
 from urllib.parse import parse_qsl
 
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request

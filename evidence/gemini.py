@@ -68,7 +68,9 @@ def read_content(content: dict[str, JsonValue]) -> Message:
         response = as_dict(item.get("functionResponse"))
         if call:
             arguments = json_text(call.get("args") if "args" in call else {})
-            calls.append(tool_call(as_str(call.get("id")), as_str(call.get("name")) or "", arguments))
+            calls.append(
+                tool_call(as_str(call.get("id")), as_str(call.get("name")) or "", arguments)
+            )
         elif response:
             said = (Part(TEXT, json_text(response.get("response"))),)
             name = as_str(response.get("name"))
@@ -96,7 +98,9 @@ def _part(item: dict[str, JsonValue]) -> Part:
             where = f"{media}, {len(data.rstrip('=')) * 3 // 4:,} bytes inline"
         else:
             where = as_str(stored.get("fileUri")) or media
-        kind = IMAGE if media.startswith("image/") else AUDIO if media.startswith("audio/") else FILE
+        kind = (
+            IMAGE if media.startswith("image/") else AUDIO if media.startswith("audio/") else FILE
+        )
         return Part(kind, where)
     name = next((key for key in item if key not in ("thought", "thoughtSignature")), "unknown")
     return Part(name, json_text(item.get(name))[:500])

@@ -45,9 +45,20 @@ _FINISH = {
     "stop_sequence": "stop",
     "max_tokens": "length",
     "completed": "stop",
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
 }
 """Providers' finish reasons in the conventions' words for an output message (the span's
 ``gen_ai.response.finish_reasons`` keeps the provider's own)."""
+
+_SYSTEM = {"azure.ai.openai": "az.ai.openai"}
+"""``gen_ai.system`` (deprecated by ``gen_ai.provider.name``, which collectors still read):
+the same names but Azure's, which it spelled ``az.ai.openai``."""
+
+_INPUT_TOKENS = ("prompt_tokens", "input_tokens", "inputTokens", "promptTokenCount")
+_OUTPUT_TOKENS = ("completion_tokens", "output_tokens", "outputTokens", "candidatesTokenCount")
+"""Usage counts by each API's name for them: OpenAI Chat, Anthropic and Responses, Bedrock
+Converse, Gemini."""
 
 Send = Callable[[bytes], None]
 """Takes one ExportTraceServiceRequest as JSON."""
@@ -189,6 +200,7 @@ def _gen_ai(c: Conversation) -> list[dict[str, Any]]:
     attributes = [
         _attribute("gen_ai.operation.name", operation),
         _attribute("gen_ai.provider.name", c.provider),
+        _attribute("gen_ai.system", _SYSTEM.get(c.provider, c.provider)),
         _attribute("gen_ai.input.messages", json.dumps(_input_messages(c), ensure_ascii=False)),
     ]
     if c.model:
@@ -203,8 +215,8 @@ def _gen_ai(c: Conversation) -> list[dict[str, Any]]:
     if answer.finish_reason:
         attributes.append(_attribute("gen_ai.response.finish_reasons", [answer.finish_reason]))
     usage = answer.usage
-    input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
-    output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
+    input_tokens = next((usage[n] for n in _INPUT_TOKENS if n in usage), None)
+    output_tokens = next((usage[n] for n in _OUTPUT_TOKENS if n in usage), None)
     if input_tokens is not None:
         attributes.append(_attribute("gen_ai.usage.input_tokens", input_tokens))
     if output_tokens is not None:

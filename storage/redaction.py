@@ -59,7 +59,8 @@ _BYTES.encoding = re2.Options.Encoding.LATIN1
 _TEXT = re2.Options()
 _TEXT.log_errors = False
 _AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.DOTALL)
-_SIGV4_CREDENTIAL = re.compile(rb"Credential=([A-Za-z0-9]+)/")
+_SIGV4_CREDENTIAL = re.compile(rb"^AWS4-[A-Z0-9-]+ +Credential=([A-Za-z0-9]+)/")
+"""SigV4's Authorization: Credential=<access key id>/<date>/<region>/<service>/aws4_request."""
 _MARKER_PREFIX = b"[redacted:"
 KEY_BYTES = 32
 #: Shorter values are too likely to occur by chance in an answer to be scrubbed from it.
@@ -151,12 +152,13 @@ class Redactor:
             match = _AUTH_SCHEME.match(value)
             if match:
                 found.add(match.group(2))
-            for part in value.replace(b",", b";").split(b";"):
-                found.add(part.partition(b"=")[2].strip())
-            # SigV4: Credential=<access key id>/<date>/<region>/<service>/aws4_request
             credential = _SIGV4_CREDENTIAL.search(value)
             if credential:
+                # SigV4: its access key id; the rest (signed header names) is no secret.
                 found.add(credential.group(1))
+                continue
+            for part in value.split(b";"):
+                found.add(part.partition(b"=")[2].strip())
         _, _, query = target.partition("?")
         for param, text in parse_qsl(query, keep_blank_values=True):
             if param.lower() in SECRET_QUERY:

@@ -6,14 +6,14 @@ the model id (URL-encoded as the SDKs send it: an ARN's ``:`` and ``/`` become `
 ``%2F``) is in the path, and so in the key as every path is. SigV4's ``Authorization``,
 ``X-Amz-Date``, ``X-Amz-Security-Token``, ``X-Amz-Content-Sha256``, ``amz-sdk-invocation-id``
 and ``amz-sdk-request`` change on every call and are not in the key, since no header is
-unless named; InvokeModel's ``Accept``, guardrail and trace headers are named, as they change the
-answer.
+unless named; InvokeModel's ``Accept``, guardrail and trace headers are named, as they
+change the answer.
 
 Converse drops what tags or routes a request without changing its answer: ``requestMetadata``
 (tags for invocation logs), ``performanceConfig`` and ``serviceTier`` (which capacity
-serves it), ``projectIdentifier`` (whose project is billed). InvokeModel's body is the model's own request (Anthropic's Messages with an
-``anthropic_version``, Nova's, Llama's ``prompt``...): nothing of it is dropped but the
-configured volatile fields.
+serves it), ``projectIdentifier`` (whose project is billed). InvokeModel's body is the
+model's own request (Anthropic's Messages with an ``anthropic_version``, Nova's, Llama's
+``prompt``...): nothing of it is dropped but the configured volatile fields.
 """
 
 import re

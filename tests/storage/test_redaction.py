@@ -134,8 +134,12 @@ def test_cloud_provider_credentials_are_redacted() -> None:
     assert redacted[b"X-Amz-Date"] == b"20260101T000000Z"
     target = "/v1beta/models/gemini-2.0-flash:generateContent?key=AIzaSyQUERYKEY0123456789"
     assert "AIzaSyQUERYKEY" not in redactor.target(target)
-    presigned = "/x?X-Amz-Credential=ASIAEXAMPLEACCESSKEY%2F20260101&X-Amz-Security-Token=tok12345678"
-    assert "ASIAEXAMPLE" not in redactor.target(presigned) and "tok12345678" not in redactor.target(presigned)
+    presigned = (
+        "/x?X-Amz-Credential=ASIAEXAMPLEACCESSKEY%2F20260101&X-Amz-Security-Token=tok12345678"
+    )
+    assert "ASIAEXAMPLE" not in redactor.target(presigned) and "tok12345678" not in redactor.target(
+        presigned
+    )
     known = redactor.secret_values(fields, target)
     answer = (
         b'{"message": "key ASIAEXAMPLEACCESSKEY, token IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKEN, '
@@ -155,7 +159,10 @@ def test_aws_temporary_credentials_in_answers_are_redacted_in_place() -> None:
         b'{"AccessKeyId": "ASIAIMDS", "SecretAccessKey": "wJalrXUtnFEMIK7MDENG", '
         b'"Token": "IQoJb3JpZ2luX2VjTOKEN"}'
     )
-    sts = b"<SecretAccessKey>wJalrXUtnFEMIK7MDENG</SecretAccessKey><SessionToken>IQoJb3JpZ2luX2VjTOKEN</SessionToken>"
+    sts = (
+        b"<SecretAccessKey>wJalrXUtnFEMIK7MDENG</SecretAccessKey>"
+        b"<SessionToken>IQoJb3JpZ2luX2VjTOKEN</SessionToken>"
+    )
     for body in (imds, sts):
         scrubbed = redactor.body(body)
         assert b"wJalrXUtnFEMIK7MDENG" not in scrubbed and b"IQoJb3JpZ2luX2VjTOKEN" not in scrubbed

@@ -35,16 +35,18 @@ from typing import Any
 from urllib.parse import unquote
 
 import h11
-from support.upstream import SeenRequest, Upstream, _Wire, _words, tool_arguments
 
 from freezeframe.canonicalize import eventstream
+from support.upstream import SeenRequest, Upstream, _Wire, _words, tool_arguments
 
 AZURE_MODEL = "gpt-4o-2024-08-06"
 """The model behind every Azure deployment here: the answer's ``model``."""
 IMDS_ROLE = "agent-role"
 SECRET_ACCESS_KEY = "wJalrXUtnFEMIK7MDENGbPxRfiCYSECRETKEY0000"
 
-_BEDROCK = re.compile(r"/model/([^/]+)/(converse-stream|converse|invoke-with-response-stream|invoke)")
+_BEDROCK = re.compile(
+    r"/model/([^/]+)/(converse-stream|converse|invoke-with-response-stream|invoke)"
+)
 _GEMINI = re.compile(r".*/models/([^/:]+):(generateContent|streamGenerateContent)")
 _AZURE = re.compile(r"/openai/(?:deployments/[^/]+|v1)/chat/completions")
 
@@ -79,12 +81,20 @@ class CloudUpstream(Upstream):
                 return await self._gemini(wire, conn, req, gemini.group(1), gemini.group(2))
             if _AZURE.fullmatch(path):
                 body = {**self._json_body(req), "model": AZURE_MODEL}
-                asked = dataclasses.replace(req, target="/v1/chat/completions", body=json.dumps(body).encode())
+                asked = dataclasses.replace(
+                    req, target="/v1/chat/completions", body=json.dumps(body).encode()
+                )
                 return await self._chat(wire, conn, asked)
             if path == "/" and "AssumeRole" in req.body.decode("latin-1"):
                 return await self._sts(wire, conn)
         if path == "/latest/api/token" and method == "PUT":
-            return await self._send_full(wire, conn, 200, "text/plain", b"imds-session-token-" + str(self._next("imds")).encode())
+            return await self._send_full(
+                wire,
+                conn,
+                200,
+                "text/plain",
+                b"imds-session-token-" + str(self._next("imds")).encode(),
+            )
         if path.startswith("/latest/meta-data/iam/security-credentials/") and method == "GET":
             return await self._imds(wire, conn, path)
         return await super()._dispatch(wire, conn, req)
@@ -102,12 +112,20 @@ class CloudUpstream(Upstream):
                 text = _text_blocks(message.get("content"))
                 if text:
                     break
-        tools = [t["toolSpec"] for t in (body.get("toolConfig") or {}).get("tools") or [] if "toolSpec" in t]
+        tools = [
+            t["toolSpec"]
+            for t in (body.get("toolConfig") or {}).get("tools") or []
+            if "toolSpec" in t
+        ]
         results = any("toolResult" in block for block in last.get("content") or [])
         if tools and not results:
             spec = tools[0]
             schema = (spec.get("inputSchema") or {}).get("json")
-            use = {"toolUseId": f"tooluse_{n}", "name": spec["name"], "input": tool_arguments(schema, text)}
+            use = {
+                "toolUseId": f"tooluse_{n}",
+                "name": spec["name"],
+                "input": tool_arguments(schema, text),
+            }
             return [{"toolUse": use}], "tool_use"
         return [{"text": f"answer {n} to: {text}"}], "end_turn"
 
@@ -136,19 +154,33 @@ class CloudUpstream(Upstream):
             if "toolUse" in block:
                 use = block["toolUse"]
                 start = {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}
-                frames.append(event("contentBlockStart", {"contentBlockIndex": index, "start": start}))
+                frames.append(
+                    event("contentBlockStart", {"contentBlockIndex": index, "start": start})
+                )
                 arguments = json.dumps(use["input"])
                 for at in range(0, len(arguments), 7):
                     delta = {"toolUse": {"input": arguments[at : at + 7]}}
-                    frames.append(event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta}))
+                    frames.append(
+                        event("contentBlockDelta", {"contentBlockIndex": index, "delta": delta})
+                    )
             else:
                 for piece in _words(block["text"]):
-                    frames.append(event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}}))
+                    frames.append(
+                        event(
+                            "contentBlockDelta",
+                            {"contentBlockIndex": index, "delta": {"text": piece}},
+                        )
+                    )
             frames.append(event("contentBlockStop", {"contentBlockIndex": index}))
         frames.append(event("messageStop", {"stopReason": stop}))
         frames.append(event("metadata", {"usage": usage, "metrics": {"latencyMs": 100 + n}}))
         return await self._send_stream(
-            wire, conn, frames, self._bedrock_headers(n), gap=self._gap, content_type=eventstream.MEDIA_TYPE
+            wire,
+            conn,
+            frames,
+            self._bedrock_headers(n),
+            gap=self._gap,
+            content_type=eventstream.MEDIA_TYPE,
         )
 
     async def _invoke(
@@ -173,16 +205,36 @@ class CloudUpstream(Upstream):
         if operation == "invoke":
             return await self._send_json(wire, conn, 200, message, self._bedrock_headers(n))
         events: list[dict[str, Any]] = [
-            {"type": "message_start", "message": {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}},
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {
+                "type": "message_start",
+                "message": {
+                    **message,
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {**usage, "output_tokens": 1},
+                },
+            },
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
         ]
         events += [
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": piece},
+            }
             for piece in _words(answer)
         ]
         events += [
             {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5 + n}},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 5 + n},
+            },
             {
                 "type": "message_stop",
                 "amazon-bedrock-invocationMetrics": {
@@ -196,12 +248,19 @@ class CloudUpstream(Upstream):
         frames = [
             eventstream.event(
                 "chunk",
-                json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": _padding()}).encode(),
+                json.dumps(
+                    {"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": _padding()}
+                ).encode(),
             )
             for e in events
         ]
         return await self._send_stream(
-            wire, conn, frames, self._bedrock_headers(n), gap=self._gap, content_type=eventstream.MEDIA_TYPE
+            wire,
+            conn,
+            frames,
+            self._bedrock_headers(n),
+            gap=self._gap,
+            content_type=eventstream.MEDIA_TYPE,
         )
 
     # -- Gemini --
@@ -212,8 +271,12 @@ class CloudUpstream(Upstream):
         n = self._next("gemini")
         contents = body.get("contents") or []
         last = contents[-1] if contents else {}
-        text = "".join(str(p.get("text", "")) for p in last.get("parts") or [] if isinstance(p, dict))
-        declarations = [d for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]
+        text = "".join(
+            str(p.get("text", "")) for p in last.get("parts") or [] if isinstance(p, dict)
+        )
+        declarations = [
+            d for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []
+        ]
         answered = any("functionResponse" in p for p in last.get("parts") or [])
         finish = "STOP"
         if declarations and not answered:
@@ -227,7 +290,11 @@ class CloudUpstream(Upstream):
         base = {"modelVersion": f"{model}-001", "responseId": secrets.token_urlsafe(12)}
         extra = [("x-gemini-service-tier", "standard")]
         if method == "generateContent":
-            candidate = {"content": {"role": "model", "parts": self._joined(pieces)}, "finishReason": finish, "index": 0}
+            candidate = {
+                "content": {"role": "model", "parts": self._joined(pieces)},
+                "finishReason": finish,
+                "index": 0,
+            }
             answer = {"candidates": [candidate], "usageMetadata": usage, **base}
             return await self._send_json(wire, conn, 200, answer, extra)
         answers = []
@@ -241,7 +308,14 @@ class CloudUpstream(Upstream):
             return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
         text_body = ("[" + ",\r\n".join(json.dumps(a) for a in answers) + "]").encode()
         frames = [text_body[at : at + 64] for at in range(0, len(text_body), 64)]
-        return await self._send_stream(wire, conn, frames, extra, gap=lambda _: 0.0, content_type="application/json; charset=UTF-8")
+        return await self._send_stream(
+            wire,
+            conn,
+            frames,
+            extra,
+            gap=lambda _: 0.0,
+            content_type="application/json; charset=UTF-8",
+        )
 
     @staticmethod
     def _joined(pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -281,4 +355,3 @@ class CloudUpstream(Upstream):
             "</ResponseMetadata></AssumeRoleResponse>"
         ).encode()
         return await self._send_full(wire, conn, 200, "text/xml", body)
-
