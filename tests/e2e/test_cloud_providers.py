@@ -492,3 +492,48 @@ def test_otel_spans_and_dataset_rows_name_each_provider(recorded: Recorded, tmp_
     assert ("aws.bedrock", "answer 3 to: Stream to Porto") in expected
     tool_row = next(r for r in rows if r["expected"].get("tool_calls"))
     assert tool_row["expected"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+def test_show_reads_a_bedrock_event_stream_as_its_events_without_padding(
+    recorded: Recorded,
+) -> None:
+    seq = next(e.seq for e in exchanges(recorded.data_dir) if e.path.endswith("/converse-stream"))
+    done = freezeframe(recorded.data_dir, "show", "cloud", str(seq))
+    assert done.returncode == 0, done.stderr
+    assert "10 events, application/vnd.amazon.eventstream" in done.stdout
+    assert '{"messageStop": {"stopReason": "end_turn"}}' in done.stdout
+    assert '"p":' not in done.stdout
+
+
+def test_resend_names_what_changed_in_an_answer_and_not_its_fresh_ids(
+    recorded: Recorded, upstream_ca_file: Path
+) -> None:
+    """A Gemini answer resent differs in its text, not in the responseId every call gets; a
+    ConverseStream's differences name the event that changed, not "body"."""
+    found = {e.path: e.seq for e in exchanges(recorded.data_dir)}
+    gemini = found["/v1beta/models/gemini-2.0-flash:generateContent"]
+    converse = next(seq for path, seq in found.items() if path.endswith("/converse-stream"))
+    signed = (
+        "--header", "Authorization: AWS4-HMAC-SHA256 Credential=ASIAX/x, Signature=0",
+        "--header", f"X-Amz-Security-Token: {SESSION_TOKEN}",
+    )  # fmt: skip
+    resends = [
+        (gemini, "gemini-resent", ("--header", f"x-goog-api-key: {GEMINI_KEY}")),
+        (converse, "converse-resent", signed),
+    ]
+    changed = []
+    for seq, into, headers in resends:
+        done = freezeframe(
+            recorded.data_dir, "resend", "cloud", str(seq), "--into", into, *headers,
+            "--upstream-ca", str(upstream_ca_file), "--json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        changed.append(
+            {what: (old, new) for what, old, new in json.loads(done.stdout)["differences"]}
+        )
+    text = changed[0]["$.candidates[0].content.parts[0].text"]
+    assert text[0] == '"answer 1 to: Gemini Braga"' and text[1].startswith('"answer ')
+    assert not any(path.endswith("responseId") for path in changed[0])
+    assert "body" not in changed[1]
+    assert any(path.endswith("contentBlockDelta.delta.text") for path in changed[1]), changed[1]
+    assert not any(path.endswith(".p") for path in changed[1])
