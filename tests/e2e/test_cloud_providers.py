@@ -30,11 +30,15 @@ import zstandard
 from botocore.config import Config
 from google import genai
 from google.genai import types
+from starlette.testclient import TestClient
 from support.cloud_upstream import AZURE_MODEL, SECRET_ACCESS_KEY, CloudUpstream
 from support.proxy import ProxyProcess
 
+from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.evidence.conversation import conversation_document, conversation_of
 from freezeframe.evidence.steps import agent_steps, steps_document
+from freezeframe.proxy.admin import create_app
+from freezeframe.proxy.settings import Address, Settings
 from freezeframe.proxy.trust import client_bundle
 from freezeframe.storage import Exchange, open_store
 
@@ -54,6 +58,7 @@ SECRETS += [
 ]
 """What the agent sends, and the temporary credentials STS and instance metadata hand out."""
 
+ADMIN = "127.0.0.1:8081"
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 NOVA_PROFILE = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.amazon.nova-pro-v1:0"
 WEATHER = {
@@ -537,3 +542,27 @@ def test_resend_names_what_changed_in_an_answer_and_not_its_fresh_ids(
     assert "body" not in changed[1]
     assert any(path.endswith("contentBlockDelta.delta.text") for path in changed[1]), changed[1]
     assert not any(path.endswith(".p") for path in changed[1])
+
+
+def test_the_case_file_pages_show_each_call_and_its_steps(recorded: Recorded) -> None:
+    """Every exchange page renders (the Gemini ``key=`` one lists the query it stripped), the
+    model calls with what the model answered, and the steps page links the tool call."""
+    store = open_store(f"sqlite:///{recorded.data_dir / 'freezeframe.db'}")
+    settings = Settings(data_dir=recorded.data_dir, admin=Address.parse(ADMIN, "admin"))
+    app = create_app(store, RuntimeState(Mode.REPLAY, "cloud"), settings)
+    try:
+        with TestClient(app, base_url=f"http://{ADMIN}", follow_redirects=False) as client:
+            pages = {
+                e.path: client.get(f"/cassettes/cloud/{e.seq}")
+                for e in exchanges(recorded.data_dir)
+            }
+            steps = client.get("/cassettes/cloud/steps")
+    finally:
+        store.close()
+    assert {page.status_code for page in pages.values()} == {200}
+    by_end = {path.split("?")[0].rsplit("/", 1)[-1]: page.text for path, page in pages.items()}
+    assert "answer 3 to: Stream to Porto" in by_end["converse-stream"]
+    assert "answer 2 to: Invoke stream Evora" in by_end["invoke-with-response-stream"]
+    keyed = next(page.text for path, page in pages.items() if "?key=" in path)
+    assert "query:key" in keyed and QUERY_KEY not in keyed
+    assert steps.status_code == 200 and "toolUseId tooluse_1" in steps.text
