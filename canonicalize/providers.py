@@ -13,6 +13,7 @@ OpenAI-compatible services mount their API there too.
 
 from collections.abc import Sequence
 
+from .profiles.bedrock import bedrock_call
 from .profiles.gemini import gemini_call
 
 AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
@@ -52,3 +53,15 @@ def azure_deployment(path: str) -> str | None:
         return None
     name = path[len(AZURE_DEPLOYMENTS) :].split("/", 1)[0]
     return name or None
+
+
+def model_in_path(path: str) -> str | None:
+    """The model a request asks for where its path names it, which wins over its body's:
+    Bedrock's model id (decoded), Gemini's model, an Azure deployment."""
+    bedrock = bedrock_call(path)
+    if bedrock is not None:
+        return bedrock[0]
+    gemini = gemini_call(path)
+    if gemini is not None:
+        return gemini[0]
+    return azure_deployment(path)

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
-from freezeframe.canonicalize.providers import provider_of
+from freezeframe.canonicalize.providers import model_in_path, provider_of
 from freezeframe.evidence.answers import Answer, read_answer
 from freezeframe.evidence.apis import api_of
 from freezeframe.evidence.bodies import as_dict, header, json_ready, parse_json, request_body
@@ -93,10 +93,10 @@ def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversa
         notes.append("the request body is not a JSON object")
     prompt = api.read_prompt(fields, memos.setdefault(api.api, MessageMemo()))
     answer, answer_notes = read_answer(api, exchange)
-    asked = prompt.model or _recorded(exchange, "model")
+    path, _, query = exchange.path.partition("?")
+    asked = model_in_path(path) or prompt.model or _recorded(exchange, "model")
     answered = answer.model if answer is not None else None
     beta = header(exchange.request_headers, b"anthropic-beta")
-    path, _, query = exchange.path.partition("?")
     served_by = provider_of(api.api, exchange.host, path, parse_qsl(query))
     return Conversation(
         seq=exchange.seq,

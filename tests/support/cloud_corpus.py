@@ -3,9 +3,9 @@
 Each SDK (boto3 bedrock-runtime, google-genai, openai.AzureOpenAI, and httpx for the Gemini
 ``key=`` and Vertex AI bearer-token forms) makes the same calls three times against a local
 `CloudUpstream`: runs ``a`` and ``b`` ask the same questions (new SigV4 signatures, dates,
-invocation ids, and another Gemini key and bearer token), run ``c`` asks another. The requests are kept as the
-server received them, so the key tests read bytes no hand wrote. Run it again after an SDK
-changes what it sends:
+invocation ids, and other API keys and bearer tokens), run ``c`` asks another. The requests
+are kept as the server received them, so the key tests read bytes no hand wrote. Run it
+again after an SDK changes what it sends:
 
     .venv/bin/python -P tests/support/cloud_corpus.py
 
