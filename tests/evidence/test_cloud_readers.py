@@ -16,6 +16,7 @@ from freezeframe.canonicalize import eventstream
 from freezeframe.evidence.conversation import conversation_of
 from freezeframe.evidence.reframe import reframe
 from freezeframe.evidence.restream import NotRestreamable
+from freezeframe.evidence.steps import Match, agent_steps
 
 CONVERSE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream"
 INVOKE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke-with-response-stream"
@@ -217,3 +218,70 @@ def test_a_gemini_stream_is_read_and_re_framed_as_it_was_recorded(framing: str) 
     assert again.finish_reason == "STOP"
     if framing == "array":
         assert [len(item["candidates"]) for item in json.loads(written)] == [1, 1, 1]
+
+
+def test_a_bedrock_model_id_and_a_gemini_model_have_known_context_windows() -> None:
+    url = CONVERSE.replace("/model/m/", "/model/us.anthropic.claude-3-5-sonnet-20240620-v1%3A0/")
+    context = converse(TOOL_STREAM, url).context
+    assert (context.family, context.window, context.used) == ("claude-3", 200_000, 7)
+    gemini = stored_exchange(
+        seq=1,
+        url=GEMINI,
+        request_body=b'{"contents": []}',
+        response_body=json.dumps(
+            {
+                **GEMINI_PARTS[-1],
+                "usageMetadata": {"promptTokenCount": 90, "candidatesTokenCount": 10},
+            }
+        ).encode(),
+    )
+    found = conversation_of(gemini).context
+    assert (found.family, found.used) == ("gemini-2.5-pro", 100)
+
+
+def test_gemini_function_calls_link_to_the_tool_and_the_response_by_id() -> None:
+    ask = {"contents": [{"role": "user", "parts": [{"text": "Book Monday"}]}]}
+    call = gemini_answer(
+        [{"functionCall": {"id": "f1", "name": "book", "args": {"day": "Mon"}}}], "STOP"
+    )
+    back = {
+        "contents": [
+            *ask["contents"],
+            call["candidates"][0]["content"],
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"id": "f1", "name": "book", "response": {"ok": True}}}
+                ],
+            },
+        ]
+    }
+    json_headers = ((b"content-type", b"application/json"),)
+    plain = GEMINI.replace("streamGenerateContent", "generateContent")
+    run = [
+        stored_exchange(
+            seq=0,
+            url=plain,
+            request_body=json.dumps(ask).encode(),
+            response_headers=json_headers,
+            response_body=json.dumps(call).encode(),
+        ),
+        stored_exchange(
+            seq=1,
+            method="GET",
+            url="https://tools.example/book?day=Mon",
+            response_body=b'{"ok": true}',
+        ),
+        stored_exchange(
+            seq=2,
+            url=plain,
+            request_body=json.dumps(back).encode(),
+            response_headers=json_headers,
+            response_body=json.dumps(gemini_answer([{"text": "Booked"}], "STOP")).encode(),
+        ),
+    ]
+    steps = agent_steps(run)
+    (linked,) = [c for s in steps.steps for c in s.calls]
+    assert linked.executed_by is not None and linked.executed_by.seq == 1
+    assert linked.result_in is not None and linked.result_in.seq == 2
+    assert (linked.result_in.match, linked.result_in.why) == (Match.EXACT, "functionResponse id f1")
