@@ -8,8 +8,9 @@ the longest such family winning; a ``provider/`` prefix, as routers write names,
 out, and so is a Bedrock model id's vendor (``anthropic.``, ``amazon.``, behind a
 cross-region ``us.``/``eu.``/``apac.``/``global.``), so
 ``us.anthropic.claude-3-5-sonnet-20240620-v1:0`` is ``claude-3``. Any other model has no
-known window, and nothing is guessed: an unknown model gives None, not a default. Anthropic's 1M-token beta (``anthropic-beta: context-1m-...``)
-widens the window of the request that asks for it.
+known window, and nothing is guessed: an unknown model gives None, not a default.
+Anthropic's 1M-token beta (``anthropic-beta: context-1m-...``) widens the window of the
+request that asks for it.
 """
 
 from __future__ import annotations
