@@ -163,7 +163,11 @@ def test_aws_temporary_credentials_in_answers_are_redacted_in_place() -> None:
         b"<SecretAccessKey>wJalrXUtnFEMIK7MDENG</SecretAccessKey>"
         b"<SessionToken>IQoJb3JpZ2luX2VjTOKEN</SessionToken>"
     )
-    for body in (imds, sts):
+    sso = (
+        b'{"roleCredentials": {"accessKeyId": "ASIASSO", "secretAccessKey": '
+        b'"wJalrXUtnFEMIK7MDENG", "sessionToken": "IQoJb3JpZ2luX2VjTOKEN", "expiration": 1}}'
+    )
+    for body in (imds, sts, sso):
         scrubbed = redactor.body(body)
         assert b"wJalrXUtnFEMIK7MDENG" not in scrubbed and b"IQoJb3JpZ2luX2VjTOKEN" not in scrubbed
         assert len(scrubbed) == len(body)
