@@ -30,6 +30,7 @@ import zstandard
 from botocore.config import Config
 from google import genai
 from google.genai import types
+from google.oauth2.credentials import Credentials
 from starlette.testclient import TestClient
 from support.cloud_upstream import AZURE_MODEL, SECRET_ACCESS_KEY, CloudUpstream
 from support.proxy import ProxyProcess
@@ -188,12 +189,15 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
         seen["gemini_array"] = [
             c["candidates"][0]["content"]["parts"][0]["text"] for c in arrayed.json()
         ]
-        vertex = http.post(
-            f"{base}/v1/projects/p-1/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent",
-            headers={"Authorization": f"Bearer {BEARER}"},
-            json={"contents": [{"role": "user", "parts": [{"text": "Vertex Viseu"}]}]},
-        )
-        seen["vertex"] = vertex.json()["candidates"][0]["content"]["parts"][0]["text"]
+    vertex = genai.Client(
+        vertexai=True,
+        project="p-1",
+        location="us-central1",
+        credentials=Credentials(token=BEARER),  # an OAuth access token, sent as Bearer
+        http_options=types.HttpOptions(base_url=base),
+    )
+    said = vertex.models.generate_content(model="gemini-2.0-flash", contents="Vertex Viseu")
+    seen["vertex"] = said.text
     azure = openai.AzureOpenAI(
         azure_endpoint=base, api_key=AZURE_KEY, api_version="2024-10-21", max_retries=0
     )
