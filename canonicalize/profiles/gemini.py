@@ -2,9 +2,9 @@
 
 Chosen by the path's end, ``…/models/{model}:generateContent`` or ``:streamGenerateContent``,
 under the Gemini API's ``/v1beta`` and ``/v1`` and Vertex AI's
-``/v1/projects/{p}/locations/{l}/publishers/google/models/{m}`` (or ``/v1beta1/…``) alike (google-genai's
-``models.py`` builds both), on any host. The model is in the path and so in the key; so is
-``alt=sse``, which changes the answer's framing (server-sent events, one whole
+``/v1/projects/{p}/locations/{l}/publishers/google/models/{m}`` (or ``/v1beta1/…``) alike
+(google-genai's ``models.py`` builds both), on any host. The model is in the path and so in
+the key; so is ``alt=sse``, which changes the answer's framing (server-sent events, one whole
 ``GenerateContentResponse`` each) from one JSON array. The API key (``x-goog-api-key``, or
 ``key=`` in the query) and OAuth bearer tokens never are.
 
