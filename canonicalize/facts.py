@@ -322,7 +322,9 @@ def answer_facts(response: ResponseView) -> dict[str, FactValue]:
     ):
         _read_stream(body, answer)
     elif eventstream.is_event_stream(media_type):
-        for event in eventstream.json_events(body)[0]:
+        # Converse's facts are in messageStop and metadata, InvokeModel's (Anthropic's
+        # events) in message_start and message_delta and the last chunk's metrics.
+        for event in eventstream.json_events(eventstream.ends(body, 2, 6))[0]:
             answer.read_event(event)
     elif not media_type or media_type == "application/json" or media_type.endswith("+json"):
         value = _json(body)

@@ -61,3 +61,15 @@ def test_bedrock_events_read_as_boto3_gives_them() -> None:
         chunk,
         {"type": "error", "error": {"type": "throttlingException", "message": "Too many requests"}},
     ]
+
+
+def test_a_long_stream_s_ends_are_found_by_lengths_alone() -> None:
+    """The facts of a 10,000-event answer are read from its first and last events, which
+    are found without decoding the rest; a short stream is kept whole."""
+    events = [eventstream.event("contentBlockDelta", b'{"n":%d}' % n) for n in range(10_000)]
+    data = b"".join(events)
+    kept = eventstream.decode(eventstream.ends(data, 2, 3))
+    assert kept.damage is None
+    assert [m.payload for m in kept.messages] == [b'{"n":%d}' % n for n in (0, 1, 9997, 9998, 9999)]
+    short = b"".join(events[:5])
+    assert eventstream.ends(short, 2, 3) == short
