@@ -160,16 +160,18 @@ def test_installed_commands_ignore_a_project_with_colliding_modules(
 
     data_dir = tmp_path / "store"
     ports = [str(_free_port()), str(_free_port())]
-    proxy = subprocess.Popen(
-        ["freezeframe", "run", "--data-dir", str(data_dir)]
-        + ["--listen", f"127.0.0.1:{ports[0]}", "--admin", f"127.0.0.1:{ports[1]}"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as out:
+        proxy = subprocess.Popen(
+            ["freezeframe", "run", "--data-dir", str(data_dir)]
+            + ["--listen", f"127.0.0.1:{ports[0]}", "--admin", f"127.0.0.1:{ports[1]}"],
+            cwd=project,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        health = _wait_health(f"http://127.0.0.1:{ports[1]}/health", proxy)
+        health = _wait_health(f"http://127.0.0.1:{ports[1]}/health", proxy, log)
         assert health["mode"] == "record"
     finally:
         proxy.terminate()
@@ -229,11 +231,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_health(url: str, process: subprocess.Popen[bytes]) -> dict[str, object]:
+def _wait_health(url: str, process: subprocess.Popen[bytes], log: Path) -> dict[str, object]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            out = process.stdout.read().decode(errors="replace") if process.stdout else ""
+            out = log.read_text(errors="replace")
             raise AssertionError(f"freezeframe run exited {process.returncode}: {out}")
         try:
             answer: dict[str, object] = httpx.get(url, timeout=2).json()
