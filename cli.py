@@ -26,8 +26,14 @@ from click.core import ParameterSource
 from freezeframe import exchange_formats
 from freezeframe.evidence.inert import inert
 from freezeframe.proxy import settings as settings_module
-from freezeframe.storage import ExchangeFilter, Store, StoreError, StoreNotFound
-from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.storage import (
+    CassetteNotFound,
+    ExchangeFilter,
+    Store,
+    StoreError,
+    StoreNotFound,
+)
+from freezeframe.storage.names import InvalidCassetteName, closest_names, validate_cassette_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,15 +69,20 @@ class FreezeframeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() ends quietly
         except Exception as exc:
             if not isinstance(exc, _expected_failures()) or ctx.meta.get("freezeframe.debug"):
                 raise
-            _fail(str(exc))
+            _fail(str(exc) + _suggestion(ctx, exc))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             returned = super().main(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        except BrokenPipeError:
+            _reader_gone()
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "freezeframe"
             _fail(f"{_sentence(exc.format_message())} (see {where} --help)", exc.exit_code)
@@ -80,6 +91,16 @@ class FreezeframeGroup(click.Group):
         except click.Abort:
             _fail("aborted")
         sys.exit(returned if isinstance(returned, int) else 0)
+
+
+def _reader_gone() -> NoReturn:
+    """``show … | head``: the reader has what it wanted and closed the pipe. End without a
+    word and with status 1 (as click and Python's own recipe do), after pointing stdout at
+    /dev/null so that the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(1)
 
 
 def _expected_failures() -> tuple[type[Exception], ...]:
@@ -94,6 +115,22 @@ def _expected_failures() -> tuple[type[Exception], ...]:
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
     return tuple(found)
+
+
+def _suggestion(ctx: click.Context, exc: Exception) -> str:
+    """For a cassette the store does not hold, the names it does hold that are closest
+    (``show orderz``: did you mean 'orders'?), as the proxy says at start."""
+    located = ctx.meta.get("freezeframe.located")
+    if not isinstance(exc, CassetteNotFound) or located is None:
+        return ""
+    from freezeframe.storage import open_store
+
+    try:
+        with open_store(located[1], create=False) as store:
+            close = closest_names(exc.cassette, store.cassette_names())
+    except StoreError:
+        return ""
+    return f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
 
 
 def _sentence(message: str) -> str:
@@ -225,8 +262,19 @@ def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return _store_options(f)
 
 
+def _mode(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A mode that is not one is a usage error (exit 2), as a misspelt flag is."""
+    from freezeframe.addons.state import Mode
+
+    try:
+        Mode.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+    return value
+
+
 _RUN_OPTIONS = [
-    _setting("--mode", "record, replay, auto or passthrough.", default="record"),
+    _setting("--mode", "record, replay, auto or passthrough.", default="record", callback=_mode),
     _setting(
         "--cassette",
         "Default cassette; X-Freezeframe-Cassette overrides it per request.",
@@ -1449,6 +1497,10 @@ def search(
         from freezeframe.evidence.document import search_document
 
         _emit_json([search_document(hit) for hit in hits])
+        return
+    if not hits:
+        within = f" in cassette {cassette!r}" if cassette is not None else ""
+        _say(f"nothing found for {query!r}{within}")
         return
     table = _table("cassette", "seq", "started", "method", "status", "in", "match", "url")
     for hit in hits:
