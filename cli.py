@@ -111,6 +111,7 @@ def _expected_failures() -> tuple[type[Exception], ...]:
     for module, name in (
         ("freezeframe.proxy.serve", "StartupError"),
         ("freezeframe.proxy.discovery", "NoProxyFound"),
+        ("freezeframe.proxy.demo", "DemoFailed"),
     ):
         if module in sys.modules:
             found.append(getattr(sys.modules[module], name))
@@ -1866,6 +1867,49 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
         f"{verb} {found.bodies} bodies no cassette uses ({_size(found.freed)}) "
         f"and {found.values} search values"
     )
+
+
+@main.command()
+@_store_options
+@click.option("--no-browser", is_flag=True, help="Print the case file's URL; open no browser.")
+@_debug_option
+def demo(data_dir: str, store: str | None, no_browser: bool) -> None:
+    """Record a small agent against a local model and tool, then replay it with both stopped.
+
+    No API key, no network: the model (streamed chat completions with a tool call, over
+    HTTPS) and the tool run here, and the agent is plain httpx through `freezeframe run`.
+    Prints both runs and whether replay was identical; leaves the cassette `demo` for ls,
+    show and the case file, which it serves until Ctrl-C on a terminal (opening a browser
+    where there is one).
+
+    \b
+    Example:
+        freezeframe demo
+        freezeframe show demo
+    """
+    from freezeframe.proxy.demo import CASSETTE, Outcome, Proxy, can_open_browser, run_demo
+
+    def then(replayer: Proxy, outcome: Outcome) -> None:
+        verdict = "yes" if outcome.identical else "NO"
+        click.echo(f"replay was identical: {verdict} (the model and the tool were stopped)")
+        click.echo(f"cassette {CASSETTE!r} is in {_located(data_dir, store)[1]}")
+        click.echo(f"  freezeframe ls; freezeframe show {CASSETTE}")
+        url = f"{replayer.admin}/cassettes/{CASSETTE}"
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            click.echo(f"case file: {url}")
+            click.echo(f"  (served by: freezeframe run --mode replay --cassette {CASSETTE})")
+            return
+        click.echo(f"case file: {url} (served until Ctrl-C)")
+        if not no_browser and can_open_browser():
+            import webbrowser
+
+            webbrowser.open(url)
+        with contextlib.suppress(KeyboardInterrupt):
+            replayer.process.wait()
+
+    directory, url = _located(data_dir, store)
+    outcome = run_demo(directory, store, _say, then)
+    sys.exit(0 if outcome.identical else 1)
 
 
 @main.command(name="replay-reset")
