@@ -80,7 +80,8 @@ def run_demo(
             for line in recorded:
                 say(f"  {line}")
         say("the model and the tool are stopped")
-        with _proxy("replay", data_dir, store, w.model_ca, where, DEFAULT_ADMIN) as replayer:
+        admin = os.environ.get("FREEZEFRAME_ADMIN") or DEFAULT_ADMIN  # the case file's usual
+        with _proxy("replay", data_dir, store, w.model_ca, where, admin) as replayer:
             say(f"replay: freezeframe run --mode replay --cassette {CASSETTE} ({replayer.url})")
             replayed = _agent("replay", run_agent, w, replayer, data_dir)
             for line in replayed:
