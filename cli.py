@@ -1874,7 +1874,7 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
 @click.option("--no-browser", is_flag=True, help="Print the case file's URL; open no browser.")
 @_debug_option
 def demo(data_dir: str, store: str | None, no_browser: bool) -> None:
-    """Record a small agent against a local model and tool, then replay it with both stopped.
+    """Record an agent, then replay it with its model and tool stopped: no API key needed.
 
     No API key, no network: the model (streamed chat completions with a tool call, over
     HTTPS) and the tool run here, and the agent is plain httpx through `freezeframe run`.
