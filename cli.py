@@ -93,6 +93,21 @@ class FreezeframeGroup(click.Group):
         sys.exit(returned if isinstance(returned, int) else 0)
 
 
+def _usage_error(message: str) -> click.UsageError:
+    """A mistake in how a command was called (exit 2, as click's own), not in what it read."""
+    return click.UsageError(message, click.get_current_context(silent=True))
+
+
+@contextlib.contextmanager
+def _usage() -> Iterator[None]:
+    """Arguments that click cannot check itself (``--set``, ``--header``, ``--url``, a
+    duration): a ValueError while reading them is a usage error."""
+    try:
+        yield
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+
+
 def _reader_gone() -> NoReturn:
     """``show … | head``: the reader has what it wanted and closed the pipe. End without a
     word and with status 1 (as click and Python's own recipe do), after pointing stdout at
@@ -722,7 +737,7 @@ def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
         try:
             where = ExchangeFilter.parse(run_id, model, status)
         except ValueError as exc:
-            raise ValueError(f"--{exc}") from None
+            raise _usage_error(f"--{exc}") from None
         return f(where=where, **kw)
 
     command = click.option(
@@ -829,10 +844,10 @@ def show(
     """
     validate_cassette_name(cassette)
     if where is not None and seq is not None:
-        raise ValueError("--run-id, --model and --status filter the list; drop them with SEQ")
+        raise _usage_error("--run-id, --model and --status filter the list; drop them with SEQ")
     if misses:
         if seq is not None or where is not None:
-            raise ValueError("--misses lists a cassette's misses; drop SEQ and the filters")
+            raise _usage_error("--misses lists a cassette's misses; drop SEQ and the filters")
         _show_misses(cassette, data_dir, store, as_json)
         return
     from freezeframe.evidence.document import exchange_document, summary_document
@@ -1031,7 +1046,8 @@ def explain(
     key_path = directory / settings_module.KEY_FILENAME
     key = load_or_create_key(key_path) if key_path.is_file() else None
     body = body_file.read() if body_file else b""
-    view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
+    with _usage():
+        view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
     if key is None and view.body != body:
         click.echo(
             f"freezeframe: warning: no secret key at {key_path}, so the secrets in this body "
@@ -1607,11 +1623,14 @@ def edit(
 
     validate_cassette_name(cassette)
     validate_cassette_name(target)
+    with _usage():
+        assignments = tuple(Assignment.parse(text) for text in sets)
+        pairs = tuple(_header_pair(text) for text in headers)
     change = AnswerEdit(
         body=response_body.read() if response_body is not None else None,
-        sets=tuple(Assignment.parse(text) for text in sets),
+        sets=assignments,
         status=status,
-        headers=tuple(_header_pair(text) for text in headers),
+        headers=pairs,
         source=getattr(response_body, "name", "a file"),
     )
     config = key_config(rules_path(rules, _located(data_dir, store)[0]))
@@ -1695,14 +1714,17 @@ def resend(
         bundle = upstream_bundle(directory, Path(upstream_ca).expanduser())
         verify = ssl.create_default_context(cafile=str(bundle))
     proxy = settings_module.UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None
+    with _usage():
+        assignments = [Assignment.parse(text) for text in sets]
+        pairs = [_header_pair(text) for text in headers]
     opened = _open(data_dir, store)
     try:
         resent = resend_exchange(
             opened,
             opened.exchange(cassette, seq),
             target,
-            sets=[Assignment.parse(text) for text in sets],
-            headers=[_header_pair(text) for text in headers],
+            sets=assignments,
+            headers=pairs,
             redactor=Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME)),
             config=key_config(rules_path(rules, directory)),
             verify=verify,
@@ -1853,7 +1875,8 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
     Example:
         freezeframe gc --dry-run
     """
-    seconds = settings_module.parse_duration(grace, "--grace")
+    with _usage():
+        seconds = settings_module.parse_duration(grace, "--grace")
     opened = _open(data_dir, store)
     try:
         found = opened.collect(seconds, dry_run=dry_run)

@@ -104,6 +104,31 @@ def test_a_misspelt_mode_is_a_usage_error_like_a_misspelt_flag(
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["ls", "--status", "teapot"], "--status 'teapot'"),
+        (["show", "orders", "1", "--model", "gpt-4o"], "drop them with SEQ"),
+        (["show", "orders", "1", "--misses"], "drop SEQ and the filters"),
+        (["edit", "orders", "0", "--into", "x", "--set", "$.n"], "expected JSONPATH=JSON"),
+        (["edit", "orders", "0", "--into", "x", "--header", "nocolon"], "expected 'Name: value'"),
+        (["resend", "orders", "0", "--into", "x", "--set", "$.n=nope"], "a string needs quotes"),
+        (["explain", "--method", "GET", "--url", "ftp://x"], "absolute http(s) URL"),
+        (["gc", "--grace", "soon"], "--grace 'soon'"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_arguments_click_cannot_check_are_usage_errors_too(
+    data_dir: Path, tmp_path: Path, args: list[str], fragment: str
+) -> None:
+    done = freezeframe(*args, "--data-dir", str(data_dir), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("freezeframe: error: ") and done.stderr.count("\n") == 1
+    assert fragment in done.stderr and f"(see freezeframe {args[0]} --help)" in done.stderr
+    assert invoke("ls", "--json", "--data-dir", str(data_dir)).stdout.count('"name"') == 2
+
+
 def test_search_that_finds_nothing_says_so(data_dir: Path) -> None:
     result = invoke("search", "nothing-here-xyz", "--data-dir", str(data_dir))
     assert result.exit_code == 0
