@@ -405,7 +405,7 @@ _RUN_OPTIONS = [
     _setting(
         "--perturb",
         "In replay, perturb recorded answers: KIND[=ARG][@HOST[/PATH-GLOB]][:P],… "
-        "(see the README's Fuzzing section).",
+        "(docs/ci.md, Fuzzing around the fixture).",
         metavar="SPEC",
     ),
     _setting(
