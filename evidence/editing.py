@@ -59,8 +59,18 @@ class Assignment:
         try:
             parsed = json.loads(value)
         except ValueError as exc:
-            raise EditError(f"--set {text!r}: the value is not JSON ({exc})") from None
+            raise EditError(
+                f"--set {text!r}: the value is not JSON ({exc}){_quoting_hint(path, value)}"
+            ) from None
         return cls(parsed_path, parsed)
+
+
+def _quoting_hint(path: str, value: str) -> str:
+    """``$.status=shipped`` means the string "shipped", which JSON writes in quotes: say so,
+    with the assignment as it should be typed."""
+    if not value.strip() or value.lstrip()[:1] in '{["':
+        return ""
+    return f"; a string needs quotes: '{path}={json.dumps(value.strip())}'"
 
 
 @dataclass(frozen=True, slots=True)

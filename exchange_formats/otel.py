@@ -23,7 +23,6 @@ from importlib.metadata import version
 from typing import IO, Any
 
 import blake3
-import httpx
 
 from freezeframe.evidence import Conversation, conversations_of
 from freezeframe.evidence.messages import Message, ToolCall
@@ -98,6 +97,8 @@ def post_to(endpoint: str) -> Iterator[Send]:
     url = endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/")
     if not url.endswith("/v1/traces"):
         url += "/v1/traces"
+    import httpx  # only to send: writing spans to a file needs no HTTP client
+
     with httpx.Client(timeout=30) as client:
 
         def send(line: bytes) -> None:
