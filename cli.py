@@ -247,6 +247,16 @@ _RUN_OPTIONS = [
         type=_Separated(","),
     ),
     _setting(
+        "--admin-trusted-proxy",
+        "A reverse proxy (address or CIDR) in front of the admin port whose X-Forwarded-For "
+        "is believed; from anyone else it is ignored (repeatable; env: comma-separated).",
+        "admin_trusted_proxies",
+        envvar="FREEZEFRAME_ADMIN_TRUSTED_PROXIES",
+        multiple=True,
+        metavar="ADDR",
+        type=_Separated(","),
+    ),
+    _setting(
         "--upstream-ca",
         "Extra CA (PEM) trusted for upstream servers, on top of the system's.",
         metavar="FILE",
