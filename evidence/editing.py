@@ -26,7 +26,7 @@ from freezeframe.evidence.bodies import media_type
 from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.restream import NotRestreamable, restream
-from freezeframe.storage import Chunk, Edit, Exchange, Header
+from freezeframe.storage import Chunk, Edit, Exchange, Header, boundedjson
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 SHOWN = 60
@@ -54,7 +54,7 @@ class Assignment:
         except BadPath as exc:
             raise EditError(f"--set {text!r}: {exc}") from None
         try:
-            parsed = json.loads(value)
+            parsed = boundedjson.loads(value)
         except ValueError as exc:
             raise EditError(f"--set {text!r}: the value is not JSON ({exc})") from None
         return cls(parsed_path, parsed)
@@ -129,7 +129,7 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
 
 def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]) -> bytes:
     try:
-        document = json.loads(body)
+        document = boundedjson.loads(body)
     except ValueError:
         raise EditError(f"{where}: --set edits a JSON answer, and this one is not JSON") from None
     return json.dumps(_apply(document, sets, where, changes), ensure_ascii=False).encode()

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from freezeframe.evidence.inert import inert
+from freezeframe.storage import boundedjson
 
 BODY_LINES = 40
 BODY_CHARS = 6000
@@ -133,7 +134,7 @@ def _body(body: dict[str, Any], content_type: str, full: bool) -> Iterator[str]:
     text = body["text"]
     if "json" in content_type.lower():
         try:
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            text = json.dumps(boundedjson.loads(text), indent=2, ensure_ascii=False)
         except ValueError:
             pass
     kind = f", {content_type}" if content_type else ""

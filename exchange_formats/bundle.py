@@ -45,7 +45,7 @@ from freezeframe.exchange_formats.portable import (
     origin_document,
     read_origin,
 )
-from freezeframe.storage import BlobRef, ForkOrigin, Imported, Store, StoreError
+from freezeframe.storage import BlobRef, ForkOrigin, Imported, Store, StoreError, boundedjson
 
 FORMAT = "freezeframe.bundle"
 MANIFEST = "manifest.json"
@@ -192,7 +192,7 @@ class Bundle:
 
     def _manifest(self) -> dict[str, Any]:
         try:
-            found = json.loads(self.manifest_bytes)
+            found = boundedjson.loads(self.manifest_bytes)
         except ValueError:
             raise FormatError(self.path, MANIFEST, "not JSON") from None
         if not isinstance(found, dict) or found.get("format") != FORMAT:
@@ -244,7 +244,7 @@ class Bundle:
 
     def signature(self) -> dict[str, str] | None:
         try:
-            found = json.loads(self._archive.read(SIGNATURE))
+            found = boundedjson.loads(self._archive.read(SIGNATURE))
         except KeyError:
             return None
         except (ValueError, zipfile.BadZipFile):
@@ -369,7 +369,7 @@ def _check_signature(bundle: Bundle, trust: Path | None) -> tuple[str | None, bo
 
 def _body_refs(path: Path, number: int, line: bytes) -> Iterator[tuple[BlobRef, str]]:
     try:
-        document = json.loads(line)
+        document = boundedjson.loads(line)
         for which in ("request", "response"):
             part = document.get(which)
             if part is None:

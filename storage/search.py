@@ -14,11 +14,11 @@ Nothing here knows a provider: the shapes are JSON and SSE, nothing more.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from freezeframe.storage import boundedjson
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
 
@@ -119,7 +119,7 @@ def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
         yield from _stream_values(text)
         return
     try:
-        document = json.loads(text)
+        document = boundedjson.loads(text)
     except ValueError:
         yield text
         return
@@ -158,7 +158,7 @@ def _stream_values(text: str) -> Iterator[str]:
             continue
         data = line[5:].strip()
         try:
-            event = json.loads(data)
+            event = boundedjson.loads(data)
         except ValueError:
             if data and data != "[DONE]":
                 yield data
