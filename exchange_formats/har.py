@@ -41,6 +41,7 @@ from freezeframe.storage import (
     Outcome,
     RecordedResponse,
     Store,
+    boundedjson,
 )
 
 
@@ -408,7 +409,7 @@ def read_har(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Imported]
     (HAR is one JSON document)."""
     try:
         with open(path, "rb") as source:
-            document = json.load(source)
+            document = boundedjson.loads(source.read())
     except ValueError as exc:
         raise FormatError(path, "$", f"not JSON: {exc}") from None
     log = document.get("log") if isinstance(document, dict) else None
