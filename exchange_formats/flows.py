@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from mitmproxy import exceptions, http
+from mitmproxy.flow import Flow
 from mitmproxy.io import FlowReader
 
 from freezeframe.exchange_formats.captured import Captured, Keeper
@@ -28,27 +29,38 @@ def read_flows(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Importe
     UDP, DNS) are skipped and counted in ``notes``."""
     count = skipped = 0
     with open(path, "rb") as source:
-        reader = FlowReader(cast(BinaryIO, _Bounded(source)))
-        try:
-            for flow in reader.stream():
-                count += 1
-                if not isinstance(flow, http.HTTPFlow):
-                    skipped += 1
-                    continue
-                yield keeper.imported(_captured(flow))
-        except exceptions.FlowReadException as exc:
-            text = " ".join(str(exc).split()).rstrip(".")
-            raise FormatError(path, f"flow {count + 1}", text) from None
-        except RecursionError:
-            raise FormatError(path, f"flow {count + 1}", "nested too deep to read") from None
-        except (MemoryError, OverflowError):
-            raise FormatError(path, f"flow {count + 1}", "a length beyond the file") from None
+        flows = iter(FlowReader(cast(BinaryIO, _Bounded(source))).stream())
+        while (flow := _next_flow(path, flows, count + 1)) is not None:
+            count += 1
+            if not isinstance(flow, http.HTTPFlow):
+                skipped += 1
+                continue
+            yield keeper.imported(_captured(flow))
     imported = count - skipped
     if skipped:
         notes.append(f"{skipped} flows are not HTTP (TCP, UDP or DNS) and were skipped")
     if imported:
         notes.append(f"{imported} flows have no chunk timing: they replay at once")
         notes.append(f"{imported} flows have no run context")
+
+
+def _next_flow(path: Path, flows: Iterator[Flow], number: int) -> Flow | None:
+    """The next flow of the file, None at its end; FormatError naming flow ``number`` for
+    whatever the reader cannot read. mitmproxy's migration of older formats raises what it
+    meets (KeyError, TypeError) on a damaged flow, and its parser recurses per level."""
+    try:
+        return next(flows, None)
+    except exceptions.FlowReadException as exc:
+        text = " ".join(str(exc).split()).rstrip(".")
+        raise FormatError(path, f"flow {number}", text) from None
+    except RecursionError:
+        raise FormatError(path, f"flow {number}", "nested too deep to read") from None
+    except (MemoryError, OverflowError):
+        raise FormatError(path, f"flow {number}", "a length beyond the file") from None
+    except (KeyError, TypeError, ValueError, AttributeError, UnicodeError) as exc:
+        raise FormatError(
+            path, f"flow {number}", f"not a flow mitmproxy reads ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 class _Bounded(io.RawIOBase):

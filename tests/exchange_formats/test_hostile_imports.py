@@ -197,11 +197,23 @@ def test_a_flow_file_whose_length_prefix_is_10_12_is_refused_in_one_line(
 
 
 def tnetstring_list(depth: int) -> bytes:
-    """A tnetstring list holding a list, ``depth`` deep."""
-    value = b"0:]"
+    """A tnetstring list holding a list, ``depth`` deep, built from its lengths."""
+    lengths = [3]  # b"0:]", the innermost
     for _ in range(depth):
-        value = str(len(value)).encode() + b":" + value + b"]"
-    return value
+        lengths.append(len(str(lengths[-1])) + 1 + lengths[-1] + 1)
+    heads = b"".join(str(length).encode() + b":" for length in reversed(lengths[:-1]))
+    return heads + b"0:]" + b"]" * depth
+
+
+def test_a_damaged_flow_file_is_refused_in_one_line(data_dir: Path, tmp_path: Path) -> None:
+    from mitmproxy.io import tnetstring
+    from mitmproxy.test import tflow
+
+    state = tflow.tflow(resp=True).get_state()
+    del state["server_conn"]["sni"]  # what a damaged or hand-made flow lacks
+    flows = tmp_path / "damaged.flows"
+    flows.write_bytes(tnetstring.dumps(state))
+    assert refused(data_dir, flows).startswith("flow 1: not a flow mitmproxy reads (KeyError")
 
 
 @pytest.mark.parametrize("depth", [50_000, 200_000])
@@ -231,4 +243,31 @@ def test_a_rules_file_nested_50k_deep_is_refused_in_one_line(
     assert err.strip() == (
         f"freezeframe: error: {rules}:2: invalid TOML: arrays or inline tables nested too "
         "deep to read"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "what"),
+    [
+        ('"time": 1' + "0" * 400, "OverflowError"),
+        (
+            '"request": {"method": "GET", "url": "https://a.example/", "headers": '
+            '[{"name": "x-id", "value": "\\ud800"}]}',
+            "UnicodeEncodeError",
+        ),
+    ],
+)
+def test_a_har_entry_with_a_field_out_of_range_is_refused_in_one_line(
+    data_dir: Path, tmp_path: Path, field: str, what: str
+) -> None:
+    entry = (
+        '{"startedDateTime": "2026-11-26T17:00:00.000Z", "time": 1, '
+        '"request": {"method": "GET", "url": "https://a.example/", "headers": []}, '
+        '"response": {"status": 200, "headers": [], "content": {"size": 0}}, '
+        '"timings": {"send": 1, "wait": 1, "receive": 1}, ' + field + "}"
+    )
+    har = tmp_path / "odd.har"
+    har.write_text('{"log": {"version": "1.2", "entries": [' + entry + "]}}")
+    assert refused(data_dir, har).startswith(
+        f"$.log.entries[0]: not an entry freezeframe reads ({what}:"
     )
