@@ -141,7 +141,7 @@ def test_keys_in_escaped_spellings_and_well_known_shapes_are_scrubbed() -> None:
         "slack token": b"xoxb-2184017761-5219873467-Qq8xR4tN2lM6vB0kC9wD3hF7",
         "private key": b"-----BEGIN RSA PRIVATE KEY-----\\nMIIEow\\n-----END RSA PRIVATE KEY-----",
         "password field": b'{"password": "hunter2!"}',
-        "client_secret form field": b'{"url": "/t?a=1&client_secret=cs_live_51HqLy"}',
+        "client_secret form field": b"a=1&client_secret=cs_live_51HqLy&b=2",
         "token field": b'{"token": "tok_9f8e7d6c5b4a39281706f5e4"}',
     }
     secrets = {
