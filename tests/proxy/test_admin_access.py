@@ -213,6 +213,14 @@ def test_the_settings_that_guard_the_port() -> None:
     with pytest.raises(ValueError, match="is 15 characters; use at least 16"):
         settings(admin_token="x" * 15)
     assert TOKEN not in repr(settings(admin_token=TOKEN))
+    assert settings().admin_trusted_proxies == (), "X-Forwarded-For is believed from no one"
+    trusted = settings(
+        admin_trusted_proxies=("10.0.0.7", " 10.0.1.0/24 ", "::1")
+    ).admin_trusted_proxies
+    assert trusted == ("10.0.0.7/32", "10.0.1.0/24", "::1/128")
+    for bad in ("*", "proxy.internal", "10.0.0.7:8081"):
+        with pytest.raises(ValueError, match="expected an IP address or network"):
+            settings(admin_trusted_proxies=(bad,))
     hosts = settings(admin_hosts=("Freezeframe", "::1", "10.0.0.5", "proxy.internal.")).admin_hosts
     assert hosts == ("freezeframe", "[::1]", "10.0.0.5", "proxy.internal")
     for bad in ("evil.example:8081", "http://x", "a b"):
