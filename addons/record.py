@@ -42,6 +42,7 @@ from freezeframe.addons.uploads import (
 )
 from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView
 from freezeframe.canonicalize.drift import digests
+from freezeframe.evidence.signatures import with_signals
 from freezeframe.storage import (
     BlobRef,
     BlobWriter,
@@ -508,4 +509,4 @@ class Record:
             facts=recorded_facts(info, self._view(flow, info), response),
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
-        return exchange
+        return with_signals(exchange)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
 from freezeframe.canonicalize.drift import digests
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.signatures import with_signals
 from freezeframe.storage import (
     Header,
     Imported,
@@ -100,7 +101,7 @@ class Keeper:
         self._occurrences[canonical.key] = occurrence + 1
         slot = Slot(self._seq, occurrence)
         self._seq += 1
-        return Imported(
+        imported = Imported(
             NewExchange(
                 cassette=self._cassette,
                 key=canonical.key,
@@ -126,3 +127,4 @@ class Keeper:
                 messages=messages,
             )
         )
+        return Imported(with_signals(imported.exchange))

@@ -167,6 +167,48 @@ class Origin:
 
 
 @dataclass(frozen=True, slots=True)
+class Signals:
+    """What triage reads of an exchange, worked out when it was recorded or imported
+    (evidence.signatures) and stored with it, so that triage never reads a body.
+
+    Derived, like facts: not chained, and computed again under a newer ``version``."""
+
+    version: int
+    """The version of the rules that computed them."""
+    kind: str | None
+    """The failure kind; None when the exchange itself shows no failure."""
+    signature: str | None
+    """The failure, one line a person can read, its variable parts masked."""
+    trace: str | None
+    """A model call's trace for run-level readings, as JSON text; None for other calls."""
+
+
+@dataclass(frozen=True, slots=True)
+class TriageRow:
+    """One exchange as triage reads it: where, when, in which run, and its signals."""
+
+    cassette: str
+    seq: int
+    run_id: str | None
+    started_at: float
+    kind: str | None
+    signature: str | None
+    trace: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A case note: a ticket, a verdict, a lead, on a cassette or one of its exchanges."""
+
+    cassette: str
+    seq: int | None
+    """The exchange it is about; None for the whole cassette."""
+    at: float
+    """When it was written, epoch seconds."""
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class NewExchange:
     """One exchange to record, already redacted of secrets by the caller."""
 
@@ -208,6 +250,9 @@ class NewExchange:
     """The WebSocket messages, in the order they crossed; None when not a WebSocket."""
     origin: Origin | None = None
     """Set for an exchange copied from another (see Origin); None for one recorded."""
+    signals: Signals | None = None
+    """What triage reads of it (evidence.signatures.with_signals); None: not worked out
+    yet (``freezeframe triage --rebuild`` does it later)."""
 
 
 @dataclass(frozen=True, slots=True)

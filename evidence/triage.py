@@ -1,0 +1,233 @@
+"""Failing runs, grouped by what went wrong: the failures each run shows, and the groups of
+runs that failed the same way.
+
+A run is a cassette, or ``cassette@run_id`` where the traffic carried a run id
+(``X-Freezeframe-Run-Id``). Its failures are those its exchanges carry (evidence.signatures,
+stored with each exchange) and those only the run as a whole shows, read from the model
+calls' stored traces, never from a body:
+
+- ``loop``: one tool asked for LOOP_MIN or more times in a row with nearly the same
+  arguments (evidence.loops' rule: other tools in between do not break the run, the same
+  tool with other arguments does);
+- ``context``: a system prompt, or the first message, present in one model call of the run
+  and gone from the next call of the same API while the conversation goes on (the next call
+  carries more than one message);
+- ``ignored_tool_error``: a tool answered >= 400 and the run's next model call went on
+  without mentioning it: the messages the client added since the model last spoke carry
+  neither the status nor an error word. The tool's failure is then read as this kind, not as
+  ``tool_error``: it is the more telling reading of the same exchange.
+
+A group is every failure with one signature; a healthy run is in no group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from freezeframe.evidence.loops import LOOP_MIN
+from freezeframe.evidence.signatures import (
+    CONTEXT,
+    IGNORED_TOOL_ERROR,
+    LOOP,
+    TOOL_ERROR,
+    trace_of,
+)
+from freezeframe.storage import TriageRow
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One failure in one run."""
+
+    kind: str
+    signature: str
+    cassette: str
+    run: str
+    """``cassette`` or ``cassette@run_id``."""
+    seq: int
+    """The exchange to look at first: the failing one, or where a run-level failure shows."""
+    at: float
+    spans: tuple[int, ...] = ()
+    """Every step a run-level failure spans (a loop's calls; the calls before and after
+    dropped context); () for an exchange's own failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Every failure with one signature, and the runs they happened in."""
+
+    signature: str
+    kind: str
+    occurrences: tuple[Occurrence, ...]
+    runs: tuple[str, ...] = field(default=())
+
+    @property
+    def count(self) -> int:
+        return len(self.occurrences)
+
+    @property
+    def first_seen(self) -> float:
+        return min(o.at for o in self.occurrences)
+
+    @property
+    def last_seen(self) -> float:
+        return max(o.at for o in self.occurrences)
+
+    @property
+    def example(self) -> Occurrence:
+        """The earliest failure: the one to open first."""
+        return min(self.occurrences, key=lambda o: (o.at, o.cassette, o.seq))
+
+
+def run_name(cassette: str, run_id: str | None) -> str:
+    """How a run is named: its cassette, with ``@run_id`` when the traffic carried one."""
+    return f"{cassette}@{run_id}" if run_id else cassette
+
+
+def occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
+    """Every failure of the runs ``rows`` come from (rows in cassette and seq order)."""
+    runs: dict[tuple[str, str | None], list[TriageRow]] = {}
+    for row in rows:
+        runs.setdefault((row.cassette, row.run_id), []).append(row)
+    for (cassette, run_id), found in runs.items():
+        yield from run_failures(cassette, run_name(cassette, run_id), found)
+
+
+def run_failures(cassette: str, run: str, rows: Sequence[TriageRow]) -> Iterator[Occurrence]:
+    """The failures of one run, from its rows in seq order."""
+    models = [(row, trace_of(row.trace)) for row in rows if row.trace]
+    for row in rows:
+        if row.kind is None or row.signature is None:
+            continue
+        signature, kind = row.signature, row.kind
+        if kind == TOOL_ERROR and _ignored(row, models):
+            signature, kind = IGNORED_TOOL_ERROR + signature[len(TOOL_ERROR) :], IGNORED_TOOL_ERROR
+        yield Occurrence(kind, signature, cassette, run, row.seq, row.started_at)
+    yield from _loops(cassette, run, models)
+    yield from _dropped(cassette, run, models)
+
+
+def _ignored(row: TriageRow, models: Sequence[tuple[TriageRow, Mapping[str, Any]]]) -> bool:
+    """The run's next model call after a tool's error went on without mentioning it."""
+    after = next((trace for model, trace in models if model.seq > row.seq), None)
+    if after is None:
+        return False  # the run ended there: nothing went on past it
+    status = _status(row.signature or "")
+    codes = after.get("codes")
+    mentioned = isinstance(codes, list) and status in codes
+    return not mentioned and not after.get("error")
+
+
+def _status(signature: str) -> int | None:
+    """The status in a tool error's signature: ``tool_error METHOD host/path STATUS...``."""
+    words = signature.split(" ", 4)
+    if len(words) >= 4 and words[3].rstrip(":").isdigit():
+        return int(words[3].rstrip(":"))
+    return None
+
+
+def _loops(
+    cassette: str, run: str, models: Sequence[tuple[TriageRow, Mapping[str, Any]]]
+) -> Iterator[Occurrence]:
+    running: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    found: list[tuple[str, list[tuple[int, float]]]] = []
+    for row, trace in models:
+        for call in trace.get("calls") or ():
+            if not (isinstance(call, list) and len(call) == 2):
+                continue
+            name, key = str(call[0]), str(call[1])
+            current = running.get(name)
+            if current is None or current[0] != key:
+                if current is not None and len(current[1]) >= LOOP_MIN:
+                    found.append((name, current[1]))
+                current = running[name] = (key, [])
+            current[1].append((row.seq, row.started_at))
+    found += [(name, calls) for name, (_, calls) in running.items() if len(calls) >= LOOP_MIN]
+    for name, calls in sorted(found, key=lambda item: item[1][0]):
+        signature = f"{LOOP} {name}: the same arguments {LOOP_MIN} or more times in a row"
+        seqs = tuple(dict.fromkeys(seq for seq, _ in calls))
+        yield Occurrence(LOOP, signature, cassette, run, calls[0][0], calls[0][1], seqs)
+
+
+def _dropped(
+    cassette: str, run: str, models: Sequence[tuple[TriageRow, Mapping[str, Any]]]
+) -> Iterator[Occurrence]:
+    last: dict[str, tuple[TriageRow, Mapping[str, Any]]] = {}
+    for row, trace in models:
+        api = str(trace.get("api"))
+        before = last.get(api)
+        last[api] = (row, trace)
+        if before is None or not _goes_on(trace):
+            continue
+        gone = _gone(before[1], trace)
+        if gone is None:
+            continue
+        signature = f"{CONTEXT} {api}: the {gone} was dropped from the conversation"
+        spans = (before[0].seq, row.seq)
+        yield Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans)
+
+
+def _goes_on(trace: Mapping[str, Any]) -> bool:
+    count = trace.get("messages")
+    return isinstance(count, int) and count > 1
+
+
+def _gone(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    if before.get("system") and before.get("system") != now.get("system"):
+        return "system prompt"
+    if before.get("first") and before.get("first") != now.get("first"):
+        return "first message"
+    return None
+
+
+def groups(rows: Iterable[TriageRow], kind: str | None = None) -> list[Group]:
+    """The failure groups of the runs ``rows`` come from, largest (most failures) first;
+    only those of ``kind`` when given."""
+    by_signature: dict[str, list[Occurrence]] = {}
+    for found in occurrences(rows):
+        if kind is None or found.kind == kind:
+            by_signature.setdefault(found.signature, []).append(found)
+    result = [
+        Group(
+            signature,
+            found[0].kind,
+            tuple(sorted(found, key=lambda o: (o.at, o.cassette, o.seq))),
+            tuple(sorted({o.run for o in found})),
+        )
+        for signature, found in by_signature.items()
+    ]
+    result.sort(key=lambda g: (-g.count, -len(g.runs), g.signature))
+    return result
+
+
+def group_document(group: Group, *, detail: bool = False) -> dict[str, Any]:
+    """One group as ``triage --json`` and ``/triage.json`` give it; with ``detail``, every
+    occurrence too (the case file's page)."""
+    example = group.example
+    document: dict[str, Any] = {
+        "signature": group.signature,
+        "kind": group.kind,
+        "count": group.count,
+        "runs": list(group.runs),
+        "first_seen": group.first_seen,
+        "last_seen": group.last_seen,
+        "example": {"cassette": example.cassette, "seq": example.seq},
+    }
+    if detail:
+        document["occurrences"] = [
+            {
+                "run": o.run,
+                "cassette": o.cassette,
+                "seq": o.seq,
+                "at": o.at,
+                "spans": list(o.spans),
+            }
+            for o in group.occurrences
+        ]
+    return document
+
+
+def triage_document(found: Sequence[Group], *, detail: bool = False) -> dict[str, Any]:
+    return {"groups": [group_document(g, detail=detail) for g in found]}
