@@ -17,6 +17,7 @@ import os
 import secrets
 import ssl
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
@@ -45,7 +46,17 @@ from freezeframe.evidence import (
 from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
+from freezeframe.evidence.notes import note_target
+from freezeframe.evidence.signatures import KINDS, SIGNATURE_VERSION
 from freezeframe.evidence.text import exchange_lines
+from freezeframe.evidence.triage import (
+    find_group,
+    find_groups,
+    parse_duration,
+    pending_count,
+    triage_document,
+)
+from freezeframe.evidence.triage import rebuild as rebuild_signals
 from freezeframe.proxy import settings as settings_module
 from freezeframe.proxy.clock import Clock, FakedClock, library
 from freezeframe.proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
@@ -61,6 +72,8 @@ from freezeframe.proxy.discovery import (
     trust_of_running,
 )
 from freezeframe.proxy.keys import key_config, rules_path
+from freezeframe.proxy.recheck import RunCheck, check_line, recheck_document
+from freezeframe.proxy.recheck import recheck as recheck_group
 from freezeframe.proxy.rekey import rekey as rekey_cassette
 from freezeframe.proxy.resend import resend as resend_exchange
 from freezeframe.proxy.serve import StartupError
@@ -69,6 +82,7 @@ from freezeframe.proxy.wiring import SHELLS, client_environment, render
 from freezeframe.storage import (
     ExchangeFilter,
     ExchangeSummary,
+    Note,
     Store,
     StoreError,
     StoreNotFound,
@@ -1738,3 +1752,170 @@ def replay_reset(admin: str, admin_token: str | None) -> None:
     except (httpx.HTTPError, ValueError) as exc:
         raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
     click.echo(f"replay starts from the top (mode {mode['mode']}, cassette {mode['cassette']!r})")
+
+
+@main.command()
+@click.option(
+    "--since", metavar="DURATION", help="Only failures of the last DURATION (30m, 6h, 2d)."
+)
+@click.option("--cassette", "pattern", metavar="GLOB", help="Only cassettes whose name matches.")
+@click.option("--kind", type=click.Choice(KINDS), help="Only failures of this kind.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="First work out the signatures of exchanges stored before triage or under older rules.",
+)
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def triage(
+    since: str | None,
+    pattern: str | None,
+    kind: str | None,
+    rebuild: bool,
+    data_dir: str,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """The failing runs, grouped by what went wrong, largest group first.
+
+    A run is a cassette, or CASSETTE@RUN_ID where the traffic carried a run id. Each group
+    is one signature (the kind, the endpoint, the status, the error with its ids and numbers
+    masked), with its runs and its first failure to open. A healthy run is in no group.
+
+    \b
+    Example:
+        freezeframe triage --since 24h
+        freezeframe triage --cassette 'prod-*' --kind provider_error --json
+    """
+    window = None if since is None else parse_duration(since)
+    opened = _open(data_dir, store)
+    try:
+        if rebuild:
+            with _progress("signing", len(opened.unsigned(SIGNATURE_VERSION))) as advance:
+                rebuilt = rebuild_signals(opened, advance)
+            click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
+        found = find_groups(opened, since=window, pattern=pattern, kind=kind)
+        stale = 0 if rebuild else pending_count(opened)
+    finally:
+        opened.close()
+    if stale:
+        click.echo(
+            f"{stale} exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
+            "run `freezeframe triage --rebuild` to include them",
+            err=True,
+        )
+    if as_json:
+        _emit_json(triage_document(found))
+        return
+    if not found:
+        click.echo("no failures found")
+        return
+    table = Table("count", "runs", "kind", "signature", "first seen", "last seen", "example")
+    for group in found:
+        example = group.example
+        table.add_row(
+            str(group.count),
+            str(len(group.runs)),
+            group.kind,
+            _cell(group.signature),
+            _time(group.first_seen),
+            _time(group.last_seen),
+            _cell(f"{example.cassette} {example.seq}"),
+        )
+    _console().print(table)
+
+
+@main.command()
+@click.argument("target", metavar="CASSETTE[:SEQ]")
+@click.argument("text")
+@_store_options
+@_debug_option
+def note(target: str, text: str, data_dir: str, store: str | None) -> None:
+    """Keep a case note on a cassette, or on one of its exchanges (CASSETTE:SEQ).
+
+    A ticket, a verdict, a lead: shown by `show` and in the case file, found by `search`,
+    carried by export and import.
+
+    \b
+    Example:
+        freezeframe note bug-8821 "TICKET-412: customer saw a refund twice"
+        freezeframe note bug-8821:7 "cold case: missing tool schema version"
+    """
+    cassette, seq = note_target(target)
+    validate_cassette_name(cassette)
+    if not text.strip():
+        raise ValueError("a note needs some text")
+    opened = _open(data_dir, store)
+    try:
+        opened.add_note(Note(cassette, seq, time.time(), text))
+    finally:
+        opened.close()
+    click.echo(f"noted on {cassette}" + ("" if seq is None else f" exchange {seq}"))
+
+
+@main.command()
+@click.argument("signature")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_store_options
+@_setting("--listen", "Proxy listen address for each run.", default="127.0.0.1:8080")
+@_setting("--admin", "Admin API + web UI address for each run.", default="127.0.0.1:8081")
+@_setting(
+    "--isolate/--no-isolate",
+    "Run COMMAND where only the proxy is reachable  [default: on where the system allows it]",
+    envvar="FREEZEFRAME_ISOLATE",
+    default=None,
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def recheck(
+    signature: str,
+    command: tuple[str, ...],
+    data_dir: str,
+    store: str | None,
+    listen: str,
+    admin: str,
+    isolate: bool | None,
+    as_json: bool,
+) -> None:
+    """Run COMMAND once per run of a failure group, each in replay against that run.
+
+    A run passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run
+    passes (the group collapses), 1 when any fails. Put `--` before the command.
+
+    \b
+    Example:
+        freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
+            -- python agent.py
+    """
+    _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+    settings = settings_module.build(
+        mode="replay",
+        cassette="default",
+        data_dir=data_dir,
+        store=store,
+        listen=listen,
+        admin=admin,
+        upstream_ca=None,
+        replay_pace="instant",
+    )
+    opened = _open(data_dir, store)
+    try:
+        group = find_group(opened, signature)
+
+        def said(check: RunCheck) -> None:
+            if not as_json:
+                _say(check_line(check))
+
+        report = asyncio.run(
+            recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+        )
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(recheck_document(report))
+    else:
+        verdict = "collapsed: every run passes" if report.collapsed else "still failing"
+        passed = sum(check.passed for check in report.runs)
+        click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
+    sys.exit(0 if report.collapsed else 1)

@@ -22,7 +22,10 @@ A group is every failure with one signature; a healthy run is in no group.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import fnmatch
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +33,17 @@ from freezeframe.evidence.loops import LOOP_MIN
 from freezeframe.evidence.signatures import (
     CONTEXT,
     IGNORED_TOOL_ERROR,
+    KINDS,
     LOOP,
+    SIGNATURE_VERSION,
     TOOL_ERROR,
+    signals_of,
     trace_of,
 )
-from freezeframe.storage import TriageRow
+from freezeframe.storage import CassetteNotFound, ExchangeNotFound, Signals, Store, TriageRow
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,3 +240,72 @@ def group_document(group: Group, *, detail: bool = False) -> dict[str, Any]:
 
 def triage_document(found: Sequence[Group], *, detail: bool = False) -> dict[str, Any]:
     return {"groups": [group_document(g, detail=detail) for g in found]}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``: ``90s``, ``30m``, ``6h``, ``2d``, ``1w`` or a sum (``1h30m``).
+    Raises ValueError naming the text."""
+    cleaned = text.strip().lower()
+    parts = _DURATION.findall(cleaned)
+    if not parts or _DURATION.sub("", cleaned).strip():
+        raise ValueError(
+            f"--since {text!r}: not a duration; write a number and a unit, e.g. 30m, 6h, 2d"
+        )
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+def find_groups(
+    store: Store,
+    *,
+    since: float | None = None,
+    pattern: str | None = None,
+    kind: str | None = None,
+    now: float | None = None,
+) -> list[Group]:
+    """The failure groups of the runs in ``store``: of the cassettes whose names match the
+    glob ``pattern`` (all when None), over the last ``since`` seconds (all time when None),
+    only those of ``kind`` when given."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"--kind {kind!r}: not a failure kind; one of {', '.join(KINDS)}")
+    names = None
+    if pattern is not None:
+        names = [n for n in store.cassette_names() if fnmatch.fnmatchcase(n, pattern)]
+    after = None if since is None else (time.time() if now is None else now) - since
+    return groups(store.triage_rows(since=after, cassettes=names), kind)
+
+
+def find_group(store: Store, signature: str) -> Group:
+    """The group with exactly this signature; ValueError naming the nearest when none."""
+    found = find_groups(store)
+    for group in found:
+        if group.signature == signature:
+            return group
+    near = [g.signature for g in found if signature.strip().lower() in g.signature.lower()]
+    hint = f"; did you mean {near[0]!r}?" if len(near) == 1 else ""
+    raise ValueError(f"no failure group has the signature {signature!r}{hint}")
+
+
+def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> int:
+    """Work out again the signals of every exchange whose signals are missing or older than
+    SIGNATURE_VERSION (a store recorded before triage, or by older rules), one cassette at
+    a time; ``advance`` is told of each exchange done. Returns how many were rewritten."""
+    pending: dict[str, list[int]] = {}
+    for cassette, seq in store.unsigned(SIGNATURE_VERSION):
+        pending.setdefault(cassette, []).append(seq)
+    done = 0
+    for cassette, seqs in pending.items():
+        found: dict[int, Signals] = {}
+        for seq in seqs:
+            try:
+                found[seq] = signals_of(store.exchange(cassette, seq))
+            except (CassetteNotFound, ExchangeNotFound):
+                pass  # removed meanwhile: nothing to sign
+            advance(1)
+        store.store_signals(cassette, found)
+        done += len(found)
+    return done
+
+
+def pending_count(store: Store) -> int:
+    """Exchanges whose signals are missing or from older rules (``triage --rebuild``)."""
+    return len(store.unsigned(SIGNATURE_VERSION))

@@ -1,0 +1,22 @@
+"""Case notes as people write and read them: the ``CASSETTE[:SEQ]`` they name, and their
+documents for ``show``, ``search`` and the case file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from freezeframe.storage import Note
+
+
+def note_target(target: str) -> tuple[str, int | None]:
+    """``CASSETTE`` or ``CASSETTE:SEQ`` read: the cassette, and the seq when one is given.
+    A name that itself holds a colon is read whole unless what follows the last colon is
+    a number."""
+    cassette, colon, seq = target.rpartition(":")
+    if colon and cassette and seq.isdigit():
+        return cassette, int(seq)
+    return target, None
+
+
+def note_document(note: Note) -> dict[str, Any]:
+    return {"cassette": note.cassette, "seq": note.seq, "at": note.at, "text": note.text}
