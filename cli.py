@@ -1907,9 +1907,10 @@ def recheck(
             if not as_json:
                 _say(check_line(check))
 
-        report = asyncio.run(
-            recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
-        )
+        with _output_to_stderr(as_json):
+            report = asyncio.run(
+                recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+            )
     finally:
         opened.close()
     if as_json:
@@ -1919,3 +1920,20 @@ def recheck(
         passed = sum(check.passed for check in report.runs)
         click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
     sys.exit(0 if report.collapsed else 1)
+
+
+@contextlib.contextmanager
+def _output_to_stderr(moved: bool) -> Iterator[None]:
+    """When ``moved``, the output of the commands run meanwhile goes to stderr, so that
+    stdout is the one JSON document."""
+    if not moved:
+        yield
+        return
+    stdout = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(stdout, 1)
+        os.close(stdout)

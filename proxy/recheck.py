@@ -14,7 +14,9 @@ in their order, each request's occurrences counted again from the first.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +36,12 @@ from freezeframe.storage import (
     Slot,
     Store,
 )
+
+
+RUN_VARIABLE = "FREEZEFRAME_RECHECK_RUN"
+"""Set for the command: the run it replays, ``cassette`` or ``cassette@run_id``."""
+RUN_ID_VARIABLE = "FREEZEFRAME_RECHECK_RUN_ID"
+"""Set for the command: the run's id, or "" for a run that is a whole cassette."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ async def recheck(
     each run as it ends."""
     checks = []
     for run in group.runs:
-        with _cassette_of(store, run) as cassette:
+        with _cassette_of(store, run) as cassette, _told(run):
             began = time.time()
             replaying = dataclasses.replace(settings, mode=Mode.REPLAY, cassette=cassette)
             status = await run_command(
@@ -84,6 +92,23 @@ async def recheck(
         said(check)
         checks.append(check)
     return Recheck(group.signature, tuple(checks))
+
+
+@contextlib.contextmanager
+def _told(run: str) -> Iterator[None]:
+    """The command is told which run it replays (RUN_VARIABLE, RUN_ID_VARIABLE), so that a
+    harness can give the agent that run's input."""
+    saved = {name: os.environ.get(name) for name in (RUN_VARIABLE, RUN_ID_VARIABLE)}
+    os.environ[RUN_VARIABLE] = run
+    os.environ[RUN_ID_VARIABLE] = run.partition("@")[2]
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class _Extracted:

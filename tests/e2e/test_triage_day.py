@@ -126,7 +126,7 @@ def test_a_planted_day_comes_out_as_one_group_per_failure(
         "Limit {n}, Used {n}, Requested {n}. Please try again in {n}s."
     )
     assert signatures["tool_error"] == (
-        'tool_error GET localhost/orders/{id} 404: order {n} not found'
+        "tool_error GET localhost/orders/{id} 404: order {n} not found"
     )
     assert signatures["ignored_tool_error"] == (
         "ignored_tool_error GET localhost/shipping/{id} 500: "

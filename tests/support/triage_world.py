@@ -157,7 +157,13 @@ def _rate_limited(rng: random.Random) -> dict[str, Any]:
 
 def _call(n: int, name: str, order: int | str) -> list[dict[str, Any]]:
     arguments = json.dumps({"order_id": order})
-    return [{"id": f"call_{n:04d}", "type": "function", "function": {"name": name, "arguments": arguments}}]
+    return [
+        {
+            "id": f"call_{n:04d}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+    ]
 
 
 def _completion(
@@ -193,8 +199,11 @@ class DayTools(_JsonService):
         return 200, {"order": raw, "eta": "2026-12-01"}
 
 
-def order_agent(model_base: str, tools_base: str, run: PlannedRun) -> str:
-    """One run of the agent; what it told the user."""
+def order_agent(
+    model_base: str, tools_base: str, run: PlannedRun, *, busy_reply: bool = True
+) -> str:
+    """One run of the agent; what it told the user. Without ``busy_reply``, a 429 is not
+    caught: the agent crashes, as the day's first version did."""
     headers = {"X-Freezeframe-Run-Id": run.run_id}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
@@ -220,6 +229,8 @@ def order_agent(model_base: str, tools_base: str, run: PlannedRun) -> str:
                     tools=TOOLS,  # type: ignore[arg-type]
                 )
             except openai.RateLimitError:
+                if not busy_reply:
+                    raise
                 return "The desk is busy; try again later."
             last_prompt = answer.usage.prompt_tokens if answer.usage else 0
             message = answer.choices[0].message
