@@ -37,7 +37,6 @@ from freezeframe.storage import (
     Store,
 )
 
-
 RUN_VARIABLE = "FREEZEFRAME_RECHECK_RUN"
 """Set for the command: the run it replays, ``cassette`` or ``cassette@run_id``."""
 RUN_ID_VARIABLE = "FREEZEFRAME_RECHECK_RUN_ID"

@@ -523,7 +523,8 @@ def _index_runs_and_compact_search(conn: Connection) -> None:
     from freezeframe.storage.sql.search import rebuild  # it reads rows with this module's tables
 
     for index in exchanges.indexes:
-        index.create(conn, checkfirst=True)
+        if index.name == "ix_exchanges_run_id":  # later versions' indexes come with them
+            index.create(conn, checkfirst=True)
     for name in ("texts_fts", "text_uses", "texts"):
         conn.execute(text(f"DROP TABLE IF EXISTS {name}"))
     texts.create(conn)

@@ -118,7 +118,7 @@ def list_notes(conn: Connection, cassette: str | None, seq: int | None = None) -
 
 def find_notes(conn: Connection, query: str, cassette: str | None, limit: int) -> list[Note]:
     """The notes whose text holds ``query`` (case-insensitively), newest first."""
-    wanted = query.casefold().strip()
+    wanted = " ".join(query.casefold().split())
     found = [
         note
         for note in list_notes(conn, cassette)
