@@ -483,7 +483,7 @@ def test_a_newer_schema_is_refused(store_url: str) -> None:
         open_store(store_url)
     message = str(caught.value)
     assert message.startswith("store schema version 99 at ")
-    assert message.endswith("is newer than this freezeframe supports (7); upgrade freezeframe")
+    assert message.endswith("is newer than this freezeframe supports (8); upgrade freezeframe")
 
 
 def assert_one_line(error: StoreError, starts: str, *, secret: str = "s3cr3t-pw") -> None:
