@@ -177,13 +177,13 @@ def _model_failure(exchange: Exchange, c: Conversation, where: str) -> Failure |
                 CONTEXT, f"{CONTEXT} {where}: prompt at >= {share} of {use.family}'s window"
             )
     if answer is not None and answer.tool_calls:
-        calls = tuple(_plain_call(call) for call in answer.tool_calls)
+        calls = tuple(plain_call(call) for call in answer.tool_calls)
         for violation in violations(calls, c.tools):
             return Failure(SCHEMA, f"{SCHEMA} {violation.summary}")
     return None
 
 
-def _plain_call(call: ToolCall) -> ToolCall:
+def plain_call(call: ToolCall) -> ToolCall:
     """The call with its arguments as plain Python values, as JSON Schema validators read
     JSON (the canonical reader keeps some numbers as exact tokens)."""
     return ToolCall(call.id, call.name, call.arguments, _plain(call.value), call.kind)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from freezeframe.evidence.conversation import conversations_of
 from freezeframe.evidence.loops import LOOP_MIN
 from freezeframe.evidence.signatures import (
     CONTEXT,
@@ -37,10 +38,19 @@ from freezeframe.evidence.signatures import (
     LOOP,
     SIGNATURE_VERSION,
     TOOL_ERROR,
+    plain_call,
     signals_of,
     trace_of,
 )
-from freezeframe.storage import CassetteNotFound, ExchangeNotFound, Signals, Store, TriageRow
+from freezeframe.evidence.toolschema import violations
+from freezeframe.storage import (
+    CassetteNotFound,
+    Exchange,
+    ExchangeNotFound,
+    Signals,
+    Store,
+    TriageRow,
+)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -309,3 +319,55 @@ def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> in
 def pending_count(store: Store) -> int:
     """Exchanges whose signals are missing or from older rules (``triage --rebuild``)."""
     return len(store.unsigned(SIGNATURE_VERSION))
+
+
+TIMELINE_BUCKETS = 24
+"""Bars in a group's counts over time: the span of every group shown, cut in equal parts."""
+
+
+def timeline(found: Sequence[Group], buckets: int = TIMELINE_BUCKETS) -> dict[str, Any]:
+    """Each group's failures counted over one common span (the case file's bars): the span's
+    start and end, and per signature the count in each of ``buckets`` equal parts."""
+    if not found:
+        return {"start": None, "end": None, "counts": {}}
+    start = min(g.first_seen for g in found)
+    end = max(g.last_seen for g in found)
+    width = (end - start) / buckets or 1.0
+    counts: dict[str, list[int]] = {}
+    for group in found:
+        bars = [0] * buckets
+        for o in group.occurrences:
+            bars[min(int((o.at - start) / width), buckets - 1)] += 1
+        counts[group.signature] = bars
+    return {"start": start, "end": end, "counts": counts}
+
+
+def run_marks(rows: Iterable[TriageRow], exchanges: Sequence[Exchange]) -> dict[str, Any]:
+    """What the steps page marks on one cassette's steps: every failure of its runs with
+    the steps it spans, and each schema violation with the rule it broke."""
+    failures = [
+        {
+            "kind": o.kind,
+            "signature": o.signature,
+            "run": o.run,
+            "seq": o.seq,
+            "spans": list(o.spans) or [o.seq],
+        }
+        for o in occurrences(rows)
+    ]
+    broken: dict[int, list[dict[str, str]]] = {}
+    for exchange, conversation in zip(exchanges, conversations_of(exchanges), strict=True):
+        if conversation is None or conversation.answer is None:
+            continue
+        calls = tuple(plain_call(call) for call in conversation.answer.tool_calls)
+        for v in violations(calls, conversation.tools):
+            broken.setdefault(exchange.seq, []).append(
+                {
+                    "tool": v.tool,
+                    "rule": v.rule,
+                    "path": v.path,
+                    "expected": v.expected,
+                    "message": v.message,
+                }
+            )
+    return {"failures": failures, "violations": {str(k): v for k, v in broken.items()}}

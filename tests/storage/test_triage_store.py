@@ -57,8 +57,10 @@ def test_signals_are_stored_with_the_exchange_and_read_without_a_body(store: Sto
         ("day", 0, "run-1", "tool_error"),
         ("day", 1, "run-1", "tool_error"),
     ]
-    assert rows[0].signature == rows[1].signature == (
-        "tool_error GET orders.internal/orders/{id} 404: order {n} not found"
+    assert (
+        rows[0].signature
+        == rows[1].signature
+        == ("tool_error GET orders.internal/orders/{id} 404: order {n} not found")
     )
     assert store.triage_rows(cassettes=["other"]) == []
     assert store.triage_rows(since=1_800_000_000.0) == []
