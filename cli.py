@@ -46,7 +46,7 @@ from freezeframe.evidence import (
 from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.notes import note_target
+from freezeframe.evidence.notes import note_document, note_hit, note_target
 from freezeframe.evidence.signatures import KINDS, SIGNATURE_VERSION
 from freezeframe.evidence.text import exchange_lines
 from freezeframe.evidence.triage import (
@@ -765,19 +765,31 @@ def show(
             rows = opened.exchanges(cassette, where)
         else:
             document = exchange_document(opened.exchange(cassette, seq))
+        notes = opened.notes(cassette, seq)
     finally:
         opened.close()
     if seq is not None:
         if as_json:
-            _emit_json(document)
+            _emit_json({**document, "notes": [note_document(n) for n in notes]})
         else:
             for line in exchange_lines(document, full=full):
                 click.echo(_heading(line))
+            _print_notes(notes)
         return
     if as_json:
         _emit_json([summary_document(row) for row in rows])
         return
     _print_exchanges(rows)
+    _print_notes(notes)
+
+
+def _print_notes(notes: Sequence[Note]) -> None:
+    """Case notes under what ``show`` printed; nothing when there are none."""
+    if notes:
+        click.echo(_heading("== notes"))
+    for n in notes:
+        about = "" if n.seq is None else f" #{n.seq}"
+        _say(f"{_time(n.at)}{about}  {n.text}")
 
 
 def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
@@ -1213,6 +1225,8 @@ def import_(
             imported = opened.import_cassette(
                 source.cassette, _counted(source.exchanges, advance), origin=source.origin
             )
+        for kept in source.case_notes:
+            opened.add_note(kept)
     finally:
         opened.close()
     _say(
@@ -1362,11 +1376,14 @@ def search(
     opened = _open(data_dir, store)
     try:
         hits = opened.search(query, cassette, limit)
+        noted = opened.search_notes(query, cassette, limit)
     finally:
         opened.close()
     if as_json:
-        _emit_json([search_document(hit) for hit in hits])
+        _emit_json([search_document(hit) for hit in hits] + [note_hit(n) for n in noted])
         return
+    for n in noted:
+        _say(f"note on {n.cassette}" + ("" if n.seq is None else f" #{n.seq}") + f": {n.text}")
     table = Table("cassette", "seq", "started", "method", "status", "in", "match", "url")
     for hit in hits:
         table.add_row(

@@ -20,3 +20,19 @@ def note_target(target: str) -> tuple[str, int | None]:
 
 def note_document(note: Note) -> dict[str, Any]:
     return {"cassette": note.cassette, "seq": note.seq, "at": note.at, "text": note.text}
+
+
+def note_hit(note: Note) -> dict[str, Any]:
+    """A note found by ``search --json``, in a search hit's shape: ``parts`` is ``["note"]``
+    and the request's fields are null (a note is about an exchange, not one)."""
+    return {
+        "cassette": note.cassette,
+        "seq": note.seq,
+        "method": None,
+        "url": None,
+        "status": None,
+        "outcome": None,
+        "started_at": note.at,
+        "parts": ["note"],
+        "match": note.text,
+    }

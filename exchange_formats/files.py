@@ -12,6 +12,7 @@ from pathlib import Path
 from freezeframe.exchange_formats import SHAPES
 from freezeframe.exchange_formats.bundle import (
     BundleReport,
+    bundle_notes,
     export_bundle,
     read_bundle,
     verify_bundle,
@@ -21,10 +22,10 @@ from freezeframe.exchange_formats.dataset import export_dataset
 from freezeframe.exchange_formats.errors import FormatError
 from freezeframe.exchange_formats.flows import read_flows
 from freezeframe.exchange_formats.har import export_har, read_har
-from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
+from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, jsonl_notes, read_jsonl
 from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
 from freezeframe.exchange_formats.signing import keygen, load_private
-from freezeframe.storage import ForkOrigin, Imported, Store
+from freezeframe.storage import ForkOrigin, Imported, Note, Store
 
 __all__ = [
     "BundleReport",
@@ -104,6 +105,8 @@ class Opened:
     """What the file did not have, one line per kind; complete once ``exchanges`` is."""
     origin: ForkOrigin | None = None
     """What the exported cassette was forked from, to import it as a fork of the same."""
+    case_notes: list[Note] = field(default_factory=list)
+    """The exported cassette's case notes, for the cassette it is imported as."""
 
 
 def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper]) -> Opened:
@@ -122,10 +125,10 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
                 "freezeframe verify --bundle FILE --trust NAME.pub"
             ]
         )
-        return Opened("bundle", name, items, total, signer, origin)
+        return Opened("bundle", name, items, total, signer, origin, bundle_notes(path, name))
     if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
         name, items, origin = read_jsonl(path, cassette)
-        return Opened("jsonl", name, items, None, [], origin)
+        return Opened("jsonl", name, items, None, [], origin, jsonl_notes(path, name))
     name = cassette or path.stem
     notes: list[str] = []
     if start.startswith(b"{"):

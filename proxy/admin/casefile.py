@@ -43,7 +43,7 @@ from freezeframe.evidence import (
 )
 from freezeframe.evidence.compare import compare_runs, diff_document, read_run
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.notes import note_document
+from freezeframe.evidence.notes import note_document, note_hit
 from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.signatures import KINDS
 from freezeframe.evidence.triage import (
@@ -299,7 +299,10 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         if as_json:
             return JSONResponse(document)
         context = await run_in_threadpool(_exchange_context, store, found, config)
-        return render(request, "exchange.html", document=document, name=name, **context)
+        notes = await run_in_threadpool(store.notes, name, seq)
+        return render(
+            request, "exchange.html", document=document, name=name, notes=notes, **context
+        )
 
     async def body_download(request: Request) -> Response:
         name, side = request.path_params["name"], request.path_params["side"]
@@ -336,8 +339,9 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         if cassette is not None:
             validate_cassette_name(cassette)
         hits = await run_in_threadpool(store.search, query, cassette) if query else []
+        noted = await run_in_threadpool(store.search_notes, query, cassette) if query else []
         return {
-            "document": [search_document(hit) for hit in hits],
+            "document": [search_document(hit) for hit in hits] + [note_hit(n) for n in noted],
             "q": query,
             "cassette": cassette or "",
         }
