@@ -181,7 +181,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         return Response(settings.ca_path.read_bytes(), media_type="application/x-pem-file")
 
     async def metrics(request: Request) -> Response:
-        return Response(counts.render(), media_type=CONTENT_TYPE)
+        # A thread: a scrape may read the store (failures by kind, proxy.metrics).
+        return Response(await run_in_threadpool(counts.render), media_type=CONTENT_TYPE)
 
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())
