@@ -32,10 +32,10 @@ it and ``freezeframe triage --rebuild`` brings stored signatures up to date.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from blake3 import blake3
 
@@ -72,6 +72,10 @@ KINDS = (
 )
 """Every failure kind, as the contract names them."""
 
+TRACE_CALLS = 16
+"""Tool calls of one answer a trace keeps: loops are read from them, and a trace stays short."""
+NAME_MAX = 64
+"""Characters of a tool's name a trace keeps (OpenAI allows 64)."""
 CONTEXT_SHARE = 0.9
 """The share of the context window a prompt may take before it is a failure."""
 LENGTH_REASONS = frozenset({"length", "max_tokens", "max_output_tokens", "model_length"})
@@ -242,25 +246,94 @@ def _digest(text: str) -> str:
 
 
 def _trace(c: Conversation) -> str:
-    """What the run-level readings need of a model call, as compact JSON."""
+    """What the run-level readings need of a model call (see Trace)."""
     others = [m for m in c.messages if m.role not in {"system", "developer"}]
-    calls = (
-        [] if c.answer is None else [[t.name, _digest(loop_key(t))] for t in c.answer.tool_calls]
-    )
+    asked = () if c.answer is None else c.answer.tool_calls[:TRACE_CALLS]
+    calls = tuple((t.name[:NAME_MAX], _digest(loop_key(t))) for t in asked)
     tail = _since_model_spoke(c.messages)
     said = "\n".join(_message_text(m) for m in tail)
-    trace: dict[str, object] = {
-        "api": c.api,
-        "calls": calls,
-        "system": _digest(c.system) if c.system else "",
-        "first": _digest(_message_text(others[0])) if others else "",
-        "messages": len(others),
-        "codes": sorted({int(code) for code in _STATUS.findall(said)}),
-        "error": bool(_ERROR_WORDS.search(said))
+    return Trace.of(
+        api=c.api,
+        system=_digest(c.system) if c.system else "",
+        first=_digest(_message_text(others[0])) if others else "",
+        messages=len(others),
+        codes=tuple(sorted({int(code) for code in _STATUS.findall(said)})),
+        error=bool(_ERROR_WORDS.search(said))
         or any(r.is_error for m in tail for r in m.tool_results),
-        "answered": bool(tail),
-    }
-    return json.dumps(trace, separators=(",", ":"), sort_keys=True)
+        calls=calls,
+    ).encode()
+
+
+class Trace(NamedTuple):
+    """A model call as the run-level readings see it, stored as one line of tab-separated
+    fields and read back as they are (a named tuple of strings: triage reads one per model
+    call of a store, and parses only what a reading needs):
+
+    api, digests of the system prompt and of the first other message ("" when none), how
+    many other messages it carried, the 4xx/5xx statuses (comma-separated) and whether an
+    error word appear (``1``/``0``) in what the client added since the model last spoke, and
+    the tool calls the answer asked for, comma-separated, each ``name:digest`` of its
+    arguments as loops compare them."""
+
+    api: str
+    system: str
+    first: str
+    messages: str
+    codes: str
+    error: str
+    calls: str
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        api: str,
+        system: str,
+        first: str,
+        messages: int,
+        codes: tuple[int, ...],
+        error: bool,
+        calls: tuple[tuple[str, str], ...],
+    ) -> Trace:
+        return cls(
+            api,
+            system,
+            first,
+            str(messages),
+            ",".join(str(code) for code in codes),
+            "1" if error else "0",
+            ",".join(f"{_field(name)}:{key}" for name, key in calls),
+        )
+
+    def encode(self) -> str:
+        return "\t".join(self)
+
+    @classmethod
+    def decode(cls, text: str) -> Trace | None:
+        """None for text that is not a trace (written by other rules)."""
+        parts = text.split("\t")
+        return cls._make(parts) if len(parts) == 7 else None
+
+    def mentions(self, status: int | None) -> bool:
+        """What the client added since the model last spoke mentions an error, or ``status``."""
+        return self.error == "1" or (status is not None and str(status) in self.codes.split(","))
+
+    def tool_calls(self) -> list[tuple[str, str]]:
+        """(tool name, ``name:digest``) of each call: the second is what loops compare."""
+        return (
+            [(item[: item.rfind(":")], item) for item in self.calls.split(",")]
+            if self.calls
+            else []
+        )
+
+    def carried(self) -> int:
+        """How many messages other than system ones the call carried."""
+        return int(self.messages) if self.messages.isdigit() else 0
+
+
+def _field(name: str) -> str:
+    """A tool name as a trace holds it: without the separators of the trace's fields."""
+    return name.translate({9: 32, 44: 32, 58: 32})
 
 
 def _since_model_spoke(messages: Iterable[Message]) -> list[Message]:
@@ -277,12 +350,6 @@ def _message_text(message: Message) -> str:
     return f"{message.role}\n{message.text}\n{results}"
 
 
-def trace_of(text: str | None) -> Mapping[str, object]:
-    """A stored trace read back; {} when there is none or it cannot be read."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def trace_of(text: str | None) -> Trace | None:
+    """A stored trace read back; None when there is none or it cannot be read."""
+    return Trace.decode(text) if text else None

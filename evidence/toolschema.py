@@ -11,13 +11,19 @@ is the tool's, not the model's.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from freezeframe.evidence.messages import FUNCTION, Tool, ToolCall
+
+VALIDATORS = 256
+"""Tool schemas whose validators are kept, checked once each."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +66,10 @@ def violations(calls: Iterable[ToolCall], tools: Iterable[Tool]) -> Iterator[Vio
 
 def _check(call: ToolCall, schema: Mapping[str, object], index: int) -> Iterator[Violation]:
     value = {} if call.value is None else call.value
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        errors = sorted(cls(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
-    except SchemaError:
+    validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+    if validator is None:
         return
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     for error in errors:
         yield Violation(
             call.name,
@@ -75,6 +79,20 @@ def _check(call: ToolCall, schema: Mapping[str, object], index: int) -> Iterator
             error.message,
             index,
         )
+
+
+@functools.lru_cache(maxsize=VALIDATORS)
+def _validator(schema: str) -> Any:
+    """The validator of a schema (as JSON text), checked once: an agent offers the same few
+    tools with every call, and checking a schema costs far more than validating against it.
+    None for a schema that is not valid JSON Schema."""
+    found = json.loads(schema)
+    cls = jsonschema.validators.validator_for(found, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(found)
+    except SchemaError:
+        return None
+    return cls(found)
 
 
 def _path(error: ValidationError) -> str:

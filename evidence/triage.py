@@ -25,7 +25,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from freezeframe.evidence.signatures import (
     LOOP,
     SIGNATURE_VERSION,
     TOOL_ERROR,
+    Trace,
     plain_call,
     signals_of,
     trace_of,
@@ -116,7 +117,7 @@ def occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
 
 def run_failures(cassette: str, run: str, rows: Sequence[TriageRow]) -> Iterator[Occurrence]:
     """The failures of one run, from its rows in seq order."""
-    models = [(row, trace_of(row.trace)) for row in rows if row.trace]
+    models = [(row, trace) for row in rows if (trace := trace_of(row.trace)) is not None]
     for row in rows:
         if row.kind is None or row.signature is None:
             continue
@@ -128,15 +129,12 @@ def run_failures(cassette: str, run: str, rows: Sequence[TriageRow]) -> Iterator
     yield from _dropped(cassette, run, models)
 
 
-def _ignored(row: TriageRow, models: Sequence[tuple[TriageRow, Mapping[str, Any]]]) -> bool:
+def _ignored(row: TriageRow, models: Sequence[tuple[TriageRow, Trace]]) -> bool:
     """The run's next model call after a tool's error went on without mentioning it."""
     after = next((trace for model, trace in models if model.seq > row.seq), None)
     if after is None:
         return False  # the run ended there: nothing went on past it
-    status = _status(row.signature or "")
-    codes = after.get("codes")
-    mentioned = isinstance(codes, list) and status in codes
-    return not mentioned and not after.get("error")
+    return not after.mentions(_status(row.signature or ""))
 
 
 def _status(signature: str) -> int | None:
@@ -148,15 +146,12 @@ def _status(signature: str) -> int | None:
 
 
 def _loops(
-    cassette: str, run: str, models: Sequence[tuple[TriageRow, Mapping[str, Any]]]
+    cassette: str, run: str, models: Sequence[tuple[TriageRow, Trace]]
 ) -> Iterator[Occurrence]:
     running: dict[str, tuple[str, list[tuple[int, float]]]] = {}
     found: list[tuple[str, list[tuple[int, float]]]] = []
     for row, trace in models:
-        for call in trace.get("calls") or ():
-            if not (isinstance(call, list) and len(call) == 2):
-                continue
-            name, key = str(call[0]), str(call[1])
+        for name, key in trace.tool_calls():
             current = running.get(name)
             if current is None or current[0] != key:
                 if current is not None and len(current[1]) >= LOOP_MIN:
@@ -171,14 +166,14 @@ def _loops(
 
 
 def _dropped(
-    cassette: str, run: str, models: Sequence[tuple[TriageRow, Mapping[str, Any]]]
+    cassette: str, run: str, models: Sequence[tuple[TriageRow, Trace]]
 ) -> Iterator[Occurrence]:
-    last: dict[str, tuple[TriageRow, Mapping[str, Any]]] = {}
+    last: dict[str, tuple[TriageRow, Trace]] = {}
     for row, trace in models:
-        api = str(trace.get("api"))
+        api = trace.api
         before = last.get(api)
         last[api] = (row, trace)
-        if before is None or not _goes_on(trace):
+        if before is None or trace.carried() <= 1:  # a new conversation, not one going on
             continue
         gone = _gone(before[1], trace)
         if gone is None:
@@ -188,15 +183,10 @@ def _dropped(
         yield Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans)
 
 
-def _goes_on(trace: Mapping[str, Any]) -> bool:
-    count = trace.get("messages")
-    return isinstance(count, int) and count > 1
-
-
-def _gone(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
-    if before.get("system") and before.get("system") != now.get("system"):
+def _gone(before: Trace, now: Trace) -> str | None:
+    if before.system and before.system != now.system:
         return "system prompt"
-    if before.get("first") and before.get("first") != now.get("first"):
+    if before.first and before.first != now.first:
         return "first message"
     return None
 

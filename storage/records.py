@@ -11,6 +11,7 @@ streamed through the store (Store.blob_writer, Store.read_blob).
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 Header = tuple[bytes, bytes]
 """One raw header line: name and value as received, order and duplicates kept."""
@@ -183,9 +184,9 @@ class Signals:
     """A model call's trace for run-level readings, as JSON text; None for other calls."""
 
 
-@dataclass(frozen=True, slots=True)
-class TriageRow:
-    """One exchange as triage reads it: where, when, in which run, and its signals."""
+class TriageRow(NamedTuple):
+    """One exchange as triage reads it: where, when, in which run, and its signals. A
+    named tuple: triage reads one per model call of a store, so it is made cheaply."""
 
     cassette: str
     seq: int

@@ -266,14 +266,6 @@ exchanges = Table(
     Column("signature_version", Integer),
     # Version 7. Serves ``ls --run-id`` and the case file's run filter, across cassettes.
     Index("ix_exchanges_run_id", "run_id"),
-    # Version 8. Serves triage: the failures and model calls, without the rest.
-    Index(
-        "ix_exchanges_triage",
-        "cassette_id",
-        "failure_kind",
-        sqlite_where=text("failure_kind IS NOT NULL OR trace IS NOT NULL"),
-        postgresql_where=text("failure_kind IS NOT NULL OR trace IS NOT NULL"),
-    ),
 )
 
 drifts = Table(
@@ -370,6 +362,23 @@ _POSTGRESQL_SEARCH = (
 )
 
 
+_TRIAGE_WHERE = "failure_kind IS NOT NULL OR trace IS NOT NULL"
+_TRIAGE_INDEX = {
+    # Covering: triage reads the failures and model calls from the index alone, in order.
+    "sqlite": "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
+    "(cassette_id, seq, run_id, started_at, failure_kind, signature, trace) "
+    f"WHERE {_TRIAGE_WHERE}",
+    # Narrow: a btree entry has a size limit that a long signature must never reach.
+    "postgresql": "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
+    f"(cassette_id, seq) WHERE {_TRIAGE_WHERE}",
+}
+
+
+def create_triage_index(conn: Connection) -> None:
+    """Version 8. The index triage reads: only the exchanges with a failure or a trace."""
+    conn.exec_driver_sql(_TRIAGE_INDEX["sqlite" if conn.dialect.name == "sqlite" else "postgresql"])
+
+
 def create_search(conn: Connection) -> None:
     """The full-text side of ``texts``, which only the database's own dialect can say."""
     if conn.dialect.name == "sqlite":
@@ -413,6 +422,7 @@ def ensure_schema(conn: Connection, where: str, create: bool = True) -> None:
         raise StoreNotFound(f"no freezeframe store in {where}")
     metadata.create_all(conn)
     create_search(conn)
+    create_triage_index(conn)
     conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
 
 
@@ -523,8 +533,7 @@ def _index_runs_and_compact_search(conn: Connection) -> None:
     from freezeframe.storage.sql.search import rebuild  # it reads rows with this module's tables
 
     for index in exchanges.indexes:
-        if index.name == "ix_exchanges_run_id":  # later versions' indexes come with them
-            index.create(conn, checkfirst=True)
+        index.create(conn, checkfirst=True)
     for name in ("texts_fts", "text_uses", "texts"):
         conn.execute(text(f"DROP TABLE IF EXISTS {name}"))
     texts.create(conn)
@@ -541,8 +550,7 @@ def _add_signals_and_notes(conn: Connection) -> None:
         if name not in present:
             definition = CreateColumn(exchanges.c[name]).compile(dialect=conn.dialect)
             conn.execute(text(f"ALTER TABLE {exchanges.name} ADD COLUMN {definition}"))
-    for index in exchanges.indexes:
-        index.create(conn, checkfirst=True)
+    create_triage_index(conn)
     notes.create(conn, checkfirst=True)
 
 
