@@ -54,6 +54,7 @@ from freezeframe.evidence.triage import (
     find_groups,
     parse_duration,
     pending_count,
+    stale_cassettes,
     triage_document,
 )
 from freezeframe.evidence.triage import rebuild as rebuild_signals
@@ -1809,7 +1810,7 @@ def triage(
     opened = _open(data_dir, store)
     try:
         if rebuild:
-            with _progress("signing", len(opened.unsigned(SIGNATURE_VERSION))) as advance:
+            with _progress("signing", sum(stale_cassettes(opened).values())) as advance:
                 rebuilt = rebuild_signals(opened, advance)
             click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)

@@ -22,9 +22,12 @@ A group is every failure with one signature; a healthy run is in no group.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import fnmatch
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,12 +45,15 @@ from freezeframe.evidence.signatures import (
     plain_call,
     signals_of,
     trace_of,
+    with_signals,
 )
 from freezeframe.evidence.toolschema import violations
 from freezeframe.storage import (
     CassetteNotFound,
     Exchange,
     ExchangeNotFound,
+    Imported,
+    NewExchange,
     Signals,
     Store,
     TriageRow,
@@ -72,6 +78,8 @@ class Occurrence:
     spans: tuple[int, ...] = ()
     """Every step a run-level failure spans (a loop's calls; the calls before and after
     dropped context); () for an exchange's own failure."""
+    of_run: bool = False
+    """Only the run shows it (a loop, dropped context, an ignored tool error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +131,11 @@ def run_failures(cassette: str, run: str, rows: Sequence[TriageRow]) -> Iterator
             continue
         signature, kind = row.signature, row.kind
         if kind == TOOL_ERROR and _ignored(row, models):
-            signature, kind = IGNORED_TOOL_ERROR + signature[len(TOOL_ERROR) :], IGNORED_TOOL_ERROR
+            ignored = IGNORED_TOOL_ERROR + signature[len(TOOL_ERROR) :]
+            yield Occurrence(
+                IGNORED_TOOL_ERROR, ignored, cassette, run, row.seq, row.started_at, of_run=True
+            )
+            continue
         yield Occurrence(kind, signature, cassette, run, row.seq, row.started_at)
     yield from _loops(cassette, run, models)
     yield from _dropped(cassette, run, models)
@@ -162,7 +174,7 @@ def _loops(
     for name, calls in sorted(found, key=lambda item: item[1][0]):
         signature = f"{LOOP} {name}: the same arguments {LOOP_MIN} or more times in a row"
         seqs = tuple(dict.fromkeys(seq for seq, _ in calls))
-        yield Occurrence(LOOP, signature, cassette, run, calls[0][0], calls[0][1], seqs)
+        yield Occurrence(LOOP, signature, cassette, run, calls[0][0], calls[0][1], seqs, True)
 
 
 def _dropped(
@@ -180,7 +192,7 @@ def _dropped(
             continue
         signature = f"{CONTEXT} {api}: the {gone} was dropped from the conversation"
         spans = (before[0].seq, row.seq)
-        yield Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans)
+        yield Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans, True)
 
 
 def _gone(before: Trace, now: Trace) -> str | None:
@@ -191,11 +203,102 @@ def _gone(before: Trace, now: Trace) -> str | None:
     return None
 
 
+def stored_occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
+    """Every failure the failing rows carry: each exchange's own, and those its run showed
+    when it came (RunReaders, stored in ``run_failures``). A tool's error that its run
+    went on past is read as the ignored tool error alone."""
+    found = list(rows)
+    ignored: set[tuple[str, str | None, int]] = set()
+    for row in found:
+        for line in (row.run_failures or "").splitlines():
+            kind, seq, at, signature = line.split("\t", 3)
+            if kind == IGNORED_TOOL_ERROR:
+                ignored.add((row.cassette, row.run_id, int(seq)))
+            run = run_name(row.cassette, row.run_id)
+            yield Occurrence(kind, signature, row.cassette, run, int(seq), float(at), of_run=True)
+    for row in found:
+        if row.kind is None or row.signature is None:
+            continue
+        if row.kind == TOOL_ERROR and (row.cassette, row.run_id, row.seq) in ignored:
+            continue
+        run = run_name(row.cassette, row.run_id)
+        yield Occurrence(row.kind, row.signature, row.cassette, run, row.seq, row.started_at)
+
+
+RUNS_KEPT = 10_000
+"""Runs whose exchanges a RunReaders keeps at once, the least recently seen dropped first."""
+ROWS_KEPT = 500
+"""Exchanges of one run it keeps: a loop or a dropped message is seen within these."""
+
+
+class RunReaders:
+    """The failures only a run shows, found as its exchanges come (recorded, imported, or
+    signed again), so that triage reads only failing exchanges and never every model call.
+
+    Each run's rows so far are read again (run_failures) when one comes, and what was not
+    found before is stored with the exchange that showed it. What is found is what reading
+    the whole run at once finds, as long as its exchanges come to one reader (one proxy;
+    a run recorded through several replicas is read per replica) and the run is among the
+    RUNS_KEPT most recent."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[tuple[str, str | None], list[TriageRow]] = OrderedDict()
+        self._found: dict[tuple[str, str | None], set[tuple[str, str, int]]] = {}
+
+    def sign(self, exchange: NewExchange) -> NewExchange:
+        """``exchange`` with its signals and its run's new failures (the record path)."""
+        signed = with_signals(exchange)
+        assert signed.signals is not None
+        signals = self.signals(
+            exchange.cassette,
+            exchange.slot.seq,
+            exchange.context.get("run-id"),
+            exchange.started_at,
+            signed.signals,
+        )
+        return dataclasses.replace(signed, signals=signals)
+
+    def signals(
+        self, cassette: str, seq: int, run_id: str | None, at: float, signals: Signals
+    ) -> Signals:
+        key = (cassette, run_id)
+        rows = self._runs.get(key)
+        if rows is None:
+            rows = self._runs[key] = []
+            self._found[key] = set()
+            if len(self._runs) > RUNS_KEPT:
+                gone, _ = self._runs.popitem(last=False)
+                self._found.pop(gone, None)
+        else:
+            self._runs.move_to_end(key)
+        row = TriageRow(
+            cassette, seq, run_id, at, signals.kind, signals.signature, signals.trace, None
+        )
+        bisect.insort(rows, row, key=lambda r: r.seq)
+        del rows[:-ROWS_KEPT]
+        found = self._found[key]
+        new = [
+            o
+            for o in run_failures(cassette, run_name(cassette, run_id), rows)
+            if o.of_run and (o.kind, o.signature, o.seq) not in found
+        ]
+        found.update((o.kind, o.signature, o.seq) for o in new)
+        lines = "\n".join(f"{o.kind}\t{o.seq}\t{o.at!r}\t{o.signature}" for o in new)
+        return dataclasses.replace(signals, run_failures=lines or None)
+
+
+def signed_imports(items: Iterable[Imported]) -> Iterator[Imported]:
+    """Imported exchanges with their signals and their runs' failures, in file order."""
+    readers = RunReaders()
+    for item in items:
+        yield dataclasses.replace(item, exchange=readers.sign(item.exchange))
+
+
 def groups(rows: Iterable[TriageRow], kind: str | None = None) -> list[Group]:
-    """The failure groups of the runs ``rows`` come from, largest (most failures) first;
-    only those of ``kind`` when given."""
+    """The failure groups of the failing rows (Store.triage_rows), largest (most failures)
+    first; only those of ``kind`` when given."""
     by_signature: dict[str, list[Occurrence]] = {}
-    for found in occurrences(rows):
+    for found in stored_occurrences(rows):
         if kind is None or found.kind == kind:
             by_signature.setdefault(found.signature, []).append(found)
     result = [
@@ -285,22 +388,32 @@ def find_group(store: Store, signature: str) -> Group:
     raise ValueError(f"no failure group has the signature {signature!r}{hint}")
 
 
+def stale_cassettes(store: Store) -> dict[str, int]:
+    """The cassettes holding an exchange whose signals are missing or older than
+    SIGNATURE_VERSION, with how many exchanges each holds: what ``rebuild`` reads."""
+    names = dict.fromkeys(cassette for cassette, _ in store.unsigned(SIGNATURE_VERSION))
+    return {name: len(store.exchanges(name)) for name in names}
+
+
 def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> int:
-    """Work out again the signals of every exchange whose signals are missing or older than
-    SIGNATURE_VERSION (a store recorded before triage, or by older rules), one cassette at
-    a time; ``advance`` is told of each exchange done. Returns how many were rewritten."""
-    pending: dict[str, list[int]] = {}
-    for cassette, seq in store.unsigned(SIGNATURE_VERSION):
-        pending.setdefault(cassette, []).append(seq)
+    """Work out again the signals of every exchange of each cassette that holds one whose
+    signals are missing or older than SIGNATURE_VERSION (a store recorded before triage, or
+    by older rules): all its exchanges, in order, since its runs' failures are read from
+    them together. ``advance`` is told of each exchange done. Returns how many."""
     done = 0
-    for cassette, seqs in pending.items():
+    for cassette in stale_cassettes(store):
+        readers = RunReaders()
         found: dict[int, Signals] = {}
-        for seq in seqs:
-            try:
-                found[seq] = signals_of(store.exchange(cassette, seq))
-            except (CassetteNotFound, ExchangeNotFound):
-                pass  # removed meanwhile: nothing to sign
-            advance(1)
+        try:
+            for summary in store.exchanges(cassette):
+                exchange = store.exchange(cassette, summary.seq)
+                run_id = exchange.context.get("run-id")
+                found[exchange.seq] = readers.signals(
+                    cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
+                )
+                advance(1)
+        except (CassetteNotFound, ExchangeNotFound):
+            continue  # removed meanwhile: nothing to sign
         store.store_signals(cassette, found)
         done += len(found)
     return done

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
 from freezeframe.canonicalize.drift import digests
 from freezeframe.evidence.facts import exchange_facts
-from freezeframe.evidence.signatures import with_signals
 from freezeframe.storage import (
     Header,
     Imported,
@@ -127,4 +126,4 @@ class Keeper:
                 messages=messages,
             )
         )
-        return Imported(with_signals(imported.exchange))
+        return imported

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from freezeframe.evidence.triage import signed_imports
 from freezeframe.exchange_formats import SHAPES
 from freezeframe.exchange_formats.bundle import (
     BundleReport,
@@ -125,16 +126,19 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
                 "freezeframe verify --bundle FILE --trust NAME.pub"
             ]
         )
-        return Opened("bundle", name, items, total, signer, origin, bundle_notes(path, name))
+        kept = bundle_notes(path, name)
+        return Opened("bundle", name, signed_imports(items), total, signer, origin, kept)
     if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
         name, items, origin = read_jsonl(path, cassette)
-        return Opened("jsonl", name, items, None, [], origin, jsonl_notes(path, name))
+        kept = jsonl_notes(path, name)
+        return Opened("jsonl", name, signed_imports(items), None, [], origin, kept)
     name = cassette or path.stem
     notes: list[str] = []
     if start.startswith(b"{"):
-        return Opened("har", name, read_har(path, keeper(name), notes), None, notes)
+        return Opened("har", name, signed_imports(read_har(path, keeper(name), notes)), None, notes)
     if start[:1].isdigit():
-        return Opened("flows", name, read_flows(path, keeper(name), notes), None, notes)
+        read = read_flows(path, keeper(name), notes)
+        return Opened("flows", name, signed_imports(read), None, notes)
     raise FormatError(
         path, "start", "not a file freezeframe imports (jsonl, bundle, HAR, mitmproxy flows)"
     )

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 import blake3
 
-from freezeframe.evidence.signatures import with_signals
 from freezeframe.storage import (
     BlobRef,
     Chunk,
@@ -347,7 +346,7 @@ class Reading:
             messages=self._messages(d),
             origin=self._origin(d),
         )
-        return Imported(with_signals(exchange), self._drift(d), tuple(self._streams))
+        return Imported(exchange, self._drift(d), tuple(self._streams))
 
     def _messages(self, d: Mapping[str, Any]) -> tuple[Message, ...] | None:
         found = self.get(d, "messages", "", list, type(None))

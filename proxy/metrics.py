@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from freezeframe.addons.state import Tally
 from freezeframe.evidence.signatures import KINDS
-from freezeframe.evidence.triage import occurrences
+from freezeframe.evidence.triage import stored_occurrences
 from freezeframe.storage import Store, StoreError
 
 FAILURES_EVERY_S = 30.0
@@ -116,7 +116,7 @@ class _Collector(Collector):
                 if counted_at == written and now - at < FAILURES_EVERY_S:
                     return found
             try:
-                found = Counter(o.kind for o in occurrences(self._store.triage_rows()))
+                found = Counter(o.kind for o in stored_occurrences(self._store.triage_rows()))
             except StoreError:
                 return None
             self._failures = (now, written, found)

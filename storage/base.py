@@ -378,9 +378,14 @@ class Store(ABC):
 
     @abstractmethod
     def triage_rows(
-        self, *, since: float | None = None, cassettes: Sequence[str] | None = None
+        self,
+        *,
+        since: float | None = None,
+        cassettes: Sequence[str] | None = None,
+        traces: bool = False,
     ) -> list[TriageRow]:
-        """The exchanges that carry a failure or a trace (storage.records.Signals), of
+        """The exchanges that carry a failure of their own or of their run (storage.records.
+        Signals), and with ``traces`` every model call too (its trace read), of
         ``cassettes`` (every cassette when None), started at ``since`` (epoch seconds) or
         later, in cassette and seq order. Reads no body: what triage needs is stored."""
 

@@ -181,7 +181,12 @@ class Signals:
     signature: str | None
     """The failure, one line a person can read, its variable parts masked."""
     trace: str | None
-    """A model call's trace for run-level readings, as JSON text; None for other calls."""
+    """A model call's trace for run-level readings (evidence.signatures.Trace); None for
+    other calls."""
+    run_failures: str | None = None
+    """The failures only the run shows, found when this exchange came (a loop's third call,
+    the call that dropped context, the call that went on past a tool's error), one a line
+    (evidence.triage.RunReaders); None when none."""
 
 
 class TriageRow(NamedTuple):
@@ -195,6 +200,7 @@ class TriageRow(NamedTuple):
     kind: str | None
     signature: str | None
     trace: str | None
+    run_failures: str | None
 
 
 @dataclass(frozen=True, slots=True)

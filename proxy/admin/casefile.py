@@ -253,7 +253,7 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         name = validate_cassette_name(asked.name)
         exchanges = await run_in_threadpool(_whole_run, store, name)
         document = steps_document(await run_in_threadpool(agent_steps, exchanges))
-        rows = await run_in_threadpool(lambda: store.triage_rows(cassettes=[name]))
+        rows = await run_in_threadpool(lambda: store.triage_rows(cassettes=[name], traces=True))
         document["triage"] = await run_in_threadpool(run_marks, rows, exchanges)
         notes = await run_in_threadpool(store.notes, name)
         document["notes"] = [note_document(n) for n in notes]

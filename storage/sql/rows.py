@@ -93,12 +93,15 @@ def exchange_row(
 def signal_columns(signals: Signals | None) -> dict[str, Scalar]:
     """The signal columns' values; all NULL when they were not worked out."""
     if signals is None:
-        return dict.fromkeys(("failure_kind", "signature", "trace", "signature_version"))
+        return dict.fromkeys(
+            ("failure_kind", "signature", "trace", "signature_version", "run_failures")
+        )
     return {
         "failure_kind": signals.kind,
         "signature": signals.signature,
         "trace": signals.trace,
         "signature_version": signals.version,
+        "run_failures": signals.run_failures,
     }
 
 

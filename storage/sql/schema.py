@@ -33,10 +33,10 @@ column written with the value; ``text_uses`` has no rowid on SQLite; and the ``m
 and ``exchanges.run_id`` is indexed, so that a run is found without reading every exchange.
 The migration builds the index again from the stored exchanges; a store older than 5 gets
 this index directly.
-8 adds triage's signals to ``exchanges`` (``failure_kind``, ``signature``, ``trace`` and
-``signature_version``, storage.records.Signals; NULL in rows written before, which
-``freezeframe triage --rebuild`` works out), an index of the exchanges that have either,
-and ``notes``, case notes on a cassette or one of its exchanges.
+8 adds triage's signals to ``exchanges`` (``failure_kind``, ``signature``, ``trace``,
+``signature_version`` and ``run_failures``, storage.records.Signals; NULL in rows written
+before, which ``freezeframe triage --rebuild`` works out), an index of the failing
+exchanges, and ``notes``, case notes on a cassette or one of its exchanges.
 """
 
 import json
@@ -264,6 +264,7 @@ exchanges = Table(
     Column("signature", ExactText),
     Column("trace", Text),
     Column("signature_version", Integer),
+    Column("run_failures", Text),
     # Version 7. Serves ``ls --run-id`` and the case file's run filter, across cassettes.
     Index("ix_exchanges_run_id", "run_id"),
 )
@@ -362,21 +363,16 @@ _POSTGRESQL_SEARCH = (
 )
 
 
-_TRIAGE_WHERE = "failure_kind IS NOT NULL OR trace IS NOT NULL"
-_TRIAGE_INDEX = {
-    # Covering: triage reads the failures and model calls from the index alone, in order.
-    "sqlite": "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
-    "(cassette_id, seq, run_id, started_at, failure_kind, signature, trace) "
-    f"WHERE {_TRIAGE_WHERE}",
-    # Narrow: a btree entry has a size limit that a long signature must never reach.
-    "postgresql": "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
-    f"(cassette_id, seq) WHERE {_TRIAGE_WHERE}",
-}
+TRIAGE_WHERE = "failure_kind IS NOT NULL OR run_failures IS NOT NULL"
+"""The exchanges triage reads: those with a failure of their own or of their run."""
 
 
 def create_triage_index(conn: Connection) -> None:
-    """Version 8. The index triage reads: only the exchanges with a failure or a trace."""
-    conn.exec_driver_sql(_TRIAGE_INDEX["sqlite" if conn.dialect.name == "sqlite" else "postgresql"])
+    """Version 8. The index triage reads: only the failing exchanges, a few of a store."""
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
+        f"(cassette_id, seq) WHERE {TRIAGE_WHERE}"
+    )
 
 
 def create_search(conn: Connection) -> None:
@@ -391,7 +387,7 @@ def create_search(conn: Connection) -> None:
 DERIVED = ("message_count", "run_id", "stripped", *FACT_KINDS)
 """Columns derived from what the chain covers, or observed about it: not chained."""
 
-SIGNALS = ("failure_kind", "signature", "trace", "signature_version")
+SIGNALS = ("failure_kind", "signature", "trace", "signature_version", "run_failures")
 """Version 8. Triage's signals: derived, so not chained either."""
 
 CHAINED = tuple(

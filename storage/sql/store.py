@@ -464,11 +464,16 @@ class SqlStore(Store):
         return removed
 
     def triage_rows(
-        self, *, since: float | None = None, cassettes: Sequence[str] | None = None
+        self,
+        *,
+        since: float | None = None,
+        cassettes: Sequence[str] | None = None,
+        traces: bool = False,
     ) -> list[TriageRow]:
         self.flush(PENDING_WAIT_S)
         with self._connect() as conn:
-            return triage.triage_rows(conn, since, None if cassettes is None else list(cassettes))
+            names = None if cassettes is None else list(cassettes)
+            return triage.triage_rows(conn, since, names, traces)
 
     def unsigned(self, version: int) -> list[tuple[str, int]]:
         self.flush(PENDING_WAIT_S)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Select, bindparam, insert, null, or_, select, update
 
 from freezeframe.storage.records import Note, Signals, TriageRow
 from freezeframe.storage.sql.prepared import Prepared
@@ -20,36 +21,41 @@ from freezeframe.storage.sql.schema import ExactText, cassettes, exchanges, note
 BATCH = 500
 """Exchanges whose signals one statement rewrites."""
 
-_ROWS = (
-    select(
-        exchanges.c.cassette_id,
-        exchanges.c.seq,
-        exchanges.c.run_id,
-        exchanges.c.started_at,
-        exchanges.c.failure_kind,
-        exchanges.c.signature,
-        exchanges.c.trace,
+
+def _rows(traces: bool) -> Select[Any]:
+    e = exchanges.c
+    wanted = [e.failure_kind.is_not(None), e.run_failures.is_not(None)]
+    if traces:
+        wanted.append(e.trace.is_not(None))
+    return (
+        select(
+            e.cassette_id,
+            e.seq,
+            e.run_id,
+            e.started_at,
+            e.failure_kind,
+            e.signature,
+            e.trace if traces else null().label("trace"),
+            e.run_failures,
+        )
+        .where(or_(*wanted))
+        .order_by(e.cassette_id, e.seq)
     )
-    .where(or_(exchanges.c.failure_kind.is_not(None), exchanges.c.trace.is_not(None)))
-    .order_by(exchanges.c.cassette_id, exchanges.c.seq)
-)
 
 
 def triage_rows(
-    conn: Connection, since: float | None, names: Sequence[str] | None
+    conn: Connection, since: float | None, names: Sequence[str] | None, traces: bool = False
 ) -> list[TriageRow]:
-    """The exchanges with a failure or a trace, of the cassettes ``names`` (all when None),
-    started at ``since`` or later (any time when None), in cassette and seq order.
-
-    Run on the driver's cursor (storage.sql.prepared): a store of 200,000 exchanges has
-    some 100,000 such rows, and SQLAlchemy's row objects would cost more than the read."""
+    """The failing exchanges (with ``traces``, every model call too), of the cassettes
+    ``names`` (all when None), started at ``since`` or later (any time when None), in
+    cassette and seq order; run on the driver's cursor (storage.sql.prepared)."""
     named = {int(i): str(n) for i, n in conn.execute(select(cassettes.c.id, cassettes.c.name))}
     if names is not None:
         wanted = set(names)
         named = {i: n for i, n in named.items() if n in wanted}
     if not named:
         return []
-    statement = _ROWS.where(exchanges.c.started_at >= bindparam("since"))
+    statement = _rows(traces).where(exchanges.c.started_at >= bindparam("since"))
     prepared = Prepared(statement, conn.dialect)
     cursor = conn.connection.cursor()
     try:
@@ -86,6 +92,7 @@ def store_signals(conn: Connection, cassette: str, signals: Mapping[int, Signals
             signature=bindparam("sig", type_=ExactText),
             trace=bindparam("tr"),
             signature_version=bindparam("version"),
+            run_failures=bindparam("runs"),
         )
     )
     rows = []
@@ -98,6 +105,7 @@ def store_signals(conn: Connection, cassette: str, signals: Mapping[int, Signals
                 "sig": columns["signature"],
                 "tr": columns["trace"],
                 "version": columns["signature_version"],
+                "runs": columns["run_failures"],
             }
         )
     for start in range(0, len(rows), BATCH):

@@ -81,7 +81,7 @@ def test_a_version_7_store_is_migrated_and_a_rebuild_signs_what_it_held(store_ur
         "DROP INDEX ix_exchanges_triage",
         *(
             f"ALTER TABLE exchanges DROP COLUMN {name}"
-            for name in ("failure_kind", "signature", "trace", "signature_version")
+            for name in ("failure_kind", "signature", "trace", "signature_version", "run_failures")
         ),
         "DROP TABLE notes",
         "UPDATE meta SET value = '7' WHERE name = 'schema_version'",
