@@ -8,12 +8,13 @@ working out one exchange's signature costs the record path.
 A SQLite store is filled through the store's own API (``submit``) with ``--size`` exchanges
 in runs of 20 (100 runs a cassette, each run with its id): a model call and a tool call in
 turn, each with the signals the record path gives it (evidence.signatures.with_signals,
-worked out once per shape and reused, so that filling does not take an hour); one run in 25
+worked out once per shape and reused, so that filling does not take an hour, and its run's
+failures found as the record path finds them, evidence.triage.RunReaders); one run in 25
 fails: a 429, a tool's 404, a loop of the same lookup, or a tool's 500 the agent ignored.
 Then:
 
-* ``sign``: with_signals on a recorded-looking model call with tools and one tool call, per
-  exchange (what recording an exchange now costs on top);
+* ``sign``: RunReaders.sign on a recorded-looking model call with tools and one tool call,
+  per exchange (what recording an exchange now costs on top);
 * ``triage (library)``: evidence.triage.find_groups on a store just opened, best of three;
 * ``triage (command)``: ``freezeframe triage --json`` as a user runs it, process start
   included, best of three.
@@ -40,7 +41,7 @@ for path in (ROOT, ROOT / "tests"):
 from support.exchanges import plausible_exchange, plausible_response  # noqa: E402
 
 from freezeframe.evidence.signatures import with_signals  # noqa: E402
-from freezeframe.evidence.triage import find_groups  # noqa: E402
+from freezeframe.evidence.triage import RunReaders, find_groups  # noqa: E402
 from freezeframe.storage import NewExchange, Slot, Store, open_store  # noqa: E402
 
 RUN = 20
@@ -133,6 +134,7 @@ def fill(store: Store, size: int) -> dict[str, set[str]]:
     expected: dict[str, set[str]] = {name: set() for name in planted}
     written = 0
     run_number = 0
+    readers = RunReaders()
     began = time.perf_counter()
     while written < size:
         cassette = f"prod-{run_number // RUNS_PER_CASSETTE:05d}"
@@ -143,14 +145,20 @@ def fill(store: Store, size: int) -> dict[str, set[str]]:
         for n in range(count):
             shape = template[n] if n < len(template) else healthy[n % len(healthy)]
             key = f"{run_number:08x}{n:04x}"
+            slot = store.reserve(cassette, key)
+            at = 1_790_000_000.0 + written
+            assert shape.signals is not None
+            # As the record path does: the run's failures found as its exchanges come.
+            signals = readers.signals(cassette, slot.seq, run_id, at, shape.signals)
             store.submit(
                 dataclasses.replace(
                     shape,
                     cassette=cassette,
                     key=key,
-                    slot=store.reserve(cassette, key),
-                    started_at=1_790_000_000.0 + written,
+                    slot=slot,
+                    started_at=at,
                     context={"run-id": run_id},
+                    signals=signals,
                 )
             )
             written += 1
@@ -182,7 +190,7 @@ def main() -> None:
     url = f"sqlite:///{directory}/freezeframe.db"
 
     sample = [model_call(3, completion(True)), tool_call(404)]
-    per = best_of(3, lambda: [with_signals(e) for e in sample * 50]) / 100
+    per = best_of(3, lambda: [RunReaders().sign(e) for e in sample * 50]) / 100
     print(f"sign: {per * 1e6:.0f} µs per exchange (a model call with 8 messages, a tool call)")
 
     fresh = not (directory / "freezeframe.db").exists()
