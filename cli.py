@@ -46,7 +46,7 @@ from freezeframe.evidence import (
 from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.notes import note_document, note_hit, note_target
+from freezeframe.evidence.notes import note_hit, note_target, with_notes
 from freezeframe.evidence.signatures import KINDS, SIGNATURE_VERSION
 from freezeframe.evidence.text import exchange_lines
 from freezeframe.evidence.triage import (
@@ -771,7 +771,7 @@ def show(
         opened.close()
     if seq is not None:
         if as_json:
-            _emit_json({**document, "notes": [note_document(n) for n in notes]})
+            _emit_json(with_notes(document, notes))
         else:
             for line in exchange_lines(document, full=full):
                 click.echo(_heading(line))
@@ -1385,6 +1385,8 @@ def search(
         return
     for n in noted:
         _say(f"note on {n.cassette}" + ("" if n.seq is None else f" #{n.seq}") + f": {n.text}")
+    if noted and not hits:
+        return
     table = Table("cassette", "seq", "started", "method", "status", "in", "match", "url")
     for hit in hits:
         table.add_row(

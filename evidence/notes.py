@@ -3,6 +3,7 @@ documents for ``show``, ``search`` and the case file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from freezeframe.storage import Note
@@ -36,3 +37,9 @@ def note_hit(note: Note) -> dict[str, Any]:
         "parts": ["note"],
         "match": note.text,
     }
+
+
+def with_notes(document: dict[str, Any], notes: Sequence[Note]) -> dict[str, Any]:
+    """An exchange's document (``show CASSETTE SEQ --json``, the admin API, the case file's
+    twin) with the case notes on it, so that all three say the same."""
+    return {**document, "notes": [note_document(n) for n in notes]}

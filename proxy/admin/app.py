@@ -34,6 +34,7 @@ from freezeframe.evidence import (
     summary_document,
 )
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
+from freezeframe.evidence.notes import with_notes
 from freezeframe.proxy.admin.access import AdminAccess, Sessions, login_routes
 from freezeframe.proxy.admin.casefile import casefile_routes, templates
 from freezeframe.proxy.admin.guard import (
@@ -255,7 +256,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             found = await run_in_threadpool(store.exchange, name, seq)
         except (CassetteNotFound, ExchangeNotFound) as exc:
             return _error(404, str(exc))
-        return JSONResponse(exchange_document(found))
+        notes = await run_in_threadpool(store.notes, name, seq)
+        return JSONResponse(with_notes(exchange_document(found), notes))
 
     async def cassette_misses(request: Request) -> JSONResponse:
         name = request.path_params["name"]

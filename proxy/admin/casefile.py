@@ -43,7 +43,7 @@ from freezeframe.evidence import (
 )
 from freezeframe.evidence.compare import compare_runs, diff_document, read_run
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.notes import note_document, note_hit
+from freezeframe.evidence.notes import note_document, note_hit, with_notes
 from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.signatures import KINDS
 from freezeframe.evidence.triage import (
@@ -295,11 +295,11 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             return _problem(request, asked_json(request, request.path_params["seq"]), 404, str(exc))
         except InvalidCassetteName as exc:
             return _problem(request, wants_json(request), 400, str(exc))
-        document = exchange_document(found)
+        notes = await run_in_threadpool(store.notes, name, seq)
+        document = with_notes(exchange_document(found), notes)
         if as_json:
             return JSONResponse(document)
         context = await run_in_threadpool(_exchange_context, store, found, config)
-        notes = await run_in_threadpool(store.notes, name, seq)
         return render(
             request, "exchange.html", document=document, name=name, notes=notes, **context
         )

@@ -120,7 +120,7 @@ def test_triage_groups_lead_to_the_failing_exchange_and_mark_the_steps(
     expect(loop_steps).to_have_count(4)
     expect(loop_steps.first.locator(".mark-loop")).to_contain_text("step 1 of 4")
     expect(page.locator("li.step.marked-context")).to_have_count(2)
-    expect(page.locator("p.note")).to_contain_text("TICKET-24: schema drift since Tuesday")
+    expect(page.locator("p.case-note")).to_contain_text("TICKET-24: schema drift since Tuesday")
     steps = recorded.admin("GET", "/cassettes/triage-day/steps.json").json()
     assert [v["rule"] for vs in steps["triage"]["violations"].values() for v in vs] == [
         "type",
