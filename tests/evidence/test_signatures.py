@@ -77,7 +77,9 @@ def test_anthropic_errors_tool_errors_and_failures_without_an_answer() -> None:
         url="https://api.anthropic.com/v1/messages",
         request_body=b'{"model": "claude-sonnet-4-20250514", "max_tokens": 10, "messages": []}',
         status=529,
-        response_body=b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
+        response_body=json.dumps(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        ).encode(),
     )
     assert signals_of(overloaded).signature == (
         "provider_error POST api.anthropic.com/v1/messages 529 overloaded_error: Overloaded"
