@@ -141,6 +141,12 @@ def test_a_planted_day_comes_out_as_one_group_per_failure(
     assert [g["kind"] for g in only] == ["loop"]
     assert triage(data_dir, "--cassette", "other-*") == []
     assert triage(data_dir, "--since", "1h") == groups
+    bad = freezeframe(data_dir, "triage", "--since", "5x")
+    assert (bad.returncode, bad.stderr.strip()) == (
+        1,
+        "freezeframe: error: --since '5x': not a duration; write a number and a unit, "
+        "e.g. 30m, 6h, 2d",
+    )
 
     # The same day as a HAR file, imported: the same groups under the new name.
     har = tmp_path / "day.har"
