@@ -231,10 +231,12 @@ def stored_occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
         yield Occurrence(row.kind, row.signature, row.cassette, run, row.seq, row.started_at)
 
 
-RUNS_KEPT = 10_000
-"""Runs whose exchanges a RunReaders keeps at once, the least recently seen dropped first."""
-ROWS_KEPT = 500
-"""Exchanges of one run it keeps: a loop or a dropped message is seen within these."""
+RUNS_KEPT = 2_000
+"""Runs a RunReaders keeps at once, the least recently seen dropped first."""
+ROWS_KEPT = 200
+"""Model calls and failing exchanges of one run it keeps (the others cannot show a run's
+failure): a loop or a dropped message is seen within these. With RUNS_KEPT, this bounds
+what a recording proxy holds to some tens of megabytes at worst."""
 
 
 class RunReaders:
@@ -267,6 +269,8 @@ class RunReaders:
     def signals(
         self, cassette: str, seq: int, run_id: str | None, at: float, signals: Signals
     ) -> Signals:
+        if signals.trace is None and signals.kind is None:
+            return signals  # neither a model call nor a failure: nothing a run reads
         key = (cassette, run_id)
         rows = self._runs.get(key)
         if rows is None:
