@@ -14,6 +14,7 @@ from freezeframe.evidence.signatures import SIGNATURE_VERSION, with_signals
 from freezeframe.evidence.triage import find_groups, pending_count, rebuild
 from freezeframe.storage import (
     CassetteNotFound,
+    Edit,
     ExchangeNotFound,
     NewExchange,
     Note,
@@ -126,3 +127,20 @@ def test_case_notes_are_kept_found_and_removed_with_their_cassette(store: Store)
         store.add_note(Note("case", 7, 1.0, "x"))
     store.remove("case")
     assert store.notes("case") == []
+
+
+def test_an_edited_fork_leaves_the_edited_answer_to_a_rebuild(store: Store) -> None:
+    failing(store, "source", 8812)
+    failing(store, "source", 8813)
+    fixed = Edit(plausible_response(body=b'{"order": 8812}'), {}, ("status: 404 -> 200",))
+    store.fork("source", "edited", edits={0: fixed})
+    assert store.unsigned(SIGNATURE_VERSION) == [("edited", 0)]
+    assert rebuild(store) == 2
+    [group] = find_groups(store)
+    assert sorted(group.runs) == ["edited@run-1", "source@run-1"]
+    # The edited answer is a 200 now; the other copy still fails, as its source does.
+    assert {(o.cassette, o.seq) for o in group.occurrences} == {
+        ("source", 0),
+        ("source", 1),
+        ("edited", 1),
+    }
