@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import sys
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -29,6 +31,8 @@ from freezeframe.proxy import settings as settings_module
 from freezeframe.storage import (
     CassetteNotFound,
     ExchangeFilter,
+    ExchangeSummary,
+    Note,
     Store,
     StoreError,
     StoreNotFound,
@@ -54,6 +58,17 @@ CAPTURES = ("transparent", "local")
 """The values of ``exec --capture`` (``proxy.command`` checks them against its own)."""
 SHELLS = ("sh", "fish", "dotenv")
 """The values of ``env --shell`` (``proxy.wiring`` renders each)."""
+FAILURE_KINDS = (
+    "provider_error",
+    "upstream_failure",
+    "truncation",
+    "tool_error",
+    "loop",
+    "schema",
+    "context",
+    "ignored_tool_error",
+)
+"""The values of ``triage --kind`` (``evidence.signatures.KINDS``, which imports jsonschema)."""
 
 PIPED_WIDTH = 200
 """Columns of a table printed to a pipe or file, where no terminal says how wide to be."""
@@ -869,19 +884,33 @@ def show(
             rows = opened.exchanges(cassette, where)
         else:
             document = exchange_document(opened.exchange(cassette, seq))
+        notes = opened.notes(cassette, seq)
     finally:
         opened.close()
     if seq is not None:
         if as_json:
-            _emit_json(document)
+            from freezeframe.evidence.notes import with_notes
+
+            _emit_json(with_notes(document, notes))
         else:
             for line in exchange_lines(document, full=full):
                 click.echo(_heading(line))
+            _print_notes(notes)
         return
     if as_json:
         _emit_json([summary_document(row) for row in rows])
         return
     _print_exchanges(rows)
+    _print_notes(notes)
+
+
+def _print_notes(notes: Sequence[Note]) -> None:
+    """Case notes under what ``show`` printed; nothing when there are none."""
+    if notes:
+        click.echo(_heading("== notes"))
+    for n in notes:
+        about = "" if n.seq is None else f" #{n.seq}"
+        _say(f"{_time(n.at)}{about}  {n.text}")
 
 
 def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
@@ -1355,6 +1384,8 @@ def import_(
             imported = opened.import_cassette(
                 source.cassette, _counted(source.exchanges, advance), origin=source.origin
             )
+        for kept in source.case_notes:
+            opened.add_note(kept)
     finally:
         opened.close()
     if made:  # said once the import held: a refused file's error stays the one line
@@ -1520,12 +1551,18 @@ def search(
     opened = _open(data_dir, store)
     try:
         hits = opened.search(query, cassette, limit)
+        noted = opened.search_notes(query, cassette, limit)
     finally:
         opened.close()
     if as_json:
         from freezeframe.evidence.document import search_document
+        from freezeframe.evidence.notes import note_hit
 
-        _emit_json([search_document(hit) for hit in hits])
+        _emit_json([search_document(hit) for hit in hits] + [note_hit(n) for n in noted])
+        return
+    for n in noted:
+        _say(f"note on {n.cassette}" + ("" if n.seq is None else f" #{n.seq}") + f": {n.text}")
+    if noted and not hits:
         return
     if not hits:
         within = f" in cassette {cassette!r}" if cassette is not None else ""
@@ -1983,3 +2020,207 @@ def replay_reset(admin: str, admin_token: str | None) -> None:
     except (httpx.HTTPError, ValueError) as exc:
         raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
     click.echo(f"replay starts from the top (mode {mode['mode']}, cassette {mode['cassette']!r})")
+
+
+@main.command()
+@click.option(
+    "--since", metavar="DURATION", help="Only failures of the last DURATION (30m, 6h, 2d)."
+)
+@click.option("--cassette", "pattern", metavar="GLOB", help="Only cassettes whose name matches.")
+@click.option("--kind", type=click.Choice(FAILURE_KINDS), help="Only failures of this kind.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="First work out the signatures of exchanges stored before triage or under older rules.",
+)
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def triage(
+    since: str | None,
+    pattern: str | None,
+    kind: str | None,
+    rebuild: bool,
+    data_dir: str,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """The failing runs, grouped by what went wrong, largest group first.
+
+    A run is a cassette, or CASSETTE@RUN_ID where the traffic carried a run id. Each group
+    is one signature (the kind, the endpoint, the status, the error with its ids and numbers
+    masked), with its runs and its first failure to open. A healthy run is in no group.
+
+    \b
+    Example:
+        freezeframe triage --since 24h
+        freezeframe triage --cassette 'prod-*' --kind provider_error --json
+    """
+    from freezeframe.evidence.signatures import SIGNATURE_VERSION
+    from freezeframe.evidence.triage import (
+        find_groups,
+        parse_duration,
+        pending_count,
+        stale_cassettes,
+        triage_document,
+    )
+    from freezeframe.evidence.triage import rebuild as rebuild_signals
+
+    window = None if since is None else parse_duration(since)
+    opened = _open(data_dir, store)
+    try:
+        if rebuild:
+            with _progress("signing", sum(stale_cassettes(opened).values())) as advance:
+                rebuilt = rebuild_signals(opened, advance)
+            click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
+        found = find_groups(opened, since=window, pattern=pattern, kind=kind)
+        stale = 0 if rebuild else pending_count(opened)
+    finally:
+        opened.close()
+    if stale:
+        click.echo(
+            f"{stale} exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
+            "run `freezeframe triage --rebuild` to include them",
+            err=True,
+        )
+    if as_json:
+        _emit_json(triage_document(found))
+        return
+    if not found:
+        click.echo("no failures found")
+        return
+    table = _table("count", "runs", "kind", "signature", "first seen", "last seen", "example")
+    for group in found:
+        example = group.example
+        table.add_row(
+            str(group.count),
+            str(len(group.runs)),
+            group.kind,
+            _cell(group.signature),
+            _time(group.first_seen),
+            _time(group.last_seen),
+            _cell(f"{example.cassette} {example.seq}"),
+        )
+    _console().print(table)
+
+
+@main.command()
+@click.argument("target", metavar="CASSETTE[:SEQ]")
+@click.argument("text")
+@_store_options
+@_debug_option
+def note(target: str, text: str, data_dir: str, store: str | None) -> None:
+    """Keep a case note on a cassette, or on one of its exchanges (CASSETTE:SEQ).
+
+    A ticket, a verdict, a lead: shown by `show` and in the case file, found by `search`,
+    carried by export and import.
+
+    \b
+    Example:
+        freezeframe note bug-8821 "TICKET-412: customer saw a refund twice"
+        freezeframe note bug-8821:7 "cold case: missing tool schema version"
+    """
+    from freezeframe.evidence.notes import note_target
+
+    cassette, seq = note_target(target)
+    validate_cassette_name(cassette)
+    if not text.strip():
+        raise ValueError("a note needs some text")
+    opened = _open(data_dir, store)
+    try:
+        opened.add_note(Note(cassette, seq, time.time(), text))
+    finally:
+        opened.close()
+    click.echo(f"noted on {cassette}" + ("" if seq is None else f" exchange {seq}"))
+
+
+@main.command()
+@click.argument("signature")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_store_options
+@_setting("--listen", "Proxy listen address for each run.", default="127.0.0.1:8080")
+@_setting("--admin", "Admin API + web UI address for each run.", default="127.0.0.1:8081")
+@_setting(
+    "--isolate/--no-isolate",
+    "Run COMMAND where only the proxy is reachable  [default: on where the system allows it]",
+    envvar="FREEZEFRAME_ISOLATE",
+    default=None,
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def recheck(
+    signature: str,
+    command: tuple[str, ...],
+    data_dir: str,
+    store: str | None,
+    listen: str,
+    admin: str,
+    isolate: bool | None,
+    as_json: bool,
+) -> None:
+    """Run COMMAND once per run of a failure group, each in replay against that run.
+
+    A run passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run
+    passes (the group collapses), 1 when any fails. Put `--` before the command.
+
+    \b
+    Example:
+        freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
+            -- python agent.py
+    """
+    import asyncio
+
+    from freezeframe.evidence.triage import find_group
+    from freezeframe.proxy.command import Confinement
+    from freezeframe.proxy.recheck import RunCheck, check_line, recheck_document
+    from freezeframe.proxy.recheck import recheck as recheck_group
+
+    _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+    settings = settings_module.build(
+        mode="replay",
+        cassette="default",
+        data_dir=data_dir,
+        store=store,
+        listen=listen,
+        admin=admin,
+        upstream_ca=None,
+        replay_pace="instant",
+    )
+    opened = _open(data_dir, store)
+    try:
+        group = find_group(opened, signature)
+
+        def said(check: RunCheck) -> None:
+            if not as_json:
+                _say(check_line(check))
+
+        with _output_to_stderr(as_json):
+            report = asyncio.run(
+                recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+            )
+    finally:
+        opened.close()
+    if as_json:
+        _emit_json(recheck_document(report))
+    else:
+        verdict = "collapsed: every run passes" if report.collapsed else "still failing"
+        passed = sum(check.passed for check in report.runs)
+        click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
+    sys.exit(0 if report.collapsed else 1)
+
+
+@contextlib.contextmanager
+def _output_to_stderr(moved: bool) -> Iterator[None]:
+    """When ``moved``, the output of the commands run meanwhile goes to stderr, so that
+    stdout is the one JSON document."""
+    if not moved:
+        yield
+        return
+    stdout = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(stdout, 1)
+        os.close(stdout)

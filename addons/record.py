@@ -42,6 +42,7 @@ from freezeframe.addons.uploads import (
 )
 from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView
 from freezeframe.canonicalize.drift import digests
+from freezeframe.evidence.triage import RunReaders
 from freezeframe.storage import (
     BlobRef,
     BlobWriter,
@@ -169,6 +170,7 @@ class Record:
     ) -> None:
         self._store = store
         self._strict = strict  # --durability strict: an answer ends once it is committed
+        self._readers = RunReaders()  # each run's failures, found as its exchanges come
         self._state = state
         self._key_config = key_config
         self._redactor = redactor
@@ -508,4 +510,4 @@ class Record:
             facts=recorded_facts(info, self._view(flow, info), response),
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
-        return exchange
+        return self._readers.sign(exchange)

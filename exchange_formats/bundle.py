@@ -35,7 +35,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from freezeframe.exchange_formats import signing
 from freezeframe.exchange_formats.errors import FormatError
-from freezeframe.exchange_formats.jsonl import Progress, dumps, header, read_line
+from freezeframe.exchange_formats.jsonl import (
+    Progress,
+    dumps,
+    header,
+    notes_document,
+    read_line,
+    read_notes,
+)
 from freezeframe.exchange_formats.merkle import merkle_root
 from freezeframe.exchange_formats.portable import (
     FORMAT_VERSION,
@@ -46,7 +53,7 @@ from freezeframe.exchange_formats.portable import (
     origin_document,
     read_origin,
 )
-from freezeframe.storage import BlobRef, ForkOrigin, Imported, Store, StoreError, boundedjson
+from freezeframe.storage import BlobRef, ForkOrigin, Imported, Note, Store, StoreError, boundedjson
 
 FORMAT = "freezeframe.bundle"
 MANIFEST = "manifest.json"
@@ -120,7 +127,8 @@ def export_bundle(
             return {"blake3": ref.digest, "size": ref.size}
 
         origin = store.fork_origin(cassette)
-        lines.write(dumps(header(cassette, origin)).encode("utf-8") + b"\n")
+        notes = store.notes(cassette)
+        lines.write(dumps(header(cassette, origin, notes)).encode("utf-8") + b"\n")
         for summary in store.exchanges(cassette):
             exchange = store.exchange(cassette, summary.seq)
             line = dumps(exchange_document(exchange, body)).encode("utf-8")
@@ -154,6 +162,8 @@ def export_bundle(
             "bodies": len(stored),
             "rules": None if rules_digest is None else {"name": RULES, "blake3": rules_digest},
             "origin": None if origin is None else origin_document(origin),
+            # Case notes: in the signed manifest, so that a signature covers them too.
+            "notes": notes_document(notes),
         }
         signed_text = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8") + b"\n"
         archive.writestr(MANIFEST, signed_text)
@@ -450,6 +460,17 @@ def read_bundle(
         raise
     name = cassette or str(bundle.manifest["cassette"])
     return name, _imported(bundle, name), len(bundle.entries), signed_by, origin
+
+
+def bundle_notes(path: Path, cassette: str) -> list[Note]:
+    """The case notes in a bundle's manifest, for the cassette it is imported as."""
+    bundle = Bundle(path)
+    try:
+        return read_notes(bundle.manifest.get("notes"), cassette)
+    except DocumentError as exc:
+        raise FormatError(path, f"{MANIFEST}: {exc.where}", exc.what) from None
+    finally:
+        bundle.close()
 
 
 def _imported(bundle: Bundle, cassette: str) -> Iterator[Imported]:

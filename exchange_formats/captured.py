@@ -100,7 +100,7 @@ class Keeper:
         self._occurrences[canonical.key] = occurrence + 1
         slot = Slot(self._seq, occurrence)
         self._seq += 1
-        return Imported(
+        imported = Imported(
             NewExchange(
                 cassette=self._cassette,
                 key=canonical.key,
@@ -126,3 +126,4 @@ class Keeper:
                 messages=messages,
             )
         )
+        return imported

@@ -17,6 +17,7 @@ import pytest
 from test_cli import invoke, record
 
 from freezeframe import cli
+from freezeframe.evidence import signatures
 from freezeframe.proxy import command, wiring
 
 HEAVY = (
@@ -113,3 +114,4 @@ def test_the_choices_the_cli_offers_are_the_ones_the_proxy_knows() -> None:
     # Copied into cli.py so that --help need not import the sandbox and the CA tools.
     assert cli.CAPTURES == command.CAPTURES
     assert cli.SHELLS == wiring.SHELLS
+    assert cli.FAILURE_KINDS == signatures.KINDS

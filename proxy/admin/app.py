@@ -34,6 +34,7 @@ from freezeframe.evidence import (
     summary_document,
 )
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
+from freezeframe.evidence.notes import with_notes
 from freezeframe.proxy.admin.access import AdminAccess, LoginAttempts, Sessions, login_routes
 from freezeframe.proxy.admin.casefile import casefile_routes, templates
 from freezeframe.proxy.admin.guard import (
@@ -183,7 +184,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         return Response(settings.ca_path.read_bytes(), media_type="application/x-pem-file")
 
     async def metrics(request: Request) -> Response:
-        return Response(counts.render(), media_type=CONTENT_TYPE)
+        # A thread: a scrape may read the store (failures by kind, proxy.metrics).
+        return Response(await run_in_threadpool(counts.render), media_type=CONTENT_TYPE)
 
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())
@@ -256,7 +258,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             found = await run_in_threadpool(store.exchange, name, seq)
         except (CassetteNotFound, ExchangeNotFound) as exc:
             return _error(404, str(exc))
-        return JSONResponse(exchange_document(found))
+        notes = await run_in_threadpool(store.notes, name, seq)
+        return JSONResponse(with_notes(exchange_document(found), notes))
 
     async def cassette_misses(request: Request) -> JSONResponse:
         name = request.path_params["name"]

@@ -43,7 +43,16 @@ from freezeframe.evidence import (
 )
 from freezeframe.evidence.compare import compare_runs, diff_document, read_run
 from freezeframe.evidence.inert import inert
+from freezeframe.evidence.notes import note_document, note_hit, with_notes
 from freezeframe.evidence.requests import stored_view
+from freezeframe.evidence.signatures import KINDS
+from freezeframe.evidence.triage import (
+    find_groups,
+    parse_duration,
+    run_marks,
+    timeline,
+    triage_document,
+)
 from freezeframe.proxy.admin import present
 from freezeframe.proxy.admin.guard import csrf_token
 from freezeframe.storage import (
@@ -244,7 +253,32 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         name = validate_cassette_name(asked.name)
         exchanges = await run_in_threadpool(_whole_run, store, name)
         document = steps_document(await run_in_threadpool(agent_steps, exchanges))
-        return {"document": document, "name": name}
+        rows = await run_in_threadpool(lambda: store.triage_rows(cassettes=[name], traces=True))
+        document["triage"] = await run_in_threadpool(run_marks, rows, exchanges)
+        notes = await run_in_threadpool(store.notes, name)
+        document["notes"] = [note_document(n) for n in notes]
+        marked: dict[int, list[dict[str, Any]]] = {}
+        for failure in document["triage"]["failures"]:
+            for seq in failure["spans"]:
+                marked.setdefault(seq, []).append(failure)
+        return {"document": document, "name": name, "marked": marked}
+
+    async def triage_page(request: Request, asked: Asked) -> dict[str, Any]:
+        query = request.query_params
+        filters = {k: query.get(k, "") for k in ("since", "cassette", "kind")}
+        since = _given(filters["since"])
+        window = None if since is None else parse_duration(since)
+        found = await run_in_threadpool(
+            lambda: find_groups(
+                store,
+                since=window,
+                pattern=_given(filters["cassette"]),
+                kind=_given(filters["kind"]),
+            )
+        )
+        document = triage_document(found, detail=True)
+        document["timeline"] = timeline(found)
+        return {"document": document, "filters": filters, "kinds": KINDS}
 
     async def misses_page(request: Request, asked: Asked) -> dict[str, Any]:
         name = validate_cassette_name(asked.name)
@@ -261,11 +295,14 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             return _problem(request, asked_json(request, request.path_params["seq"]), 404, str(exc))
         except InvalidCassetteName as exc:
             return _problem(request, wants_json(request), 400, str(exc))
-        document = exchange_document(found)
+        notes = await run_in_threadpool(store.notes, name, seq)
+        document = with_notes(exchange_document(found), notes)
         if as_json:
             return JSONResponse(document)
         context = await run_in_threadpool(_exchange_context, store, found, config)
-        return render(request, "exchange.html", document=document, name=name, **context)
+        return render(
+            request, "exchange.html", document=document, name=name, notes=notes, **context
+        )
 
     async def body_download(request: Request) -> Response:
         name, side = request.path_params["name"], request.path_params["side"]
@@ -302,8 +339,9 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         if cassette is not None:
             validate_cassette_name(cassette)
         hits = await run_in_threadpool(store.search, query, cassette) if query else []
+        noted = await run_in_threadpool(store.search_notes, query, cassette) if query else []
         return {
-            "document": [search_document(hit) for hit in hits],
+            "document": [search_document(hit) for hit in hits] + [note_hit(n) for n in noted],
             "q": query,
             "cassette": cassette or "",
         }
@@ -333,6 +371,8 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         Route("/cassettes/{name}", page("run.html", run_page, "name")),
         Route("/search", page("search.html", search_page)),
         Route("/search.json", page("search.html", search_page)),
+        Route("/triage", page("triage.html", triage_page)),
+        Route("/triage.json", page("triage.html", triage_page)),
         Route("/compare", page("compare.html", compare_page)),
         Route("/compare.json", page("compare.html", compare_page)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

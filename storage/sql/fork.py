@@ -35,8 +35,8 @@ from freezeframe.storage.sql.rows import (
     origin_json,
     origin_of,
 )
+from freezeframe.storage.sql.schema import SIGNALS, cassettes, exchanges
 from freezeframe.storage.sql.schema import blobs as blobs_table
-from freezeframe.storage.sql.schema import cassettes, exchanges
 from freezeframe.storage.sql.search import SearchIndex
 
 _COPIED = tuple(column.name for column in exchanges.c if column.name not in {"id", "cassette_id"})
@@ -147,7 +147,8 @@ def fork(
             )
         )
         if edit is not None:
-            copy |= _answer_columns(conn, edit)
+            # An edited answer's signals are the old answer's: left to ``triage --rebuild``.
+            copy |= _answer_columns(conn, edit) | dict.fromkeys(SIGNALS)
         canonical = form(conn, row["canonical_digest"]) if row["canonical_digest"] else None
         previous = link(previous, exchange_digest(chain_fields(copy, target, canonical)))
         copy["chain"] = previous

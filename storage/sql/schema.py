@@ -33,6 +33,10 @@ column written with the value; ``text_uses`` has no rowid on SQLite; and the ``m
 and ``exchanges.run_id`` is indexed, so that a run is found without reading every exchange.
 The migration builds the index again from the stored exchanges; a store older than 5 gets
 this index directly.
+8 adds triage's signals to ``exchanges`` (``failure_kind``, ``signature``, ``trace``,
+``signature_version`` and ``run_failures``, storage.records.Signals; NULL in rows written
+before, which ``freezeframe triage --rebuild`` works out), an index of the failing
+exchanges, and ``notes``, case notes on a cassette or one of its exchanges.
 """
 
 import json
@@ -68,7 +72,7 @@ from sqlalchemy.schema import CreateColumn
 from freezeframe.storage.errors import SchemaTooNew, StoreNotFound
 from freezeframe.storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _ESCAPED = "\uffff"
 
@@ -255,6 +259,12 @@ exchanges = Table(
     UniqueConstraint("cassette_id", "seq"),
     # Serves lookup(), the hot path: one index probe per replayed request.
     UniqueConstraint("cassette_id", "key", "occurrence"),
+    # Version 8. Triage's signals (storage.records.Signals), derived and so not chained.
+    Column("failure_kind", String(24)),
+    Column("signature", ExactText),
+    Column("trace", Text),
+    Column("signature_version", Integer),
+    Column("run_failures", Text),
     # Version 7. Serves ``ls --run-id`` and the case file's run filter, across cassettes.
     Index("ix_exchanges_run_id", "run_id"),
 )
@@ -317,6 +327,19 @@ misses = Table(
 )
 """Replay's misses, as the client was answered: observations, not part of any chain."""
 
+notes = Table(
+    "notes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # A name, like misses: notes outlive nothing, but a cassette removed takes its own.
+    Column("cassette", ExactText, nullable=False),
+    Column("seq", Integer),  # NULL: about the whole cassette
+    Column("at", Double, nullable=False),
+    Column("text", ExactText, nullable=False),
+    Index(None, "cassette", "seq"),
+)
+"""Version 8. Case notes (storage.records.Note): observations, not part of any chain."""
+
 replay_positions = Table(
     "replay_positions",
     metadata,
@@ -340,6 +363,18 @@ _POSTGRESQL_SEARCH = (
 )
 
 
+TRIAGE_WHERE = "failure_kind IS NOT NULL OR run_failures IS NOT NULL"
+"""The exchanges triage reads: those with a failure of their own or of their run."""
+
+
+def create_triage_index(conn: Connection) -> None:
+    """Version 8. The index triage reads: only the failing exchanges, a few of a store."""
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
+        f"(cassette_id, seq) WHERE {TRIAGE_WHERE}"
+    )
+
+
 def create_search(conn: Connection) -> None:
     """The full-text side of ``texts``, which only the database's own dialect can say."""
     if conn.dialect.name == "sqlite":
@@ -352,10 +387,13 @@ def create_search(conn: Connection) -> None:
 DERIVED = ("message_count", "run_id", "stripped", *FACT_KINDS)
 """Columns derived from what the chain covers, or observed about it: not chained."""
 
+SIGNALS = ("failure_kind", "signature", "trace", "signature_version", "run_failures")
+"""Version 8. Triage's signals: derived, so not chained either."""
+
 CHAINED = tuple(
     c
     for c in exchanges.c
-    if c.name not in {"id", "cassette_id", "chain", "canonical_digest", *DERIVED}
+    if c.name not in {"id", "cassette_id", "chain", "canonical_digest", *DERIVED, *SIGNALS}
 )
 """The columns an exchange's chain digest covers: all that describe the exchange. The
 chain covers the canonical form itself, as ``canonical``, wherever it is stored, and
@@ -380,6 +418,7 @@ def ensure_schema(conn: Connection, where: str, create: bool = True) -> None:
         raise StoreNotFound(f"no freezeframe store in {where}")
     metadata.create_all(conn)
     create_search(conn)
+    create_triage_index(conn)
     conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
 
 
@@ -499,6 +538,18 @@ def _index_runs_and_compact_search(conn: Connection) -> None:
     rebuild(conn)
 
 
+def _add_signals_and_notes(conn: Connection) -> None:
+    """7 -> 8: triage's signals and case notes. Existing rows get NULL signals: working
+    them out needs code the store does not have (``freezeframe triage --rebuild``)."""
+    present = {c["name"] for c in inspect(conn).get_columns(exchanges.name)}
+    for name in SIGNALS:
+        if name not in present:
+            definition = CreateColumn(exchanges.c[name]).compile(dialect=conn.dialect)
+            conn.execute(text(f"ALTER TABLE {exchanges.name} ADD COLUMN {definition}"))
+    create_triage_index(conn)
+    notes.create(conn, checkfirst=True)
+
+
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_blob_parts,
     2: _add_canonical_digest,
@@ -506,5 +557,6 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _add_search_and_misses,
     5: _add_blob_bases,
     6: _index_runs_and_compact_search,
+    7: _add_signals_and_notes,
 }
 """Version N -> the step that makes a version-N store a version-N+1 store."""

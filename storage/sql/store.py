@@ -55,17 +55,20 @@ from freezeframe.storage.records import (
     KeyChange,
     Miss,
     NewExchange,
+    Note,
     Rekeyed,
     Removed,
     RunOverview,
     SearchHit,
+    Signals,
     Slot,
+    TriageRow,
     VerifyReport,
     check_facts,
     format_url,
 )
 from freezeframe.storage.spool import SpoolWriter
-from freezeframe.storage.sql import bodies, listings, positions, rekey
+from freezeframe.storage.sql import bodies, listings, positions, rekey, triage
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from freezeframe.storage.sql.fork import fork as fork_cassette
@@ -459,6 +462,46 @@ class SqlStore(Store):
         self._writer.forget(digests=True)
         self._counters.forget(cassette)
         return removed
+
+    def triage_rows(
+        self,
+        *,
+        since: float | None = None,
+        cassettes: Sequence[str] | None = None,
+        traces: bool = False,
+    ) -> list[TriageRow]:
+        self.flush(PENDING_WAIT_S)
+        with self._connect() as conn:
+            names = None if cassettes is None else list(cassettes)
+            return triage.triage_rows(conn, since, names, traces)
+
+    def unsigned(self, version: int) -> list[tuple[str, int]]:
+        self.flush(PENDING_WAIT_S)
+        with self._connect() as conn:
+            return list(triage.unsigned(conn, version))
+
+    def store_signals(self, cassette: str, signals: Mapping[int, Signals]) -> None:
+        with unavailable(f"cannot store signals in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.store_signals(conn, cassette, signals)
+
+    def add_note(self, note: Note) -> None:
+        if note.seq is None:
+            if not self.has_cassette(note.cassette):
+                raise CassetteNotFound(note.cassette, self._where)
+        else:
+            self.exchange(note.cassette, note.seq)  # raises when there is no such exchange
+        with unavailable(f"cannot keep a note in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.add_note(conn, note)
+
+    def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
+        with self._connect() as conn:
+            return triage.list_notes(conn, cassette, seq)
+
+    def search_notes(self, query: str, cassette: str | None = None, limit: int = 50) -> list[Note]:
+        with self._connect() as conn:
+            return triage.find_notes(conn, query, cassette, limit)
 
     def close(self) -> None:
         with self._lock:
