@@ -105,6 +105,9 @@ def test_a_realtime_session_is_keyed_read_searched_exported_and_replayed(
         document: dict[str, Any] = json.loads(done.stdout)
         return document
 
+    metadata = shown("rt")["metadata"]
+    assert (metadata["provider"], metadata["api"]) == ("openai", "openai.realtime")
+    assert metadata["model"] == "gpt-realtime"
     first = shown("rt")["session"]
     assert shown("rt-again")["session"]["key"] == first["key"], "same events, new ids: one key"
     assert shown("rt-other")["session"]["key"] != first["key"], "a changed prompt: another"
