@@ -24,6 +24,7 @@ from freezeframe.canonicalize import KeyConfig, canonicalize
 from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
 from freezeframe.evidence.bodies import media_type
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.jsonrpc_stream import NotJsonRpcStream, edit_response_event
 from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.restream import NotRestreamable, restream
 from freezeframe.storage import Chunk, Edit, Exchange, Header
@@ -139,6 +140,11 @@ def _set_stream(
     body: bytes, api: str, sets: Sequence[Assignment], where: str, changes: list[str]
 ) -> list[bytes]:
     """The frames of a stream whose message had ``sets`` applied."""
+    if api == "mcp":
+        try:
+            return edit_response_event(body, lambda found: _apply(found, sets, where, changes))
+        except NotJsonRpcStream as exc:
+            raise EditError(f"{where}: --set cannot edit this MCP event stream: {exc}") from None
     try:
         found = restream(api, body)
     except NotRestreamable as exc:

@@ -103,9 +103,10 @@ def test_the_stateless_revision_replays_and_a_resent_call_keeps_its_headers_true
     assert sent["mcp-name"] == "execute_sql" and sent["mcp-method"] == "tools/call"
 
 
-def test_the_2025_11_25_revision_replays_with_its_session(
+def test_the_2025_11_25_revision_replays_with_its_session_and_its_streamed_answer_edits(
     start_proxy: Callable[..., ProxyProcess],
     legacy_desk: McpDesk,
+    data_dir: Path,
 ) -> None:
     recorder = start_proxy(mode="record", cassette="sql-legacy")
     answer = run_agent(recorder, legacy_desk.url, "legacy")
@@ -120,3 +121,23 @@ def test_the_2025_11_25_revision_replays_with_its_session(
     replayer.stop()
     assert len(legacy_desk.requests) == reached, "replay never reached the server"
     assert "replay miss" not in replayer.log_path.read_text()
+
+    calls = []
+    for row in json.loads(freezeframe(data_dir, "show", "sql-legacy", "--json").stdout):
+        shown = json.loads(
+            freezeframe(data_dir, "show", "sql-legacy", str(row["seq"]), "--json").stdout
+        )
+        if '"tools/call"' in shown["request"]["body"].get("text", ""):
+            calls.append(shown)
+    streamed = calls[-1]
+    content_type = dict((k.lower(), v) for k, v in streamed["response"]["headers"])["content-type"]
+    assert content_type.startswith("text/event-stream"), "the call was answered as SSE"
+    edited = freezeframe(
+        data_dir, "edit", "sql-legacy", str(streamed["seq"]), "--into", "sql-legacy-fix",
+        "--set", '$.result.content[0].text="0 rows in us-west1"',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    fixed = start_proxy(mode="replay", cassette="sql-legacy-fix")
+    assert run_agent(fixed, legacy_desk.url, "legacy") == "0 rows in us-west1"
+    fixed.stop()
+    assert len(legacy_desk.requests) == reached
