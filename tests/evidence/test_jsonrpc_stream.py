@@ -12,7 +12,10 @@ from freezeframe.evidence.jsonrpc_stream import NotJsonRpcStream, edit_response_
 PROGRESS = (
     b'event: message\nid: ev-1\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n'
 )
-ANSWER = b'event: message\r\nid: ev-2\r\ndata: {"jsonrpc":"2.0","id":7,\r\ndata: "result":{"n":1}}\r\n\r\n'
+ANSWER = (
+    b'event: message\r\nid: ev-2\r\ndata: {"jsonrpc":"2.0","id":7,\r\n'
+    b'data: "result":{"n":1}}\r\n\r\n'
+)
 
 
 def bump(message: dict[str, Any]) -> dict[str, Any]:
