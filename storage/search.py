@@ -94,6 +94,18 @@ def answer_values(response: RecordedResponse) -> list[Searchable]:
     return [Searchable("response", text) for text in found]
 
 
+def transcript_values(messages: Iterable[Message], *, client: bool) -> list[Searchable]:
+    """The distinct values of one side of a WebSocket's messages (an edited session's server
+    side is indexed this way)."""
+    part = "request" if client else "response"
+    found = dict.fromkeys(
+        text
+        for n, value in enumerate(_message_values(m for m in messages if m.from_client is client))
+        if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
+    )
+    return [Searchable(part, text) for text in found]
+
+
 def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:
     yield f"{exchange.method} {exchange.scheme}://{exchange.host}:{exchange.port}{exchange.path}"
     yield exchange.host

@@ -152,3 +152,36 @@ def test_a_realtime_session_is_keyed_read_searched_exported_and_replayed(
     steps = replayer.admin("GET", "/cassettes/rt/steps.json").json()
     step = steps["steps"][0]
     assert step["kind"] == "model" and answer.split()[0] in json.dumps(step)
+
+
+def test_an_edited_realtime_answer_replays_as_edited(
+    ws_upstream: WsUpstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+    data_dir: Path,
+) -> None:
+    recorder = start_proxy(mode="record", cassette="rt", args=("--replay-pace", "instant"))
+    client_env(recorder)
+    recorded = session(ws_upstream, "Where is my order?")
+    assert recorder.stop() == 0
+
+    edited = freezeframe(
+        data_dir, "edit", "rt", "0", "--into", "rt-fix",
+        "--set", '$.output[0].content[0].text="Your order ord_8821 is processing."',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    shown = json.loads(freezeframe(data_dir, "show", "rt-fix", "0", "--json").stdout)
+    assert shown["origin"]["kind"] == "edited"
+    assert shown["origin"]["changes"][-1] == "its audio is left as recorded"
+    assert shown["session"]["transcript"][-1]["text"] == "Your order ord_8821 is processing."
+
+    replayer = start_proxy(mode="replay", cassette="rt-fix", args=("--replay-pace", "instant"))
+    client_env(replayer)
+    replayed = session(ws_upstream, "Where is my order?")
+    assert ws_upstream.connections == 1, "the edited session replayed without the server"
+    said = "".join(e["delta"] for e in replayed if e["type"] == "response.output_text.delta")
+    assert said == "Your order ord_8821 is processing."
+    done = replayed[-1]["response"]
+    assert done["output"][0]["content"][0]["text"] == "Your order ord_8821 is processing."
+    audio = [e for e in recorded if e["type"] == "response.output_audio.delta"]
+    assert [e for e in replayed if e["type"] == "response.output_audio.delta"] == audio
