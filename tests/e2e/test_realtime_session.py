@@ -174,6 +174,8 @@ def test_an_edited_realtime_answer_replays_as_edited(
     assert shown["origin"]["kind"] == "edited"
     assert shown["origin"]["changes"][-1] == "its audio is left as recorded"
     assert shown["session"]["transcript"][-1]["text"] == "Your order ord_8821 is processing."
+    verified = freezeframe(data_dir, "verify", "rt-fix")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
     replayer = start_proxy(mode="replay", cassette="rt-fix", args=("--replay-pace", "instant"))
     client_env(replayer)
