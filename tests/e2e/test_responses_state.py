@@ -43,13 +43,16 @@ def desk(upstream_ca: trustme.CA) -> Iterator[Desk]:
         server.stop()
 
 
-def run_agent(proxy: ProxyProcess, model: ResponsesModel, desk: Desk) -> str:
+def run_agent(
+    proxy: ProxyProcess, model: ResponsesModel, desk: Desk, *, stream: bool = False
+) -> str:
     from freezeframe.proxy.trust import client_bundle
 
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env |= proxy.client_env(client_bundle(proxy.data_dir))
     done = subprocess.run(
-        [sys.executable, "-c", AGENT, model.base_url, desk.base_url, json.dumps(TOOL)],
+        [sys.executable, "-c", AGENT, model.base_url, desk.base_url, json.dumps(TOOL)]
+        + (["stream"] if stream else []),
         capture_output=True,
         text=True,
         timeout=60,
@@ -68,14 +71,16 @@ def freezeframe(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
 def test_a_live_model_s_new_ids_stand_for_the_recorded_ones_in_the_frozen_rest(
     start_proxy: Callable[..., ProxyProcess],
     model: ResponsesModel,
     desk: Desk,
     data_dir: Path,
+    stream: bool,
 ) -> None:
     recorder = start_proxy(mode="record", cassette="run")
-    assert run_agent(recorder, model, desk) == ANSWER
+    assert run_agent(recorder, model, desk, stream=stream) == ANSWER
     recorder.stop()
     recorded_ids = list(model.known)
     asked = len(model.requests)
@@ -84,7 +89,9 @@ def test_a_live_model_s_new_ids_stand_for_the_recorded_ones_in_the_frozen_rest(
     proxy = start_proxy(
         mode="replay", cassette="run", args=("--live", model_host, "--record-into", "live")
     )
-    assert run_agent(proxy, model, desk) == ANSWER, "the note under the new id was replayed"
+    assert run_agent(proxy, model, desk, stream=stream) == ANSWER, (
+        "the note under the new id was replayed"
+    )
     proxy.stop()
     assert len(model.requests) == asked + 2, "both turns went to the live model"
     live_ids = [i for i in model.known if i not in recorded_ids]
@@ -92,6 +99,10 @@ def test_a_live_model_s_new_ids_stand_for_the_recorded_ones_in_the_frozen_rest(
     assert len(desk.requests) == 2, "the tools were asked only when the run was recorded"
     log = proxy.log_path.read_text()
     assert f"live {live_ids[1]} stands for {recorded_ids[1]} of run#2" in log
+
+    answer = json.loads(freezeframe(data_dir, "show", "run", "0", "--json").stdout)["response"]
+    media = dict((k.lower(), v) for k, v in answer["headers"])["content-type"]
+    assert media == ("text/event-stream" if stream else "application/json")
 
     compared = freezeframe(data_dir, "diff", "run", "live")
     assert compared.returncode == 0, compared.stdout + compared.stderr
@@ -102,6 +113,6 @@ def test_a_live_model_s_new_ids_stand_for_the_recorded_ones_in_the_frozen_rest(
     assert note["metadata"][0]["what"] == "$.response_id (mapped id)"
 
     alone = start_proxy(mode="replay", cassette="live")
-    assert run_agent(alone, model, desk) == ANSWER, "the new run replays on its own"
+    assert run_agent(alone, model, desk, stream=stream) == ANSWER, "the new run replays on its own"
     alone.stop()
     assert len(model.requests) == asked + 2 and len(desk.requests) == 2

@@ -10,8 +10,9 @@
   agent files the model's answer under the response id it came with (as agents log answers
   for support and tracing).
 
-:data:`AGENT` runs with ``python -c AGENT MODEL_BASE DESK_BASE``: the official openai SDK's
-``responses.create`` chained with ``previous_response_id``, and httpx for the tools.
+:data:`AGENT` runs with ``python -c AGENT MODEL_BASE DESK_BASE TOOL_JSON [stream]``: the
+official openai SDK's ``responses.create`` (or ``responses.stream``, whose answer is an event
+stream) chained with ``previous_response_id``, and httpx for the tools.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import secrets
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from support.order_world import _JsonService
+from support.order_world import EventStream, _JsonService
 
 TOOL = {
     "type": "function",
@@ -99,7 +100,25 @@ class ResponsesModel(_JsonService):
             },
         }
         self.known[response["id"]] = response
+        if body.get("stream"):
+            return 200, _events(response)
         return 200, response
+
+
+def _events(response: dict[str, Any]) -> EventStream:
+    """The answer as the Responses API streams it: created, each output item added and
+    done, completed (response_stream_event.py)."""
+    opening = response | {"status": "in_progress", "output": []}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": opening}]
+    for at, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": at, "item": item})
+        events.append({"type": "response.output_item.done", "output_index": at, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    lines = [
+        f"event: {event['type']}\ndata: {json.dumps(event | {'sequence_number': n})}\n\n"
+        for n, event in enumerate(events)
+    ]
+    return EventStream("".join(lines).encode())
 
 
 class Desk(_JsonService):
@@ -123,11 +142,18 @@ import json, sys
 import httpx, openai
 
 model_base, desk_base, tool = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+streamed = sys.argv[4:] == ["stream"]
 with openai.OpenAI(base_url=model_base + "/v1", api_key="sk-responses-agent", max_retries=0) as llm:
-    first = llm.responses.create(model="gpt-4.1", input="Where is my latest order?", tools=[tool])
+    def create(**asked):
+        if not streamed:
+            return llm.responses.create(**asked)
+        with llm.responses.stream(**asked) as events:
+            return events.get_final_response()
+
+    first = create(model="gpt-4.1", input="Where is my latest order?", tools=[tool])
     call = next(item for item in first.output if item.type == "function_call")
     found = httpx.get(desk_base + "/orders", params=json.loads(call.arguments), timeout=10)
-    second = llm.responses.create(
+    second = create(
         model="gpt-4.1",
         previous_response_id=first.id,
         input=[{"type": "function_call_output", "call_id": call.call_id, "output": found.text}],
