@@ -63,6 +63,9 @@ class LiveIds:
 
         response.stream = copy
 
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._taps.pop(flow.id, None)  # no answer whole, no ids to pair
+
     def response(self, flow: http.HTTPFlow) -> None:
         tap = self._taps.pop(flow.id, None)
         info = info_of(flow)

@@ -145,6 +145,16 @@ def test_a_realtime_session_is_keyed_read_searched_exported_and_replayed(
     assert attributes["gen_ai.provider.name"] == {"stringValue": "openai"}
     assert attributes["gen_ai.request.model"] == {"stringValue": "gpt-realtime"}
 
+    for kind in ("jsonl", "har", "bundle"):
+        exported = tmp_path / f"rt.{kind}"
+        done = freezeframe(data_dir, "export", "rt", "-o", str(exported), "--format", kind)
+        assert done.returncode == 0, done.stderr
+        assert KEY.encode() not in exported.read_bytes(), f"the key reached the {kind} export"
+    for exported in (rows, spans_file):
+        assert KEY.encode() not in exported.read_bytes()
+    for stored in data_dir.glob("freezeframe.db*"):
+        assert KEY.encode() not in stored.read_bytes(), f"the key reached {stored.name}"
+
     replayer = start_proxy(mode="replay", cassette="rt", args=("--replay-pace", "instant"))
     client_env(replayer)
     assert session(ws_upstream, "Where is my order?") == recorded
