@@ -162,6 +162,12 @@ def test_a_realtime_session_is_keyed_read_searched_exported_and_replayed(
     steps = replayer.admin("GET", "/cassettes/rt/steps.json").json()
     step = steps["steps"][0]
     assert step["kind"] == "model" and answer.split()[0] in json.dumps(step)
+    exchange_page = replayer.admin("GET", "/cassettes/rt/0")
+    assert exchange_page.status_code == 200
+    assert "Where is my order?" in exchange_page.text, "what the model was told"
+    assert answer.split()[0] in exchange_page.text, "what it answered"
+    steps_page = replayer.admin("GET", "/cassettes/rt/steps")
+    assert steps_page.status_code == 200 and answer.strip() in steps_page.text
 
 
 def test_an_edited_realtime_answer_replays_as_edited(
