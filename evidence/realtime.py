@@ -6,10 +6,13 @@ over them. Read in order, as the model met them:
 
 - the client's ``session.update`` (``session.instructions``: the system prompt;
   ``session.tools``), and the server's ``session.created``/``session.updated`` (the model);
-- the client's ``conversation.item.create``: a ``message`` (``role``, ``content`` parts:
+- the items that join the conversation: a ``message`` (``role``, ``content`` parts:
   ``input_text``, ``input_audio`` with its ``transcript`` if any) or a
-  ``function_call_output`` (``call_id``, ``output``); the server's
-  ``conversation.item.input_audio_transcription.completed`` (what the user said aloud);
+  ``function_call_output`` (``call_id``, ``output``), as the server echoes them
+  (``conversation.item.created``, or ``.added``/``.done``), which also shows the speech its
+  voice detection committed; the client's ``conversation.item.create`` where the server
+  echoes none; and ``conversation.item.input_audio_transcription.completed``, what the user
+  said aloud, in the place of the item it transcribes;
 - each response: its deltas (``response.output_text.delta``, ``response.text.delta``,
   ``response.output_audio_transcript.delta``, ``response.audio_transcript.delta``,
   ``response.function_call_arguments.done``) and ``response.done``, whose ``response``
@@ -55,6 +58,11 @@ _TEXT_DELTAS = frozenset(
 )
 _AUDIO_DELTAS = frozenset({"response.output_audio.delta", "response.audio.delta"})
 _TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
+_ECHOES = frozenset(
+    {"conversation.item.created", "conversation.item.added", "conversation.item.done"}
+)
+"""The server's word for an item joining the conversation (beta ``created``; GA ``added``
+then ``done``), typed by the client or heard by the server (voice activity detection)."""
 
 
 def is_realtime(exchange: Exchange) -> bool:
@@ -101,8 +109,10 @@ def read_session(exchange: Exchange) -> Session:
     responses: list[tuple[int, _Response]] = []  # each with the turn it follows
     current: dict[str, _Response] = {}
     errors: list[str] = []
-    for ws in messages:
-        event = as_dict(parse_json(ws.data)) if ws.text else {}
+    events = [(ws, as_dict(parse_json(ws.data)) if ws.text else {}) for ws in messages]
+    echoed = any(not ws.from_client and as_str(e.get("type")) in _ECHOES for ws, e in events)
+    placed: dict[str, int] = {}  # an echoed item's id, and its turn
+    for ws, event in events:
         kind = as_str(event.get("type")) or ""
         if ws.from_client:
             if kind == "session.update":
@@ -110,7 +120,7 @@ def read_session(exchange: Exchange) -> Session:
                 system = as_str(session.get("instructions")) or system
                 tools = tuple(_tool(t) for t in as_list(session.get("tools"))) or tools
                 model = as_str(session.get("model")) or model
-            elif kind == "conversation.item.create":
+            elif kind == "conversation.item.create" and not echoed:
                 turn = _item(as_dict(event.get("item")))
                 if turn is not None:
                     turns.append(turn)
@@ -119,9 +129,23 @@ def read_session(exchange: Exchange) -> Session:
             session = as_dict(event.get("session"))
             model = as_str(session.get("model")) or model
             system = system or as_str(session.get("instructions")) or ""
+        elif kind in _ECHOES:
+            item = as_dict(event.get("item"))
+            turn = _item(item) if as_str(item.get("role")) != "assistant" else None
+            own = as_str(item.get("id"))
+            if turn is not None and own is not None and own in placed:
+                turns[placed[own]] = turn  # ``.done`` after ``.added``: the item whole
+            elif turn is not None:
+                placed[own or f"#{len(turns)}"] = len(turns)
+                turns.append(turn)
         elif kind == _TRANSCRIBED:
             said = as_str(event.get("transcript")) or ""
-            turns.append(message("user", (Part(AUDIO, f"(spoken) {said}".strip()),)))
+            turn = message("user", (Part(AUDIO, f"(spoken) {said}".strip()),))
+            own = as_str(event.get("item_id"))
+            if own is not None and own in placed:
+                turns[placed[own]] = turn
+            else:
+                turns.append(turn)
         elif kind == "response.created" or kind in _TEXT_DELTAS or kind in _AUDIO_DELTAS:
             answer = _response(current, responses, turns, event, kind)
             if kind in _TEXT_DELTAS:

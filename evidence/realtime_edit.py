@@ -66,7 +66,7 @@ def edit_last_response(
     done = next(
         e
         for m, e, mine in zip(messages, events, ours, strict=True)
-        if mine and e["type"] == "response.done"
+        if mine and e.get("type") == "response.done"
     )
     recorded: dict[str, Any] = dict(as_dict(done.get("response")))
     if not as_list(recorded.get("output")):
