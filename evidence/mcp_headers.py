@@ -72,10 +72,10 @@ def mirror(headers: Sequence[Header], before: JsonValue, after: JsonValue) -> li
     """
     old, new = as_dict(before), as_dict(after)
     old_params, new_params = as_dict(old.get("params")), as_dict(new.get("params"))
-    wanted: dict[bytes, str | None] = {
-        METHOD: as_str(new.get("method")),
+    wanted: dict[bytes, str | None] = {  # a method or version is ASCII; encoded all the same
+        METHOD: encode_value(as_str(new.get("method"))),
         NAME: encode_value(new_params.get("name", new_params.get("uri"))),
-        VERSION: as_str(as_dict(new_params.get("_meta")).get(_PROTOCOL_VERSION)),
+        VERSION: encode_value(as_str(as_dict(new_params.get("_meta")).get(_PROTOCOL_VERSION))),
     }
     out: list[Header] = []
     for name, value in headers:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from freezeframe.evidence.mcp_headers import MirrorError, decode_value, encode_value, mirror
 
@@ -69,3 +71,32 @@ def test_a_header_that_cannot_be_traced_to_one_argument_is_said() -> None:
         mirror(HEADERS, before, after)
     named = [(b"Mcp-Param-Target", b"us-west1")]
     assert mirror(named, before, after) == [(b"Mcp-Param-Target", b"us-west1")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["method", "params", "name", "arguments", "uri"]), inner
+            )
+        ),
+        max_leaves=10,
+    ),
+    st.recursive(
+        st.none() | st.integers() | st.text(max_size=8),
+        lambda inner: st.dictionaries(
+            st.sampled_from(["method", "params", "arguments", "region", "name", "_meta"]), inner
+        ),
+        max_leaves=6,
+    ),
+)
+def test_any_bodies_mirror_or_say_why(before: Any, after: Any) -> None:
+    try:
+        headers = mirror(HEADERS, before, after)
+    except MirrorError as exc:
+        assert str(exc).startswith("Mcp-Param-Region: ")
+        return
+    assert all(value.isascii() for _, value in headers)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.streams import sse
 
 from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize
@@ -118,3 +120,26 @@ def test_responses_paths() -> None:
     assert is_responses_path("/openai/v1/responses/resp_1/cancel?x=1")
     assert not is_responses_path("/v1/responses_archive")
     assert not is_responses_path("/v1/chat/completions")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.integers() | st.text(max_size=12) | st.sampled_from(["resp_68af0a1b2c3d"]),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(["id", "output", "call_id", "type", "response"]), inner
+            )
+        ),
+        max_leaves=12,
+    ),
+    st.sampled_from(["application/json", "text/event-stream"]),
+)
+def test_any_answer_reads_without_raising(value: object, media: str) -> None:
+    body = json.dumps(value).encode()
+    if media == "text/event-stream":
+        body = b"data: " + body + b"\n\n"
+    found = answer_ids(body, media)
+    assert all(isinstance(where, str) and isinstance(minted, str) for where, minted in found)
+    pair_ids(found, found)
