@@ -121,8 +121,9 @@ class IdMap:
     """Live ids and the recorded ones they stand for, learned as live answers arrive.
 
     Held per cassette for a replay (``RuntimeState.response_ids``) and forgotten when
-    replay starts from the top. Thread-safe: replay keys requests on the proxy's loop
-    while the store's writer may ask for the mapping.
+    replay starts from the top. Learned from and read by addons on the proxy's event loop;
+    the lock keeps the table and its pattern in step for any other reader (``diff`` builds
+    its own).
     """
 
     def __init__(self) -> None:
