@@ -20,10 +20,17 @@ from dataclasses import dataclass
 
 import httpx
 
-from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from freezeframe.canonicalize import (
+    SCHEME_VERSION,
+    KeyConfig,
+    RequestView,
+    canonicalize,
+    eventstream,
+)
 from freezeframe.canonicalize.diff import json_differences
 from freezeframe.canonicalize.drift import digests
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.evidence.bodies import json_text
 from freezeframe.evidence.editing import Assignment, EditError
 from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.mcp_headers import MirrorError, mirror
@@ -230,7 +237,26 @@ def _differences(
     found: list[tuple[str, str, str]] = []
     if recorded.status != new.status:
         found.append(("status", str(recorded.status), str(new.status)))
-    old_body = decode_body(recorded.body, recorded.headers).data
-    new_body = decode_body(new.body, new.headers).data
-    found += [(d.path, d.recorded, d.live) for d in json_differences(new_body, old_body)]
+    old_body, new_body = _comparable(recorded), _comparable(new)
+    found += [
+        (d.path, d.recorded, d.live)
+        for d in json_differences(new_body, old_body)
+        if not d.path.endswith(VOLATILE_ANSWER_FIELDS)
+    ]
     return tuple(found)
+
+
+VOLATILE_ANSWER_FIELDS = (".responseId",)
+"""Answer fields new on every call whatever was asked (Gemini's ``responseId``): a resent
+answer differs in them always, which says nothing about the answer."""
+
+
+def _comparable(response: RecordedResponse) -> bytes:
+    """The decoded body; an AWS event stream as the JSON list of its events (as boto3 reads
+    them, Bedrock's random padding left out), so a difference names the event that changed."""
+    body = decode_body(response.body, response.headers).data
+    content_type = b", ".join(v for n, v in response.headers if n.lower() == b"content-type")
+    if eventstream.is_event_stream(content_type.decode("latin-1")):
+        events, _ = eventstream.json_events(body)
+        return json_text(events).encode()
+    return body

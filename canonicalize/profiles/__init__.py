@@ -5,6 +5,8 @@ One module per kind of API; `select_profile` picks the one that applies to a req
 
 from ..body import ReadBody
 from .anthropic import anthropic_profile
+from .bedrock import bedrock_profile
+from .gemini import gemini_profile
 from .generic import generic_profile
 from .mcp import MCP, MCP_BATCH, is_json_rpc_request
 from .openai import openai_profile
@@ -21,4 +23,10 @@ def select_profile(path: str, body: ReadBody) -> Profile:
     """
     if body.kind == "json" and is_json_rpc_request(body.value):
         return MCP_BATCH if isinstance(body.value, list) else MCP
-    return openai_profile(path) or anthropic_profile(path) or generic_profile(body.kind)
+    return (
+        openai_profile(path)
+        or anthropic_profile(path)
+        or bedrock_profile(path)
+        or gemini_profile(path)
+        or generic_profile(body.kind)
+    )
