@@ -35,6 +35,7 @@ from freezeframe.evidence.bodies import as_dict, as_list, as_str, parse_json
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_-]{6,}$")
 """What a minted id looks like: a kind, an underscore, an opaque token (``resp_68af…``)."""
 _RESPONSES_PATH = re.compile(r"/responses(/|$)")
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def is_responses_path(path: str) -> bool:
@@ -129,7 +130,6 @@ class IdMap:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._to_recorded: dict[str, str] = {}
-        self._pattern: re.Pattern[str] | None = None
         self._live: Counter[str] = Counter()
 
     def next_live(self, key: str) -> int:
@@ -144,34 +144,49 @@ class IdMap:
         """Add (recorded, live) pairs; returns those that were new."""
         added = []
         with self._lock:
+            table = dict(self._to_recorded)
             for recorded, live in pairs:
-                if self._to_recorded.get(live) != recorded:
-                    self._to_recorded[live] = recorded
+                if table.get(live) != recorded:
+                    table[live] = recorded
                     added.append(Mapped(recorded, live))
-            if added:
-                names = sorted(self._to_recorded, key=len, reverse=True)
-                alternatives = "|".join(re.escape(name) for name in names)
-                self._pattern = re.compile(
-                    rf"(?<![A-Za-z0-9_-])(?:{alternatives})(?![A-Za-z0-9_-])"
-                )
+            self._to_recorded = table  # replaced whole: a reader never sees it half built
         return tuple(added)
 
     def mapped(self) -> tuple[Mapped, ...]:
-        with self._lock:
-            return tuple(Mapped(rec, live) for live, rec in self._to_recorded.items())
+        return tuple(Mapped(rec, live) for live, rec in self._to_recorded.items())
 
     def to_recorded(self, text: str) -> str:
-        """``text`` with every live id replaced by the recorded one it stands for."""
-        with self._lock:
-            pattern, table = self._pattern, dict(self._to_recorded)
-        if pattern is None:
+        """``text`` with every live id replaced by the recorded one it stands for; only a
+        whole id is replaced (``resp_abc`` is not, inside ``resp_abcdef``).
+
+        Ids are found with ``str.find`` on their kinds (``resp_``, ``fc_``...), so a large
+        body costs a scan in C, not a regular expression tried at every position."""
+        table = self._to_recorded
+        if not table:
             return text
-        return pattern.sub(lambda found: table[found.group(0)], text)
+        found: list[tuple[int, int, str]] = []
+        for kind in {live[: live.index("_") + 1] for live in table}:
+            at = text.find(kind)
+            while at >= 0:
+                end = at + len(kind)
+                while end < len(text) and text[end] in _ID_CHARS:
+                    end += 1
+                recorded = table.get(text[at:end])
+                if recorded is not None and (at == 0 or text[at - 1] not in _ID_CHARS):
+                    found.append((at, end, recorded))
+                at = text.find(kind, end)
+        if not found:
+            return text
+        pieces, done = [], 0
+        for at, end, recorded in sorted(found):
+            pieces += [text[done:at], recorded]
+            done = end
+        return "".join(pieces) + text[done:]
 
     def recorded_view(self, view: RequestView) -> RequestView | None:
         """The request as the recorded run would have sent it: the live ids in its path,
         query and JSON body replaced by the recorded ones. None when it names none."""
-        if self._pattern is None:
+        if not self._to_recorded:
             return None
         path = self.to_recorded(view.path)
         query = tuple((name, self.to_recorded(value)) for name, value in view.query)
