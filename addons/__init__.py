@@ -59,6 +59,7 @@ def default_addons(
     from freezeframe.addons.alpn import PreferHttp2
     from freezeframe.addons.capture import Capture
     from freezeframe.addons.context import RequestContext
+    from freezeframe.addons.live_ids import LiveIds
     from freezeframe.addons.record import Record
     from freezeframe.addons.reenact import Reenactor
     from freezeframe.addons.replay import Replay
@@ -73,4 +74,5 @@ def default_addons(
         reenactor,
         Replay(store, state, key_config, redactor, reenactor, admin, perturber),
         Record(store, state, key_config, redactor, strict=strict),
+        LiveIds(store, state, key_config, redactor),  # after record: it wraps record's tee
     ]

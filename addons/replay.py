@@ -31,7 +31,7 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, 
 from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
-from freezeframe.canonicalize import Canonical, KeyConfig, nearest
+from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest
 from freezeframe.canonicalize.drift import drifted
 from freezeframe.evidence.perturb import Perturbed, Perturber
 from freezeframe.evidence.perturb import Request as PerturbedRequest
@@ -145,7 +145,7 @@ class Replay:
         try:
             canonical = canonical_of(flow, info, self._key_config, self._redactor)
             self._warn(flow, info, canonical)
-            answer = self._answer(flow, info, canonical, mode)
+            answer = self._answer(flow, info, self._as_recorded(info, canonical), mode)
         except Exception as exc:
             # mitmproxy logs an addon's exception and carries on, which here would mean
             # forwarding the request upstream. Replay must never do that, so any failure
@@ -161,6 +161,16 @@ class Replay:
                 self._reenactor.route(
                     flow, answer.exchange, answer.response, answer.headers, answer.pace
                 )
+
+    def _as_recorded(self, info: FlowInfo, canonical: Canonical) -> Canonical:
+        """The key the recorded run gave this request: where it names ids a live answer of
+        this replay minted (a Responses ``previous_response_id``), the recorded ids they
+        stand for (evidence.response_ids). ``info.canonical`` stays the request's own key,
+        under which ``--record-into`` keeps it, so the new run replays on its own."""
+        if info.view is None:
+            return canonical
+        view = self._state.response_ids(info.cassette).recorded_view(info.view)
+        return canonical if view is None else canonicalize(view, self._key_config)
 
     def _failed(self, flow: http.HTTPFlow, info: FlowInfo, exc: Exception) -> http.Response:
         request = f"{flow.request.method} {display_url(flow, info)}"

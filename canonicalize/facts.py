@@ -176,6 +176,8 @@ def facts_of(
     if is_model_api:
         facts.update(_request_parameters(fields))
         facts.update(_path_parameters(request.path, fields))
+        if profile == "openai.realtime":  # the session's model is named in the query
+            facts["model"] = next((v for k, v in request.query if k == "model"), None)
         if profile in _STREAMING_APIS:
             facts.setdefault("stream", False)
     facts.update(_trace(request.headers, value if provider == "mcp" else None))

@@ -46,7 +46,8 @@ def _keyed_json(
     if isinstance(value, dict):
         drops += [Drop(member(name), rule_for(name)) for name in sorted(volatile & value.keys())]
     drops += [Drop(path, rule.name) for rule in rules for path in rule.ignore]
-    value, stripped = prune(value, drops, [path for rule in rules for path in rule.keep])
+    keeps = [*profile.keep, *(path for rule in rules for path in rule.keep)]
+    value, stripped = prune(value, drops, keeps)
     value = drop_empty(value, profile.drop_if_empty)
     for rule in rules:
         for substitution in rule.substitute:

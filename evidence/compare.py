@@ -12,6 +12,13 @@ arguments, its finish reason; a tool's status and body paths), and in the metada
 not change behaviour (model snapshot, ``system_fingerprint``, usage, timing). The runs
 *diverge* at the first step whose request or answer differs in what it says, or that one run
 has and the other has not; metadata alone never makes runs differ.
+
+Ids a server minted differ between runs though nothing else does: an OpenAI Responses answer
+has a new ``resp_…`` id when the step ran live, and the later requests of that run name it.
+The ids of model steps aligned with each other are paired (evidence.response_ids), each
+pair is shown in the metadata (``response id``, ``output[i] id``), and a request that differs
+only in naming the paired ids does not diverge; its mapped paths are listed in the metadata
+too, so the reader sees which ids stood for which.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from freezeframe.canonicalize.diff import differences, json_differences
-from freezeframe.evidence.bodies import response_body
+from freezeframe.evidence.bodies import media_type, response_body
+from freezeframe.evidence.response_ids import IdMap, Minted, answer_ids, pair_ids
 from freezeframe.evidence.steps import MODEL, Step, agent_steps
 from freezeframe.storage import Exchange, ExchangeFilter, Store
 from freezeframe.storage.names import validate_cassette_name
@@ -82,14 +90,15 @@ def compare_runs(a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Ex
     a_steps, b_steps = agent_steps(a).steps, agent_steps(b).steps
     a_by_seq = {exchange.seq: exchange for exchange in a}
     b_by_seq = {exchange.seq: exchange for exchange in b}
+    ids = _minted_ids(a_steps, b_steps, a_by_seq, b_by_seq)
     matcher = difflib.SequenceMatcher(
-        a=_signatures(a_steps), b=_signatures(b_steps), autojunk=False
+        a=_signatures(a_steps), b=_signatures(b_steps, ids), autojunk=False
     )
     pairs: list[StepPair] = []
     for tag, a_from, a_to, b_from, b_to in matcher.get_opcodes():
         if tag == "equal":
             for left, right in zip(a_steps[a_from:a_to], b_steps[b_from:b_to], strict=True):
-                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq]))
+                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq], ids))
             continue
         pairs += [_alone(step, in_a=True) for step in a_steps[a_from:a_to]]
         pairs += [_alone(step, in_a=False) for step in b_steps[b_from:b_to]]
@@ -123,9 +132,32 @@ def diff_document(diff: RunDiff) -> dict[str, Any]:
     }
 
 
-def _signatures(steps: Sequence[Step]) -> list[tuple[str, ...]]:
+def _minted_ids(
+    a_steps: Sequence[Step],
+    b_steps: Sequence[Step],
+    a_by_seq: dict[int, Exchange],
+    b_by_seq: dict[int, Exchange],
+) -> IdMap:
+    """Run B's minted ids and the run A ids they stand for, from the model steps at the same
+    position among model calls (as they are aligned)."""
+    ids = IdMap()
+    a_models = [step for step in a_steps if step.kind == MODEL]
+    b_models = [step for step in b_steps if step.kind == MODEL]
+    for left, right in zip(a_models, b_models, strict=False):
+        ids.learn(pair_ids(_answer_ids(a_by_seq[left.seq]), _answer_ids(b_by_seq[right.seq])))
+    return ids
+
+
+def _answer_ids(exchange: Exchange) -> Minted:
+    body = response_body(exchange)
+    if body is None or exchange.response is None:
+        return ()
+    return answer_ids(body.data, media_type(exchange.response.headers))
+
+
+def _signatures(steps: Sequence[Step], ids: IdMap | None = None) -> list[tuple[str, ...]]:
     """What a step is aligned by: a model call by its position among model calls; anything
-    else by what it called."""
+    else by what it called (in run B, with its minted ids read as run A's)."""
     signatures: list[tuple[str, ...]] = []
     models = 0
     for step in steps:
@@ -136,7 +168,8 @@ def _signatures(steps: Sequence[Step]) -> list[tuple[str, ...]]:
             signatures.append(("mcp", step.mcp.call.name))
         else:
             parts = urlsplit(step.url)
-            signatures.append((step.kind, step.method, parts.netloc, parts.path))
+            path = ids.to_recorded(parts.path) if ids is not None else parts.path
+            signatures.append((step.kind, step.method, parts.netloc, path))
     return signatures
 
 
@@ -149,12 +182,17 @@ def _alone(step: Step, *, in_a: bool) -> StepPair:
     )
 
 
-def _pair(left: Step, right: Step, a: Exchange, b: Exchange) -> StepPair:
-    request = tuple(
-        Change(d.path, d.recorded, d.live) for d in differences(b.canonical, a.canonical)
-    )
+def _pair(left: Step, right: Step, a: Exchange, b: Exchange, ids: IdMap) -> StepPair:
+    found = differences(b.canonical, a.canonical)
+    as_a = ids.to_recorded(b.canonical.decode("utf-8", "replace")).encode("utf-8")
+    unmapped = {d.path for d in differences(as_a, a.canonical)}
+    request = tuple(Change(d.path, d.recorded, d.live) for d in found if d.path in unmapped)
     answer: list[Change] = []
-    metadata: list[Change] = []
+    metadata: list[Change] = [
+        Change(f"{d.path} (mapped id)", d.recorded, d.live) for d in found if d.path not in unmapped
+    ]
+    if left.kind == MODEL:
+        metadata += _id_changes(_answer_ids(a), _answer_ids(b))
     if left.kind == MODEL and left.conversation is not None and right.conversation is not None:
         _model_answers(left, right, answer, metadata)
     else:
@@ -194,6 +232,12 @@ def _model_answers(left: Step, right: Step, answer: list[Change], metadata: list
         ("system_fingerprint", x.system_fingerprint or "-", y.system_fingerprint or "-"),
         ("usage", _usage(x.usage), _usage(y.usage)),
     )
+
+
+def _id_changes(a: Minted, b: Minted) -> list[Change]:
+    """The minted ids run B has in place of run A's: its answer's and each output item's."""
+    theirs = dict(b)
+    return [Change(where, x, theirs[where]) for where, x in a if theirs.get(where, x) != x]
 
 
 def _other_answers(a: Exchange, b: Exchange, answer: list[Change]) -> None:

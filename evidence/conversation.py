@@ -1,7 +1,8 @@
 """One model call as the model saw it, and what it answered: the case file's "one exchange".
 
 `conversation_of` reads a recorded exchange of OpenAI Chat Completions, OpenAI Responses or
-Anthropic Messages (streamed or not, on any host that serves their paths) into a
+Anthropic Messages (streamed or not, on any host that serves their paths), or an OpenAI
+Realtime session (a WebSocket, evidence.realtime: its last response is the answer) into a
 `Conversation`: the system prompt, every message by role with its parts, tool calls and
 tool results with their ids, the tools offered, and the answer with its text and tool calls
 put back together from the stream, its finish reason, usage and ids, the model asked for
@@ -25,6 +26,8 @@ from freezeframe.evidence.apis import api_of
 from freezeframe.evidence.bodies import as_dict, header, json_ready, parse_json, request_body
 from freezeframe.evidence.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
 from freezeframe.evidence.parts import Part
+from freezeframe.evidence.realtime import API as REALTIME
+from freezeframe.evidence.realtime import is_realtime, read_session
 from freezeframe.evidence.windows import ContextUse, context_use
 from freezeframe.storage import Exchange
 
@@ -80,6 +83,8 @@ def conversations_of(exchanges: Iterable[Exchange]) -> Iterator[Conversation | N
 
 
 def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversation | None:
+    if is_realtime(exchange):
+        return _realtime(exchange)
     api = api_of(exchange.method, exchange.path)
     if api is None:
         return None
@@ -110,6 +115,25 @@ def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversa
         answer=answer,
         context=context_use(answered or asked, answer.usage if answer else {}, beta),
         notes=(*notes, *prompt.notes, *answer_notes),
+    )
+
+
+def _realtime(exchange: Exchange) -> Conversation:
+    """A Realtime session (a WebSocket): its turns, and its last response as the answer."""
+    session = read_session(exchange)
+    usage = session.answer.usage if session.answer else {}
+    return Conversation(
+        seq=exchange.seq,
+        provider="openai",
+        api=REALTIME,
+        model=session.model,
+        stream=True,
+        system=session.system,
+        messages=session.messages,
+        tools=session.tools,
+        answer=session.answer,
+        context=context_use(session.model, usage, None),
+        notes=session.notes,
     )
 
 

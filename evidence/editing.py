@@ -26,10 +26,12 @@ from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_p
 from freezeframe.evidence import gemini
 from freezeframe.evidence.bodies import media_type
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.jsonrpc_stream import NotJsonRpcStream, edit_response_event
+from freezeframe.evidence.realtime_edit import NotEditable, edit_last_response
 from freezeframe.evidence.reframe import reframe
 from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.restream import NotRestreamable
-from freezeframe.storage import Chunk, Edit, Exchange, Header, boundedjson
+from freezeframe.storage import Chunk, Edit, Exchange, Header, RecordedResponse, boundedjson
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 SHOWN = 60
@@ -97,6 +99,8 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
         raise EditError(f"{where}: the answer is {recorded.body_ref.size} bytes, too large to edit")
     if edit.body is not None and edit.sets:
         raise EditError("--response-body and --set cannot be combined: --set edits the recording")
+    if exchange.messages is not None and edit.sets:
+        return _edited_session(exchange, recorded, edit, where)
     view = stored_view(exchange)
     profile = canonicalize(view, config).profile
     changes: list[str] = []
@@ -140,6 +144,27 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
     return Edit(response, exchange_facts(view, response, profile), tuple(changes))
 
 
+def _edited_session(
+    exchange: Exchange, recorded: RecordedResponse, edit: AnswerEdit, where: str
+) -> Edit:
+    """A WebSocket's last response edited (evidence.realtime_edit): an OpenAI Realtime
+    session's, at the paths ``response.done`` has it."""
+    if edit.status is not None or edit.headers:
+        raise EditError(
+            f"{where}: a WebSocket's --set cannot be combined with --status or --header"
+        )
+    changes: list[str] = []
+    try:
+        messages, audio = edit_last_response(
+            exchange.messages or (), lambda found: _apply(found, edit.sets, where, changes)
+        )
+    except NotEditable as exc:
+        raise EditError(f"{where}: --set cannot edit this session: {exc}") from None
+    if audio:
+        changes.append("its audio is left as recorded")
+    return Edit(recorded, dict(exchange.facts), tuple(changes), messages)
+
+
 def _streamed(kind: str, api: str, body: bytes) -> bool:
     """Server-sent events, an AWS event stream, or Gemini's stream as one JSON array."""
     if kind == "text/event-stream" or is_event_stream(kind):
@@ -159,6 +184,11 @@ def _set_stream(
     body: bytes, api: str, sets: Sequence[Assignment], where: str, changes: list[str]
 ) -> list[bytes]:
     """The frames of a stream whose message had ``sets`` applied."""
+    if api == "mcp":
+        try:
+            return edit_response_event(body, lambda found: _apply(found, sets, where, changes))
+        except NotJsonRpcStream as exc:
+            raise EditError(f"{where}: --set cannot edit this MCP event stream: {exc}") from None
     try:
         found = reframe(api, body)
     except NotRestreamable as exc:

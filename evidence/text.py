@@ -85,6 +85,8 @@ def _lines(document: dict[str, Any], full: bool) -> Iterator[str]:
     if document["messages"] is not None:
         yield ""
         yield from _messages(document["messages"], full)
+    if document.get("session") is not None:
+        yield from _session(document["session"])
     yield ""
     yield "== replay"
     if not document["rewrites"]:
@@ -198,6 +200,26 @@ def _messages(messages: Sequence[dict[str, Any]], full: bool) -> Iterator[str]:
         yield f"  {message['at']:9.3f}s {message['from']:>6}: {payload}"
     if len(shown) < len(messages):
         yield f"  … {len(messages) - len(shown)} more; --full shows them all"
+
+
+def _session(session: dict[str, Any]) -> Iterator[str]:
+    """The session key, and a Realtime session's transcript (evidence.document)."""
+    yield f"session key  {session['key']} (the client's messages, minted ids left out)"
+    if session["transcript"] is None:
+        return
+    yield ""
+    yield f"== transcript ({session.get('model') or 'model not named'})"
+    if session.get("system"):
+        yield f"  {'system':>9}: {_one_line(session['system'])}"
+    for turn in session["transcript"]:
+        if turn["text"]:
+            yield f"  {turn['role']:>9}: {_one_line(turn['text'])}"
+        for call in turn["tool_calls"]:
+            yield f"  {turn['role']:>9}: calls {call['name']}({_one_line(call['arguments'])})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _seconds(value: float | None) -> str:

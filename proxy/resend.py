@@ -11,6 +11,7 @@ Origin naming the exchange it was resent from.
 
 from __future__ import annotations
 
+import copy
 import json
 import ssl
 import time
@@ -28,9 +29,11 @@ from freezeframe.canonicalize import (
 )
 from freezeframe.canonicalize.diff import json_differences
 from freezeframe.canonicalize.drift import digests
+from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
 from freezeframe.evidence.bodies import json_text
 from freezeframe.evidence.editing import Assignment, EditError
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.mcp_headers import MirrorError, mirror
 from freezeframe.storage import (
     Chunk,
     Exchange,
@@ -170,7 +173,7 @@ def _request(
         for name, value in exchange.request_headers
         if name.lower() not in _HOP_BY_HOP and name.lower() not in replaced
     ]
-    sent += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    given = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     body = exchange.request_body
     if sets:
         found = decode_body(body, exchange.request_headers)
@@ -178,6 +181,7 @@ def _request(
             document = boundedjson.loads(found.data if found.whole else b"")
         except ValueError:
             raise EditError(f"{where}: --set edits a JSON request, and this one is not") from None
+        recorded = copy.deepcopy(document)
         for assignment in sets:
             places = assignment.path.find(document)
             if not places:
@@ -192,6 +196,12 @@ def _request(
                     document = assignment.value
         raw = json.dumps(document, ensure_ascii=False).encode()
         body = encode(raw, content_codings(exchange.request_headers))
+        if is_json_rpc_request(recorded):
+            try:  # MCP's mirrored headers (Mcp-Method, Mcp-Name, Mcp-Param-*) follow the body
+                sent = mirror(sent, recorded, document)
+            except MirrorError as exc:
+                raise EditError(f"{where}: {exc}") from None
+    sent += given
     for name, value in sent:
         if MARKER in value:
             raise EditError(

@@ -449,6 +449,9 @@ class Edit:
     """The metadata of the new answer, worked out by the caller as for a recording."""
     changes: tuple[str, ...]
     """What was changed, one line each, for show and the case file to say."""
+    messages: tuple[Message, ...] | None = None
+    """A WebSocket's messages as edited; None keeps the recorded ones. With them, the
+    recorded outcome and ending (the close) are kept too: the session ends as it did."""
 
 
 @dataclass(frozen=True, slots=True)

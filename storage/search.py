@@ -23,7 +23,14 @@ from urllib.parse import parse_qsl
 
 from freezeframe.storage import boundedjson
 from freezeframe.storage.encodings import decode_body
-from freezeframe.storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
+from freezeframe.storage.records import (
+    Exchange,
+    FactValue,
+    Header,
+    Message,
+    NewExchange,
+    RecordedResponse,
+)
 
 MAX_TEXT = 64 * 1024
 """Characters kept of one value; the rest of a longer one is not searchable."""
@@ -32,6 +39,7 @@ MAX_VALUES = 4096
 MAX_BODY = 16 * 1024 * 1024
 """Decoded bytes read of one body; a larger one is indexed by its metadata only."""
 
+_AUDIO_EVENTS = ("audio.delta", "audio_buffer.append")
 _SEARCHED_FACTS = (
     "model",
     "answered_model",
@@ -71,6 +79,9 @@ def searchable(exchange: NewExchange | Exchange) -> list[Searchable]:
         add("request", _values(exchange.request_body, exchange.request_headers))
     if exchange.response is not None:
         found.update(dict.fromkeys((v.part, v.text) for v in answer_values(exchange.response)))
+    if exchange.messages:
+        add("request", _message_values(m for m in exchange.messages if m.from_client))
+        add("response", _message_values(m for m in exchange.messages if not m.from_client))
     return [Searchable(part, text) for part, text in found]
 
 
@@ -84,6 +95,18 @@ def answer_values(response: RecordedResponse) -> list[Searchable]:
         if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
     )
     return [Searchable("response", text) for text in found]
+
+
+def transcript_values(messages: Iterable[Message], *, client: bool) -> list[Searchable]:
+    """The distinct values of one side of a WebSocket's messages (an edited session's server
+    side is indexed this way)."""
+    part = "request" if client else "response"
+    found = dict.fromkeys(
+        text
+        for n, value in enumerate(_message_values(m for m in messages if m.from_client is client))
+        if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
+    )
+    return [Searchable(part, text) for text in found]
 
 
 def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:
@@ -233,6 +256,32 @@ def _stream_values(text: str) -> Iterator[str]:
     for pieces in joined.values():
         # A value every event repeats (an id, the model) is one value; the pieces of a
         # streamed text are joined into it.
+        yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
+
+
+def _message_values(messages: Iterable[Message]) -> Iterator[str]:
+    """A WebSocket's JSON text messages as an SSE stream's events: the strings at one path of
+    one event ``type`` joined in order (a Realtime answer's text deltas make its text).
+    Audio, which these APIs send as base64 in ``…audio.delta`` and ``…audio_buffer.append``
+    events, is not text and is left out, as are binary messages."""
+    joined: dict[tuple[str, str], list[str]] = {}
+    for message in messages:
+        if not message.text:
+            continue
+        try:
+            event = json.loads(message.data)
+        except ValueError:
+            yield message.data.decode("utf-8", "replace")
+            continue
+        kind = event.get("type") if isinstance(event, dict) else None
+        if isinstance(kind, str) and kind.endswith(_AUDIO_EVENTS):
+            continue
+        for path, leaf, is_string in _paths(event):
+            if is_string:
+                joined.setdefault((str(kind), path), []).append(leaf)
+            else:
+                yield leaf
+    for pieces in joined.values():
         yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
 
 
