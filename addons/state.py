@@ -229,6 +229,13 @@ class RuntimeState:
         self._shared = shared
         self._served: Counter[tuple[str, str]] = Counter()
         self._diverged: set[str] = set()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """How many times replay has started from the top (a switch or a reset): what
+        replay loaded from the store before the last one is read again."""
+        return self._generation
 
     @property
     def mode(self) -> Mode:
@@ -255,6 +262,7 @@ class RuntimeState:
                 self._pace = pace
             self._served.clear()
             self._diverged.clear()
+            self._generation += 1
         if self._shared is not None:
             self._shared.reset()
 
@@ -293,5 +301,6 @@ class RuntimeState:
         with self._lock:
             self._served.clear()
             self._diverged.clear()
+            self._generation += 1
         if self._shared is not None:
             self._shared.reset()
