@@ -82,9 +82,35 @@ class Replay:
         self._redactor = redactor
         self._reenactor = reenactor
         self._stopped = False
+        self._generation = state.generation
+        self._loaded: set[str] = set()  # the cassettes preloaded since the last unload
+
+    def running(self) -> None:
+        """Load the default cassette's recordings before the first request needs them."""
+        if self._state.mode in (Mode.REPLAY, Mode.AUTO):
+            self._preload(self._state.cassette)
 
     def done(self) -> None:
         self._stopped = True
+
+    def _preload(self, cassette: str) -> None:
+        """Have the store answer ``cassette``'s lookups from memory (Store.preload); after
+        replay started from the top, everything is read again. A failure only costs speed:
+        lookup() reads the store itself, and reports the failure if it persists."""
+        generation = self._state.generation
+        if generation != self._generation:
+            self._generation = generation
+            self._loaded.clear()
+            self._store.unload()
+        if cassette in self._loaded:
+            return
+        try:
+            held = self._store.preload(cassette)
+        except StoreError as exc:
+            log.warning("cannot load cassette %r for replay: %s", cassette, exc)
+            return
+        self._loaded.add(cassette)
+        log.debug("cassette %r loaded for replay: %d recordings held in all", cassette, held)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """A request whose body is too large to hold is answered as its body streams.
@@ -197,6 +223,7 @@ class Replay:
     ) -> Answer | None:
         """The recording to serve, freezeframe's own answer, or None: forward (auto, or a
         live route whose run has just missed)."""
+        self._preload(info.cassette)
         occurrence = self._state.next_occurrence(info.cassette, canonical.key)
         try:
             exchange = self._store.lookup(info.cassette, canonical.key, occurrence)

@@ -231,6 +231,13 @@ class RuntimeState:
         self._served: Counter[tuple[str, str]] = Counter()
         self._diverged: set[str] = set()
         self._response_ids: dict[str, IdMap] = {}
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """How many times replay has started from the top (a switch or a reset): what
+        replay loaded from the store before the last one is read again."""
+        return self._generation
 
     @property
     def mode(self) -> Mode:
@@ -258,6 +265,7 @@ class RuntimeState:
             self._served.clear()
             self._diverged.clear()
             self._response_ids.clear()
+            self._generation += 1
         if self._shared is not None:
             self._shared.reset()
 
@@ -303,5 +311,6 @@ class RuntimeState:
             self._served.clear()
             self._diverged.clear()
             self._response_ids.clear()
+            self._generation += 1
         if self._shared is not None:
             self._shared.reset()

@@ -209,6 +209,18 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def preload(self, cassette: str) -> int:
+        """Load the cassette's recordings, in one query, for lookup() to answer from memory
+        (storage.replaytable); how many it holds. Once loaded, a cassette is not read again
+        until unload(): call it as often as convenient. A recording not held (recorded
+        since, or past the table's size) is still found by lookup() in the store."""
+
+    @abstractmethod
+    def unload(self) -> None:
+        """Forget every preloaded cassette, so that the next preload() reads what other
+        processes changed since (replay starting from the top)."""
+
+    @abstractmethod
     def blob_writer(self) -> BlobWriter:
         """A writer for one body to be streamed into the store (see BlobWriter).
 

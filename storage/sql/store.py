@@ -67,6 +67,7 @@ from freezeframe.storage.records import (
     check_facts,
     format_url,
 )
+from freezeframe.storage.replaytable import ReplayTable
 from freezeframe.storage.spool import SpoolWriter
 from freezeframe.storage.sql import bodies, listings, positions, rekey, triage
 from freezeframe.storage.sql import search as search_index
@@ -122,6 +123,7 @@ class SqlStore(Store):
         self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
         self._writer = Writer(engine, self._written, where, self._counters.moved)
         self._reader = ExchangeReader(engine, self._cache, self._connect)
+        self._table = ReplayTable()
         self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
@@ -224,7 +226,20 @@ class SqlStore(Store):
             with self._engine.begin() as conn:
                 positions.release(conn, session)
 
+    def preload(self, cassette: str) -> int:
+        if not self._table.loaded(cassette):
+            self._check_open()
+            with unavailable(f"cannot read store {self._where}", self._engine):
+                self._table.fill(cassette, self._reader.cassette(cassette))
+        return len(self._table)
+
+    def unload(self) -> None:
+        self._table.drop()
+
     def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
+        held = self._table.get(cassette, key, occurrence)
+        if held is not None:
+            return held
         found = self._read(self._reader.lookup, cassette, key, occurrence)
         if found is None and self._counters.is_pending(cassette, key, occurrence):
             self.flush(PENDING_WAIT_S)
@@ -394,6 +409,7 @@ class SqlStore(Store):
             with exclusive(self._engine) as conn:
                 rekey.apply(conn, self._engine, cassette, planned, {c.seq: c for c in changes})
         self._counters.forget(cassette)
+        self._table.drop(cassette)
         return changes
 
     def fork(
@@ -433,6 +449,7 @@ class SqlStore(Store):
             job.done.wait()
             raise
         self._counters.forget(cassette)
+        self._table.drop(cassette)
         if isinstance(job.error, self._engine.dialect.loaded_dbapi.Error):
             what = reason(job.error, self._engine.url)
             raise StoreError(
@@ -461,6 +478,7 @@ class SqlStore(Store):
                 removed = remove_cassette(conn, cassette, self._where)
         self._writer.forget(digests=True)
         self._counters.forget(cassette)
+        self._table.drop(cassette)
         return removed
 
     def triage_rows(
