@@ -60,6 +60,8 @@ from freezeframe.storage.redaction import Redactor
 log = logging.getLogger("freezeframe.record")
 
 STOPPED = "the proxy was stopped while this exchange was in flight"
+#: mitmproxy's word for a client that closed its connection (or stream) before the end.
+CLIENT_CLOSED = "Client disconnected."
 DURABLE_WAIT_S = 30.0
 """How long --durability strict holds an answer's end for its commit."""
 
@@ -380,7 +382,12 @@ class Record:
         if recording is None:
             return
         message = flow.error.msg if flow.error else "unknown error"
-        outcome = Outcome.FAILED if flow.response is None else Outcome.TRUNCATED
+        if flow.response is None:
+            outcome = Outcome.FAILED
+        elif message == CLIENT_CLOSED:
+            outcome = Outcome.CLIENT_CLOSED
+        else:
+            outcome = Outcome.TRUNCATED
         self._submit(recording, outcome, message)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:

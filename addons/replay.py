@@ -330,7 +330,8 @@ class Replay:
             return False  # a WebSocket's conversation is re-enacted (addons.wsreenact)
         in_memory = staged.response.body_ref is None
         paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
-        return staged.exchange.outcome is Outcome.COMPLETE and in_memory and not paced
+        served_whole = staged.exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED)
+        return served_whole and in_memory and not paced
 
     def _answer_as(
         self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse

@@ -122,6 +122,8 @@ def _outcome_notes(exchange: Exchange) -> list[str]:
         return [f"the connection ended before the answer did{why}"]
     if exchange.outcome is Outcome.INCOMPLETE:
         return [f"the proxy stopped while the answer was arriving{why}"]
+    if exchange.outcome is Outcome.CLIENT_CLOSED:
+        return ["the client closed the connection once it had read what it wanted"]
     return []
 
 

@@ -168,3 +168,12 @@ def test_every_export_format_takes_the_whole_corpus(
     code, out = _cli(recorded.data_dir, "export", "corpus", "-o", str(target), "--format", form)
     assert code == 0, out
     assert target.stat().st_size > 0
+
+
+def test_no_exchange_of_the_corpus_is_called_cut_off(recorded: Recorded) -> None:
+    """Every upstream answered whole; the clients that stopped reading early closed it."""
+    for cassette in CASSETTES:
+        rows = recorded.proxy.admin("GET", f"/api/cassettes/{cassette}").json()
+        outcomes = {row["outcome"] for row in rows}
+        assert outcomes <= {"complete", "client_closed"}, cassette
+        assert "client_closed" in outcomes
