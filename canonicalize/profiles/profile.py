@@ -17,7 +17,8 @@ class Profile:
     wrong replay. `key_headers` are headers that change the answer and so join the key;
     `token_list_headers` among them hold comma-separated tokens whose order and repetition
     mean nothing (`anthropic-beta: a,b` is `b,a`). `drop_if_empty` are body members the API
-    reads the same whether empty (`{}`, `[]`) or absent.
+    reads the same whether empty (`{}`, `[]`) or absent. `drop_body` leaves the whole body
+    out of the key (side traffic whose every byte is minted per run: profiles.telemetry).
     """
 
     name: str
@@ -25,6 +26,7 @@ class Profile:
     drop_if_empty: tuple[JsonPath, ...] = ()
     key_headers: frozenset[str] = frozenset()
     token_list_headers: frozenset[str] = frozenset()
+    drop_body: bool = False
 
 
 def top_level(names: Iterable[str]) -> tuple[JsonPath, ...]:

@@ -177,3 +177,16 @@ def test_no_exchange_of_the_corpus_is_called_cut_off(recorded: Recorded) -> None
         outcomes = {row["outcome"] for row in rows}
         assert outcomes <= {"complete", "client_closed"}, cassette
         assert "client_closed" in outcomes
+
+
+def test_a_faithful_rerun_is_equivalent_unless_strict(recorded: Recorded) -> None:
+    """The rerun differs from the corpus only in the ids the model made up (chatcmpl-, call_
+    and the tool_call_id echoing it, msg_, toolu_) and the ids and clocks of the trace export."""
+    code, out = _cli(recorded.data_dir, "diff", "corpus", "rerun")
+    assert code == 0, out
+    assert "corpus and rerun are equivalent" in out
+    assert "metadata model-made ids: chatcmpl-1, call_1_0 -> chatcmpl-x91, call_x91_0" in out
+    code, out = _cli(recorded.data_dir, "diff", "corpus", "rerun", "--strict")
+    assert code == 1, out
+    assert "answer model-made ids: chatcmpl-1, call_1_0 -> chatcmpl-x91, call_x91_0" in out
+    assert "$.messages[1].tool_calls[0].id" in out
