@@ -31,7 +31,7 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, 
 from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
-from freezeframe.canonicalize import Canonical, KeyConfig, nearest
+from freezeframe.canonicalize import Canonical, KeyConfig, nearest, said
 from freezeframe.canonicalize.drift import drifted
 from freezeframe.evidence.perturb import Perturbed, Perturber
 from freezeframe.evidence.perturb import Request as PerturbedRequest
@@ -400,10 +400,12 @@ class Replay:
                 )
                 if near:
                     first = near[0]
-                    paths = ", ".join(d.path for d in first.differences[:5]) or "nothing"
-                    message += f"; nearest is #{first.seq} {first.request}, differing at {paths}"
+                    differing = said(first.differences)
+                    message += (
+                        f"; nearest is #{first.seq} {first.request}, differing at {differing}"
+                    )
                 else:
-                    message += "; the cassette has no recordings to compare with"
+                    message += "; the cassette has no recording of this endpoint to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
         self._state.journal.add(
             "miss",
