@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from freezeframe.canonicalize import ResponseView, answer_facts, sse_events
+from freezeframe.canonicalize.jsonbody import JsonValue
 from freezeframe.evidence.apis import ApiReader
 from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
 from freezeframe.evidence.messages import ToolCall
 from freezeframe.evidence.parts import Part
-from freezeframe.evidence.streams import error_text
+from freezeframe.evidence.streams import Stream, error_text
 from freezeframe.storage import Exchange, Outcome
 
 _SSE_START = (b"data:", b"event:", b":")
@@ -72,14 +73,7 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
         not kind and body.data.lstrip().startswith(_SSE_START)
     )
     if streamed:
-        stream = api.stream()
-        for _, data in sse_events(body.data):
-            if data.strip() == _DONE:
-                stream.done()
-                continue
-            event = as_dict(parse_json(data))
-            if event:
-                stream.feed(event)
+        stream = _fed(api, body.data)
         whole, ended, error = stream.whole(), stream.ended, stream.error
         if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
             notes.append(f"the stream ended without {stream.end_marker}")
@@ -113,6 +107,25 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
         error=error,
     )
     return answer, tuple(notes)
+
+
+def reassembled(api: ApiReader, data: bytes) -> dict[str, JsonValue]:
+    """A streamed answer (its SSE bytes) as the whole answer the provider would have sent
+    unstreamed: what ``resend`` compares, so that a stream's chunking, ids and timing are
+    not reported as a difference in what the model said."""
+    return _fed(api, data).whole()
+
+
+def _fed(api: ApiReader, data: bytes) -> Stream:
+    stream = api.stream()
+    for _, event_data in sse_events(data):
+        if event_data.strip() == _DONE:
+            stream.done()
+            continue
+        event = as_dict(parse_json(event_data))
+        if event:
+            stream.feed(event)
+    return stream
 
 
 def _outcome_notes(exchange: Exchange) -> list[str]:
