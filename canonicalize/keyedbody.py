@@ -27,7 +27,9 @@ def keyed_body(
     A profile that drops the whole body leaves one stripped part, ``body``.
     """
     if profile.drop_body and body.kind != "empty":
-        whole = body.value if body.kind in ("json", "bytes") else [list(f) for f in body.fields]
+        whole: JsonValue = body.value
+        if body.kind not in ("json", "bytes"):
+            whole = [[name, value] for name, value in body.fields]
         return None, (Stripped("body", profile.name, short_digest(whole)),)
     if body.kind == "json":
         value, stripped = _keyed_json(body.value, profile, volatile, rules)

@@ -73,7 +73,7 @@ def _captured(flow: http.HTTPFlow) -> Captured:
     if response is None:
         outcome = Outcome.FAILED
     elif error is not None and flow.websocket is None:
-        outcome = Outcome.CLIENT_CLOSED if flow.error.msg == CLIENT_CLOSED else Outcome.TRUNCATED
+        outcome = Outcome.CLIENT_CLOSED if error == CLIENT_CLOSED else Outcome.TRUNCATED
     else:
         outcome = Outcome.COMPLETE
     messages = None

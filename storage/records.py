@@ -445,6 +445,9 @@ class RunOverview:
     """When the first exchange started (epoch seconds)."""
     last_end: float | None
     """When the last one ended."""
+    failed: int = 0
+    """Exchanges that failed: an error status (400 and up), or an answer that was cut off,
+    never came, or was in flight when the proxy stopped."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from freezeframe.storage import (
     Exchange,
     ExchangeFilter,
     ExchangeNotFound,
+    ExchangeSummary,
     Outcome,
     RecordedResponse,
     Store,
@@ -97,7 +98,13 @@ def templates() -> Environment:
     environment.filters["ms"] = lambda s: "-" if s is None else f"{float(s) * 1000:.0f} ms"
     environment.filters["size"] = _size
     environment.filters["when"] = _when
+    environment.filters["plural"] = plural
     return environment
+
+
+def plural(count: int, word: str) -> str:
+    """``1 exchange``, ``2 exchanges``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _inert(value: Any) -> Any:
@@ -195,9 +202,12 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             _given(query.get("run_id")), _given(query.get("model")), _given(query.get("status"))
         )
         rows = await run_in_threadpool(store.cassettes, where)
+        health: list[dict[str, Any]] = [{} for _ in rows]
+        if not asked.json:  # the twin is /api/cassettes; misses.json and run.json say the rest
+            health = await run_in_threadpool(lambda: [_health(store, row.name) for row in rows])
         return {
             "document": [cassette_document(row) for row in rows],
-            "rows": rows,
+            "rows": list(zip(rows, health, strict=True)),
             "filters": {k: query.get(k, "") for k in ("run_id", "model", "status")},
         }
 
@@ -224,8 +234,10 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             lambda: store.exchanges(name, where, offset=(number - 1) * PAGE_ROWS, limit=PAGE_ROWS)
         )
         span = (overview.first_at or 0.0, overview.last_end or 1.0)
+        said = await run_in_threadpool(_said, store, name, shown)
         return {
             "name": name,
+            "said": said,
             "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
             "figures": overview,
             "hosts": whole.hosts,
@@ -321,7 +333,11 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         names = await run_in_threadpool(store.cassette_names)
         return {"document": document, "a": a, "b": b, "names": names}
 
+    async def favicon(request: Request) -> Response:
+        return Response(present.FAVICON, media_type="image/svg+xml")
+
     return [
+        Route("/favicon.ico", favicon),
         Route("/cassettes", page("cassettes.html", cassettes_page)),
         Route("/cassettes.json", page("cassettes.html", cassettes_page)),
         Route("/cassettes/{name}/steps", page("steps.html", steps_page, "name")),
@@ -358,6 +374,31 @@ def _groups(rows: list[present.Row], by_run: bool) -> list[tuple[str | None, lis
     return list(groups.items())
 
 
+def _health(store: Store, name: str) -> dict[str, Any]:
+    """What the cassette list says of each cassette beside its size: how many exchanges
+    failed, how many misses replay noted, and what it was forked from."""
+    origin = store.fork_origin(name)
+    forked = None
+    if origin is not None:
+        forked = {"cassette": origin.cassette, "upto": origin.upto}
+    return {
+        "failed": store.overview(name).failed,
+        "misses": len(store.misses(name)),
+        "forked_from": forked,
+    }
+
+
+def _said(
+    store: Store, name: str, shown: list[ExchangeSummary]
+) -> dict[int, tuple[str, str | None]]:
+    """Per exchange of a waterfall page, what it was (the model's answer or the tool called,
+    as the steps page titles it) and why it failed, if it did. Answers too large to hold are
+    read from their listing alone."""
+    small = [row.seq for row in shown if row.response_bytes <= present.PREVIEW_BYTES]
+    steps = agent_steps([store.exchange(name, seq) for seq in small]).steps
+    return {step.seq: (step.title, step.failure) for step in steps}
+
+
 def _whole_run(store: Store, name: str) -> list[Exchange]:
     return [store.exchange(name, row.seq) for row in store.exchanges(name)]
 
@@ -367,26 +408,26 @@ def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> di
     the stream chart; bodies kept in the store are read only as far as a preview goes."""
     conversation = conversation_of(exchange)
     response = exchange.response
+    content_type = "" if response is None else present.content_type(response.headers)
     chart = None
-    if response is not None:
+    if response is not None and present.streamed(response, content_type):
         size = response.body_ref.size if response.body_ref is not None else len(response.body)
         chart = present.stream_chart([[c.offset, c.at] for c in response.chunks], size)
-    content_type = ""
-    if response is not None:
-        content_type = next(
-            (v.decode("latin-1") for n, v in response.headers if n.lower() == b"content-type"), ""
-        )
     return {
         "conversation": None if conversation is None else conversation_document(conversation),
-        "request_preview": present.preview(store, exchange.request_body, exchange.request_body_ref),
+        "request_preview": present.preview(
+            store, exchange.request_body, exchange.request_body_ref, exchange.request_headers
+        ),
         "response_preview": None
         if response is None
-        else present.preview(store, response.body, response.body_ref),
+        else present.preview(store, response.body, response.body_ref, response.headers),
         "chart": chart,
         "json_answer": "json" in content_type.lower(),
         "editable": response is not None and response.body_ref is None,
         "edit_body": _editable_text(response),
+        "edit_example": present.example_path(exchange),
         "stripped": canonicalize(stored_view(exchange), config).stripped,
+        "shown_metadata": present.shown_facts(exchange.facts),
     }
 
 
