@@ -44,6 +44,7 @@ from freezeframe.evidence import (
 from freezeframe.evidence.compare import compare_runs, diff_document, read_run
 from freezeframe.evidence.inert import inert
 from freezeframe.evidence.requests import stored_view
+from freezeframe.evidence.steps import HTTP
 from freezeframe.proxy.admin import present
 from freezeframe.proxy.admin.guard import csrf_token
 from freezeframe.storage import (
@@ -103,8 +104,10 @@ def templates() -> Environment:
 
 
 def plural(count: int, word: str) -> str:
-    """``1 exchange``, ``2 exchanges``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    """``1 exchange``, ``2 exchanges``, ``2 misses``."""
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}es" if word.endswith(("s", "sh", "ch", "x")) else f"{count} {word}s"
 
 
 def _inert(value: Any) -> Any:
@@ -392,11 +395,16 @@ def _said(
     store: Store, name: str, shown: list[ExchangeSummary]
 ) -> dict[int, tuple[str, str | None]]:
     """Per exchange of a waterfall page, what it was (the model's answer or the tool called,
-    as the steps page titles it) and why it failed, if it did. Answers too large to hold are
+    as the steps page titles it; plain HTTP's title is its URL, already on the line) and why
+    it failed, if it did. Answers too large to hold are
     read from their listing alone."""
     small = [row.seq for row in shown if row.response_bytes <= present.PREVIEW_BYTES]
     steps = agent_steps([store.exchange(name, seq) for seq in small]).steps
-    return {step.seq: (step.title, step.failure) for step in steps}
+    return {
+        step.seq: ("" if step.kind == HTTP else step.title, step.failure)
+        for step in steps
+        if step.kind != HTTP or step.failure
+    }
 
 
 def _whole_run(store: Store, name: str) -> list[Exchange]:
@@ -410,7 +418,8 @@ def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> di
     response = exchange.response
     content_type = "" if response is None else present.content_type(response.headers)
     chart = None
-    if response is not None and present.streamed(response, content_type):
+    cut = exchange.outcome is Outcome.TRUNCATED  # the chart shows where
+    if response is not None and (cut or present.streamed(response, content_type)):
         size = response.body_ref.size if response.body_ref is not None else len(response.body)
         chart = present.stream_chart([[c.offset, c.at] for c in response.chunks], size)
     return {

@@ -263,7 +263,7 @@ def example_path(exchange: Exchange) -> str:
     except ValueError:
         return fallback
     for path in _KNOWN_TEXT_PATHS:
-        if _at(value, path) is not None:
+        if _at(value, path) is not _MISSING:
             return f'{path}="new text"'
     if isinstance(value, dict):
         named = [(name, member) for name, member in value.items() if name.isidentifier()]
@@ -273,15 +273,18 @@ def example_path(exchange: Exchange) -> str:
     return fallback
 
 
+_MISSING = object()
+
+
 def _at(value: Any, path: str) -> Any:
-    """The value at a simple ``$.a[0].b`` path, or None."""
+    """The value at a simple ``$.a[0].b`` path (null is a value), or _MISSING."""
     for step in path.removeprefix("$.").replace("[", ".").replace("]", "").split("."):
-        if isinstance(value, dict):
-            value = value.get(step)
+        if isinstance(value, dict) and step in value:
+            value = value[step]
         elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
             value = value[int(step)]
         else:
-            return None
+            return _MISSING
     return value
 
 
