@@ -45,6 +45,8 @@ MAX_PAGES = 3000
 class Recorded:
     proxy: ProxyProcess
     data_dir: Path
+    upstream: Upstream
+    mcp: McpServer
 
 
 def _record(proxy: ProxyProcess, upstream: Upstream, mcp_url: str, cassette: str) -> None:
@@ -82,7 +84,7 @@ def recorded(
             env.undo()
             code, out = _cli(data_dir, "fork", "corpus", "corpus-fork", "--upto", "0")
             assert code == 0, out
-            yield Recorded(proxy, data_dir)
+            yield Recorded(proxy, data_dir, upstream, mcp)
         finally:
             proxy.kill()
 
@@ -314,3 +316,21 @@ def artifact_path_named(name: str) -> Path:
     """Where a page's screenshot goes for a person to look at."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS / f"real-traffic-{name}.png"
+
+
+def test_the_whole_corpus_replays_with_no_upstream_reached(
+    recorded: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every client again, new ids, clocks and sessions and all: served from ``corpus``."""
+    proxy, upstream = recorded.proxy, recorded.upstream
+    misses = len(proxy.admin("GET", "/api/cassettes/corpus/misses").json())
+    assert proxy.admin("POST", "/api/replay/reset").status_code == 200
+    for name in list(os.environ):
+        if name.lower() in ("all_proxy", "ssl_cert_dir"):
+            monkeypatch.delenv(name)
+    for name, value in proxy.client_env(client_bundle(recorded.data_dir)).items():
+        monkeypatch.setenv(name, value)
+    upstream.reset_counters()
+    send_corpus(upstream, recorded.mcp.url)
+    assert upstream.connections == 0
+    assert len(proxy.admin("GET", "/api/cassettes/corpus/misses").json()) == misses
