@@ -249,6 +249,8 @@ class Replay:
         if perturbed is not None and perturbed.pace != 1.0:
             pace = (pace or 1.0) * perturbed.pace
         recorded, rewritten = self._answer_as(flow, exchange, recorded)
+        if exchange.outcome is Outcome.CLIENT_CLOSED:
+            recorded = _ended_where_read(recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
             headers, rewrites = instant_rewrites(headers)
@@ -459,6 +461,19 @@ class Replay:
             )
             for candidate, diffs in ranked
         )
+
+
+def _ended_where_read(recorded: RecordedResponse) -> RecordedResponse:
+    """An answer the client closed early, framed to end where it was read: a Content-Length
+    the upstream sent for the whole would leave a client that reads on waiting forever."""
+    if recorded.body_ref is not None:
+        return recorded
+    length = str(len(recorded.body)).encode()
+    headers = tuple(
+        (name, length) if name.lower() == b"content-length" else (name, value)
+        for name, value in recorded.headers
+    )
+    return dataclasses.replace(recorded, headers=headers)
 
 
 def _near_document(near: Nearest) -> dict[str, Any]:
