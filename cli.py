@@ -8,74 +8,52 @@ on stdout for machines (``--json``). Errors are one line on stderr with a non-ze
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import logging
 import os
-import secrets
-import ssl
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import httpx
 from click.core import ParameterSource
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from freezeframe import exchange_formats
-from freezeframe.canonicalize import RequestView, canonicalize
-from freezeframe.evidence import (
-    cassette_document,
-    exchange_document,
-    miss_document,
-    search_document,
-    summary_document,
-)
-from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
-from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.text import exchange_lines
 from freezeframe.proxy import settings as settings_module
-from freezeframe.proxy.clock import Clock, FakedClock, library
-from freezeframe.proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
-from freezeframe.proxy.discovery import (
-    NoProxyFound,
-    Trust,
-    admin_headers,
-    admin_url,
-    client_trust,
-    proxy_url,
-    running,
-    trust_in,
-    trust_of_running,
-)
-from freezeframe.proxy.keys import key_config, rules_path
-from freezeframe.proxy.rekey import rekey as rekey_cassette
-from freezeframe.proxy.resend import resend as resend_exchange
-from freezeframe.proxy.serve import StartupError
-from freezeframe.proxy.trust import java_truststore, upstream_bundle
-from freezeframe.proxy.wiring import SHELLS, client_environment, render
 from freezeframe.storage import (
+    CassetteNotFound,
     ExchangeFilter,
-    ExchangeSummary,
     Store,
     StoreError,
     StoreNotFound,
-    open_store,
 )
-from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
-from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+from freezeframe.storage.names import InvalidCassetteName, closest_names, validate_cassette_name
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from freezeframe.canonicalize import RequestView
+    from freezeframe.evidence.compare import RunDiff
+    from freezeframe.proxy.clock import FakedClock
+    from freezeframe.proxy.command import Confinement, Run
+    from freezeframe.proxy.discovery import Trust
+    from freezeframe.storage import ExchangeSummary
+    from freezeframe.storage.redaction import Redactor
+
+# Only what every command needs is imported above: `--help`, `ls` and the other readers
+# must answer at once, so the proxy engine (mitmproxy), the HTTP client, rich and the
+# what-if machinery are imported inside the commands that use them.
+
+CAPTURES = ("transparent", "local")
+"""The values of ``exec --capture`` (``proxy.command`` checks them against its own)."""
+SHELLS = ("sh", "fish", "dotenv")
+"""The values of ``env --shell`` (``proxy.wiring`` renders each)."""
 
 PIPED_WIDTH = 200
 """Columns of a table printed to a pipe or file, where no terminal says how wide to be."""
@@ -91,22 +69,20 @@ class FreezeframeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (
-            StoreError,
-            StartupError,
-            NoProxyFound,
-            InvalidCassetteName,
-            ValueError,
-            OSError,
-        ) as exc:
-            if ctx.meta.get("freezeframe.debug"):
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() ends quietly
+        except Exception as exc:
+            if not isinstance(exc, _expected_failures()) or ctx.meta.get("freezeframe.debug"):
                 raise
-            _fail(str(exc))
+            _fail(str(exc) + _suggestion(ctx, exc))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             returned = super().main(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        except BrokenPipeError:
+            _reader_gone()
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "freezeframe"
             _fail(f"{_sentence(exc.format_message())} (see {where} --help)", exc.exit_code)
@@ -115,6 +91,62 @@ class FreezeframeGroup(click.Group):
         except click.Abort:
             _fail("aborted")
         sys.exit(returned if isinstance(returned, int) else 0)
+
+
+def _usage_error(message: str) -> click.UsageError:
+    """A mistake in how a command was called (exit 2, as click's own), not in what it read."""
+    return click.UsageError(message, click.get_current_context(silent=True))
+
+
+@contextlib.contextmanager
+def _usage() -> Iterator[None]:
+    """Arguments that click cannot check itself (``--set``, ``--header``, ``--url``, a
+    duration): a ValueError while reading them is a usage error."""
+    try:
+        yield
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+
+
+def _reader_gone() -> NoReturn:
+    """``show … | head``: the reader has what it wanted and closed the pipe. End without a
+    word and with status 1 (as click and Python's own recipe do), after pointing stdout at
+    /dev/null so that the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(1)
+
+
+def _expected_failures() -> tuple[type[Exception], ...]:
+    """The failures that are one line, not a traceback. Those of the proxy's modules are
+    named only when a command imported them (else none can have been raised), so that
+    reading a store never imports the proxy to name its errors."""
+    found: list[type[Exception]] = [StoreError, InvalidCassetteName, ValueError, OSError]
+    for module, name in (
+        ("freezeframe.proxy.serve", "StartupError"),
+        ("freezeframe.proxy.discovery", "NoProxyFound"),
+        ("freezeframe.proxy.demo", "DemoFailed"),
+    ):
+        if module in sys.modules:
+            found.append(getattr(sys.modules[module], name))
+    return tuple(found)
+
+
+def _suggestion(ctx: click.Context, exc: Exception) -> str:
+    """For a cassette the store does not hold, the names it does hold that are closest
+    (``show orderz``: did you mean 'orders'?), as the proxy says at start."""
+    located = ctx.meta.get("freezeframe.located")
+    if not isinstance(exc, CassetteNotFound) or located is None:
+        return ""
+    from freezeframe.storage import open_store
+
+    try:
+        with open_store(located[1], create=False) as store:
+            close = closest_names(exc.cassette, store.cassette_names())
+    except StoreError:
+        return ""
+    return f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
 
 
 def _sentence(message: str) -> str:
@@ -174,12 +206,41 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def _open(data_dir: str, store: str | None) -> Store:
     """The store a command reads, which must exist: a mistyped --data-dir says so
     instead of creating an empty store and listing nothing."""
+    from freezeframe.storage import open_store
+
+    _, url = _located(data_dir, store)
     try:
-        return open_store(
-            store or settings_module.default_store_url(Path(data_dir).expanduser()), create=False
-        )
+        return open_store(url, create=False)
     except StoreNotFound as exc:
         raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
+
+
+def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
+    """The data dir and store URL a command uses: those given (flag or variable); else the
+    running proxy's, when one answers at FREEZEFRAME_ADMIN, said on stderr (run from the
+    agent's directory, the default ./.freezeframe is another store, or none); else the
+    default data dir's."""
+    context = click.get_current_context()
+    if "freezeframe.located" in context.meta:
+        return context.meta["freezeframe.located"]  # type: ignore[no-any-return]
+    directory = Path(data_dir).expanduser()
+    located = (directory, store or settings_module.default_store_url(directory))
+    if not (_explicit("data_dir") or _explicit("store")):
+        from freezeframe.proxy.discovery import store_of_running
+
+        admin = os.environ.get("FREEZEFRAME_ADMIN") or settings_module.DEFAULT_ADMIN
+        address = settings_module.Address.parse(admin, "FREEZEFRAME_ADMIN")
+        found = store_of_running(address, os.environ.get("FREEZEFRAME_ADMIN_TOKEN"))
+        if found is not None:
+            _note(f"reading the store of the proxy at {found.admin}: {found.url}")
+            located = (found.data_dir, found.url)
+    context.meta["freezeframe.located"] = located
+    return located
+
+
+def _note(message: str) -> None:
+    """One line on stderr that is not an error; stdout stays the command's output."""
+    click.echo(f"freezeframe: {inert(message, newlines=False)}", err=True)
 
 
 def _explicit(name: str) -> bool:
@@ -217,8 +278,19 @@ def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return _store_options(f)
 
 
+def _mode(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A mode that is not one is a usage error (exit 2), as a misspelt flag is."""
+    from freezeframe.addons.state import Mode
+
+    try:
+        Mode.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+    return value
+
+
 _RUN_OPTIONS = [
-    _setting("--mode", "record, replay, auto or passthrough.", default="record"),
+    _setting("--mode", "record, replay, auto or passthrough.", default="record", callback=_mode),
     _setting(
         "--cassette",
         "Default cassette; X-Freezeframe-Cassette overrides it per request.",
@@ -333,7 +405,7 @@ _RUN_OPTIONS = [
     _setting(
         "--perturb",
         "In replay, perturb recorded answers: KIND[=ARG][@HOST[/PATH-GLOB]][:P],… "
-        "(see the README's Fuzzing section).",
+        "(docs/ci.md, Fuzzing around the fixture).",
         metavar="SPEC",
     ),
     _setting(
@@ -359,6 +431,8 @@ def run(**options: Any) -> None:
     Example:
         freezeframe run --mode replay --cassette bug-8821
     """
+    import asyncio
+
     from freezeframe.proxy.serve import serve
 
     settings = settings_module.build(**options)
@@ -431,6 +505,10 @@ def exec_(
         freezeframe exec --mode replay --cassette bug-8821 --runs 20 \\
             --perturb '429@api.openai.com/v1/*:0.3,reset@tools.local:0.1' -- python agent.py
     """
+    import asyncio
+
+    from freezeframe.proxy.command import Confinement, run_command
+
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
     faked = _faked_clock(clock, options) if clock else None
@@ -475,6 +553,10 @@ def _repeat(
 ) -> int:
     """``exec --runs``: 0 when every run exited 0, else 1. With ``--json`` the command's
     output goes to stderr, so that stdout is the one JSON document."""
+    import asyncio
+
+    from freezeframe.proxy.command import run_repeatedly
+
     stdout = os.dup(1) if as_json else None
     if stdout is not None:
         sys.stdout.flush()
@@ -513,6 +595,10 @@ def _run_document(run: Run) -> dict[str, Any]:
 
 def _print_runs(done: Sequence[Run]) -> None:
     """Each run's perturbations and exit status, then each perturbation's exit statuses."""
+    from collections import Counter
+
+    from rich.table import Table
+
     console = _console()
     table = Table("run", "seed", "exit", "perturbed", title="exec --runs", title_justify="left")
     by_kind: dict[str, Counter[int]] = {}
@@ -533,6 +619,8 @@ def _print_runs(done: Sequence[Run]) -> None:
 
 def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
     """``--clock``: refused in one line without libfaketime, or without a time to start at."""
+    from freezeframe.proxy.clock import Clock, FakedClock, library
+
     wanted = Clock.parse(value)
     lib = library()
     if wanted.moment is not None:
@@ -544,6 +632,17 @@ def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
 def _trust_of_proxy(url: str, admin: str, data_dir: Path | None, token: str | None) -> Trust:
     """``exec --proxy URL``: the CA of the proxy at URL, asked of its admin API; an explicit
     ``data_dir`` wins, for a proxy whose files are mounted somewhere else."""
+    from urllib.parse import urlsplit
+
+    from freezeframe.proxy.discovery import (
+        NoProxyFound,
+        admin_url,
+        proxy_url,
+        running,
+        trust_in,
+        trust_of_running,
+    )
+
     if data_dir is not None:
         return trust_in(data_dir)
     address = settings_module.Address.parse(admin, "admin address")
@@ -598,6 +697,10 @@ def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
         freezeframe env --shell fish | source
         freezeframe env --shell dotenv > agent.env
     """
+    from freezeframe.proxy.discovery import proxy_url, running, trust_in, trust_of_running
+    from freezeframe.proxy.trust import java_truststore
+    from freezeframe.proxy.wiring import client_environment, render
+
     address = settings_module.Address.parse(admin, "admin address")
     document = running(address, admin_token)
     if _explicit("data_dir"):
@@ -634,7 +737,7 @@ def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
         try:
             where = ExchangeFilter.parse(run_id, model, status)
         except ValueError as exc:
-            raise ValueError(f"--{exc}") from None
+            raise _usage_error(f"--{exc}") from None
         return f(where=where, **kw)
 
     command = click.option(
@@ -677,9 +780,11 @@ def ls(
     finally:
         opened.close()
     if as_json:
+        from freezeframe.evidence.document import cassette_document
+
         _emit_json([cassette_document(row) for row in rows])
         return
-    table = Table("cassette", "exchanges", "first", "last", "stored")
+    table = _table("cassette", "exchanges", "first", "last", "stored")
     for row in rows:
         table.add_row(
             row.name,
@@ -739,12 +844,15 @@ def show(
     """
     validate_cassette_name(cassette)
     if where is not None and seq is not None:
-        raise ValueError("--run-id, --model and --status filter the list; drop them with SEQ")
+        raise _usage_error("--run-id, --model and --status filter the list; drop them with SEQ")
     if misses:
         if seq is not None or where is not None:
-            raise ValueError("--misses lists a cassette's misses; drop SEQ and the filters")
+            raise _usage_error("--misses lists a cassette's misses; drop SEQ and the filters")
         _show_misses(cassette, data_dir, store, as_json)
         return
+    from freezeframe.evidence.document import exchange_document, summary_document
+    from freezeframe.evidence.text import exchange_lines
+
     opened = _open(data_dir, store)
     try:
         if seq is None:
@@ -767,6 +875,8 @@ def show(
 
 
 def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
+    from freezeframe.evidence.document import miss_document
+
     opened = _open(data_dir, store)
     try:
         found = opened.misses(cassette)
@@ -790,6 +900,8 @@ def _say(line: str) -> None:
 
 def _cell(text: str) -> str:
     """A table cell of recorded text: inert, and never read as rich markup."""
+    from rich.markup import escape
+
     return escape(inert(text, newlines=False))
 
 
@@ -804,7 +916,7 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
     with_model = any(model != "-" for model in models)
     with_drift = any(row.drifted for row in rows)
     with_origin = any(row.origin for row in rows)
-    table = Table("seq", "started", "method", "status", "outcome", "ms", "bytes")
+    table = _table("seq", "started", "method", "status", "outcome", "ms", "bytes")
     if with_model:
         table.add_column("model", overflow="fold")
     if with_drift:
@@ -829,8 +941,17 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
     _console().print(table)
 
 
+def _table(*columns: str, **options: Any) -> Any:
+    """A rich table (rich is imported when a command has something to print)."""
+    from rich.table import Table
+
+    return Table(*columns, **options)
+
+
 def _console() -> Console:
     """A terminal's own width; piped output as wide as a table needs, never cut to 80."""
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, PIPED_WIDTH)
@@ -866,6 +987,8 @@ def ca(bundle: bool, admin: str, data_dir: str, admin_token: str | None) -> None
     Example:
         export SSL_CERT_FILE=$(freezeframe ca --bundle)
     """
+    from freezeframe.proxy.discovery import client_trust
+
     explicit = Path(data_dir).expanduser() if _explicit("data_dir") else None
     address = settings_module.Address.parse(admin, "admin address")
     trust = client_trust(address, explicit, Path(settings_module.DEFAULT_DATA_DIR), admin_token)
@@ -913,11 +1036,18 @@ def explain(
         freezeframe explain --method POST --url https://api.openai.com/v1/chat/completions \\
             --header 'Content-Type: application/json' --body request.json
     """
+    import secrets
+
+    from freezeframe.canonicalize import canonicalize
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+
     directory = Path(data_dir).expanduser()
     key_path = directory / settings_module.KEY_FILENAME
     key = load_or_create_key(key_path) if key_path.is_file() else None
     body = body_file.read() if body_file else b""
-    view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
+    with _usage():
+        view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
     if key is None and view.body != body:
         click.echo(
             f"freezeframe: warning: no secret key at {key_path}, so the secrets in this body "
@@ -955,6 +1085,10 @@ def _view(
     method: str, url: str, headers: tuple[str, ...], body: bytes, redactor: Redactor
 ) -> RequestView:
     """The request as the proxy would see it: secrets already replaced by markers."""
+    from urllib.parse import urlsplit
+
+    from freezeframe.canonicalize import RequestView
+
     parts = urlsplit(redactor.target(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"--url {url!r}: expected an absolute http(s) URL")
@@ -1124,7 +1258,9 @@ def export(
         raise click.UsageError("--otlp-endpoint sends otel spans instead of writing -o FILE")
     if otlp_endpoint is None and output is None:
         raise click.UsageError("missing -o FILE")
-    rules_file = rules_path(rules, Path(data_dir).expanduser())
+    from freezeframe.proxy.keys import rules_path
+
+    rules_file = rules_path(rules, _located(data_dir, store)[0])
     opened = _open(data_dir, store)
     try:
         total = len(opened.exchanges(cassette))
@@ -1174,15 +1310,21 @@ def import_(
 
     A capture from another tool has its secrets replaced by markers and its requests keyed
     as the proxy would; what it lacks (chunk timing, run context) is said, one line each.
+    Like run and exec, import makes the store when there is none (and says so): a bundle
+    someone sent can be read in an empty directory.
 
     \b
     Example:
         freezeframe import bug-8821.ffcase --as bug-8821-review
         freezeframe import session.har --as from-devtools
     """
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.storage import open_store
+    from freezeframe.storage.redaction import Redactor, load_or_create_key
+
     if name is not None:
         validate_cassette_name(name)
-    directory = Path(data_dir).expanduser()
+    directory, url = _located(data_dir, store)
 
     def keeper(cassette: str) -> exchange_formats.Keeper:
         redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
@@ -1193,7 +1335,11 @@ def import_(
         validate_cassette_name(source.cassette)
     except InvalidCassetteName as exc:
         raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
-    opened = open_store(store or settings_module.default_store_url(directory))
+    try:
+        opened = open_store(url, create=False)
+    except StoreNotFound:
+        opened = open_store(url)
+        _note(f"made a new store at {opened.location}")
     try:
         with _progress(f"importing {file.name}", source.total) as advance:
             imported = opened.import_cassette(
@@ -1246,6 +1392,15 @@ def _progress(what: str, total: int | None) -> Iterator[Callable[[int], None]]:
     if not sys.stderr.isatty():
         yield lambda _: None
         return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -1286,8 +1441,13 @@ def rekey(
     Example:
         freezeframe rekey bug-8821 --rules rules.toml --dry-run
     """
+    from rich.console import Console
+
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.proxy.rekey import rekey as rekey_cassette
+
     validate_cassette_name(cassette)
-    config = key_config(rules_path(rules, Path(data_dir).expanduser()))
+    config = key_config(rules_path(rules, _located(data_dir, store)[0]))
     opened = _open(data_dir, store)
     try:
         report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
@@ -1351,9 +1511,15 @@ def search(
     finally:
         opened.close()
     if as_json:
+        from freezeframe.evidence.document import search_document
+
         _emit_json([search_document(hit) for hit in hits])
         return
-    table = Table("cassette", "seq", "started", "method", "status", "in", "match", "url")
+    if not hits:
+        within = f" in cassette {cassette!r}" if cassette is not None else ""
+        _say(f"nothing found for {query!r}{within}")
+        return
+    table = _table("cassette", "seq", "started", "method", "status", "in", "match", "url")
     for hit in hits:
         table.add_row(
             hit.cassette,
@@ -1452,16 +1618,22 @@ def edit(
         freezeframe edit bug-8821 3 --into bug-8821-fix1 \\
             --set '$.orders=[{"id": "ord_8821", "user": "u-17"}]'
     """
+    from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
+    from freezeframe.proxy.keys import key_config, rules_path
+
     validate_cassette_name(cassette)
     validate_cassette_name(target)
+    with _usage():
+        assignments = tuple(Assignment.parse(text) for text in sets)
+        pairs = tuple(_header_pair(text) for text in headers)
     change = AnswerEdit(
         body=response_body.read() if response_body is not None else None,
-        sets=tuple(Assignment.parse(text) for text in sets),
+        sets=assignments,
         status=status,
-        headers=tuple(_header_pair(text) for text in headers),
+        headers=pairs,
         source=getattr(response_body, "name", "a file"),
     )
-    config = key_config(rules_path(rules, Path(data_dir).expanduser()))
+    config = key_config(rules_path(rules, _located(data_dir, store)[0]))
     opened = _open(data_dir, store)
     try:
         made = edited(opened.exchange(cassette, seq), change, config)
@@ -1525,23 +1697,34 @@ def resend(
         freezeframe resend bug-8821 2 --into bug-8821-newmodel \\
             --set '$.model="gpt-4o-2026-01-01"' --header "Authorization: Bearer $OPENAI_API_KEY"
     """
+    import ssl
+
+    from freezeframe.evidence.editing import Assignment
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.proxy.resend import resend as resend_exchange
+    from freezeframe.proxy.trust import upstream_bundle
+    from freezeframe.storage.redaction import Redactor, load_or_create_key
+
     validate_cassette_name(cassette)
     validate_cassette_name(target)
-    directory = Path(data_dir).expanduser()
+    directory = _located(data_dir, store)[0]
     verify: ssl.SSLContext | bool = True
     if upstream_ca:
         settings_module.check_certificates(Path(upstream_ca).expanduser(), "upstream CA")
         bundle = upstream_bundle(directory, Path(upstream_ca).expanduser())
         verify = ssl.create_default_context(cafile=str(bundle))
     proxy = settings_module.UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None
+    with _usage():
+        assignments = [Assignment.parse(text) for text in sets]
+        pairs = [_header_pair(text) for text in headers]
     opened = _open(data_dir, store)
     try:
         resent = resend_exchange(
             opened,
             opened.exchange(cassette, seq),
             target,
-            sets=[Assignment.parse(text) for text in sets],
-            headers=[_header_pair(text) for text in headers],
+            sets=assignments,
+            headers=pairs,
             redactor=Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME)),
             config=key_config(rules_path(rules, directory)),
             verify=verify,
@@ -1590,6 +1773,8 @@ def diff_runs(
         freezeframe diff orders-bug orders-careful
         freezeframe diff bug-8821@run-1 bug-8821@run-2 --json
     """
+    from freezeframe.evidence.compare import compare_runs, diff_document, read_run
+
     opened = _open(data_dir, store)
     try:
         compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b), strict=strict)
@@ -1698,7 +1883,8 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
     Example:
         freezeframe gc --dry-run
     """
-    seconds = settings_module.parse_duration(grace, "--grace")
+    with _usage():
+        seconds = settings_module.parse_duration(grace, "--grace")
     opened = _open(data_dir, store)
     try:
         found = opened.collect(seconds, dry_run=dry_run)
@@ -1712,6 +1898,49 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
         f"{verb} {found.bodies} bodies no cassette uses ({_size(found.freed)}) "
         f"and {found.values} search values"
     )
+
+
+@main.command()
+@_store_options
+@click.option("--no-browser", is_flag=True, help="Print the case file's URL; open no browser.")
+@_debug_option
+def demo(data_dir: str, store: str | None, no_browser: bool) -> None:
+    """Record an agent, then replay it with its model and tool stopped: no API key needed.
+
+    No API key, no network: the model (streamed chat completions with a tool call, over
+    HTTPS) and the tool run here, and the agent is plain httpx through `freezeframe run`.
+    Prints both runs and whether replay was identical; leaves the cassette `demo` for ls,
+    show and the case file, which it serves until Ctrl-C on a terminal (opening a browser
+    where there is one).
+
+    \b
+    Example:
+        freezeframe demo
+        freezeframe show demo
+    """
+    from freezeframe.proxy.demo import CASSETTE, Outcome, Proxy, can_open_browser, run_demo
+
+    def then(replayer: Proxy, outcome: Outcome) -> None:
+        verdict = "yes" if outcome.identical else "NO"
+        click.echo(f"replay was identical: {verdict} (the model and the tool were stopped)")
+        click.echo(f"cassette {CASSETTE!r} is in {_located(data_dir, store)[1]}")
+        click.echo(f"  freezeframe ls; freezeframe show {CASSETTE}")
+        url = f"{replayer.admin}/cassettes/{CASSETTE}"
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            click.echo(f"case file: {url}")
+            click.echo(f"  (served by: freezeframe run --mode replay --cassette {CASSETTE})")
+            return
+        click.echo(f"case file: {url} (served until Ctrl-C)")
+        if not no_browser and can_open_browser():
+            import webbrowser
+
+            webbrowser.open(url)
+        with contextlib.suppress(KeyboardInterrupt):
+            replayer.process.wait()
+
+    directory, url = _located(data_dir, store)
+    outcome = run_demo(directory, store, _say, then)
+    sys.exit(0 if outcome.identical else 1)
 
 
 @main.command(name="replay-reset")
@@ -1728,6 +1957,10 @@ def replay_reset(admin: str, admin_token: str | None) -> None:
     Example:
         freezeframe replay-reset --admin 127.0.0.1:8081
     """
+    import httpx
+
+    from freezeframe.proxy.discovery import NoProxyFound, admin_headers, admin_url
+
     address = settings_module.Address.parse(admin, "admin address")
     url = f"{admin_url(address)}/api/replay/reset"
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from freezeframe.canonicalize import ResponseView, answer_facts, sse_events
+from freezeframe.canonicalize import ResponseView, answer_facts, eventstream, sse_events
 from freezeframe.canonicalize.jsonbody import JsonValue
 from freezeframe.evidence.apis import ApiReader
 from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
@@ -77,6 +77,22 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
         whole, ended, error = stream.whole(), stream.ended, stream.error
         if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
             notes.append(f"the stream ended without {stream.end_marker}")
+    elif eventstream.is_event_stream(kind) or _is_json_array(kind, body.data):
+        # Bedrock's event stream, or Gemini's stream as one JSON array of whole answers.
+        streamed = True
+        stream = api.stream()
+        if eventstream.is_event_stream(kind):
+            events, damage = eventstream.json_events(body.data)
+            if damage is not None and body.whole:
+                notes.append(f"the event stream is {damage}")
+        else:
+            events = [as_dict(item) for item in _items(parse_json(body.data))]
+        for event in events:
+            if event:
+                stream.feed(event)
+        whole, ended, error = stream.whole(), stream.ended, stream.error
+        if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
+            notes.append(f"the stream ended without {stream.end_marker}")
     else:
         value = parse_json(body.data)
         whole = as_dict(value)
@@ -126,6 +142,15 @@ def _fed(api: ApiReader, data: bytes) -> Stream:
         if event:
             stream.feed(event)
     return stream
+
+
+def _is_json_array(kind: str, data: bytes) -> bool:
+    """A JSON answer that is an array (Gemini's streamGenerateContent without alt=sse)."""
+    return kind in ("", "application/json") and data.lstrip()[:1] == b"["
+
+
+def _items(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
 
 
 def _outcome_notes(exchange: Exchange) -> list[str]:

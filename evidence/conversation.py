@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.canonicalize.providers import model_in_path, provider_of
 from freezeframe.evidence.answers import Answer, read_answer
 from freezeframe.evidence.apis import api_of
 from freezeframe.evidence.bodies import as_dict, header, json_ready, parse_json, request_body
@@ -34,9 +36,11 @@ class Conversation:
     seq: int
     """The exchange's place in its cassette."""
     provider: str
-    """``openai`` or ``anthropic`` (the API's owner; the host may be another's)."""
+    """Who served it, in OpenTelemetry's words: ``openai``, ``anthropic``, ``aws.bedrock``,
+    ``gcp.gemini``, ``gcp.vertex_ai`` or ``azure.ai.openai``."""
     api: str
-    """``openai.chat-completions``, ``openai.responses`` or ``anthropic.messages``."""
+    """``openai.chat-completions``, ``openai.responses``, ``anthropic.messages``,
+    ``bedrock.converse``, ``bedrock.invoke`` or ``gemini.generate-content``."""
     model: str | None
     """The model asked for; the answer's ``model`` is the one that answered."""
     stream: bool
@@ -89,12 +93,14 @@ def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversa
         notes.append("the request body is not a JSON object")
     prompt = api.read_prompt(fields, memos.setdefault(api.api, MessageMemo()))
     answer, answer_notes = read_answer(api, exchange)
-    asked = prompt.model or _recorded(exchange, "model")
+    path, _, query = exchange.path.partition("?")
+    asked = model_in_path(path) or prompt.model or _recorded(exchange, "model")
     answered = answer.model if answer is not None else None
     beta = header(exchange.request_headers, b"anthropic-beta")
+    served_by = provider_of(api.api, exchange.host, path, parse_qsl(query))
     return Conversation(
         seq=exchange.seq,
-        provider=api.provider,
+        provider=served_by or api.provider,
         api=api.api,
         model=asked,
         stream=prompt.stream or exchange.facts.get("stream") is True,

@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.canonicalize.eventstream import is_event_stream
 from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
+from freezeframe.evidence import gemini
 from freezeframe.evidence.bodies import media_type
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.reframe import reframe
 from freezeframe.evidence.requests import stored_view
-from freezeframe.evidence.restream import NotRestreamable, restream
+from freezeframe.evidence.restream import NotRestreamable
 from freezeframe.storage import Chunk, Edit, Exchange, Header
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 
@@ -56,8 +59,18 @@ class Assignment:
         try:
             parsed = json.loads(value)
         except ValueError as exc:
-            raise EditError(f"--set {text!r}: the value is not JSON ({exc})") from None
+            raise EditError(
+                f"--set {text!r}: the value is not JSON ({exc}){_quoting_hint(path, value)}"
+            ) from None
         return cls(parsed_path, parsed)
+
+
+def _quoting_hint(path: str, value: str) -> str:
+    """``$.status=shipped`` means the string "shipped", which JSON writes in quotes: say so,
+    with the assignment as it should be typed."""
+    if not value.strip() or value.lstrip()[:1] in '{["':
+        return ""
+    return f"; a string needs quotes: '{path}={json.dumps(value.strip())}'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +112,7 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
         if edit.body is not None:
             changes.append(f"body replaced with {edit.source} ({len(edit.body)} bytes)")
             frames = [edit.body]
-        elif media_type(recorded.headers) == "text/event-stream":
+        elif _streamed(media_type(recorded.headers), profile, found.data):
             frames = _set_stream(found.data, profile, edit.sets, where, changes)
         else:
             frames = [_set(found.data, edit.sets, where, changes)]
@@ -127,6 +140,13 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
     return Edit(response, exchange_facts(view, response, profile), tuple(changes))
 
 
+def _streamed(kind: str, api: str, body: bytes) -> bool:
+    """Server-sent events, an AWS event stream, or Gemini's stream as one JSON array."""
+    if kind == "text/event-stream" or is_event_stream(kind):
+        return True
+    return api == gemini.API and body.lstrip().startswith(b"[")
+
+
 def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]) -> bytes:
     try:
         document = json.loads(body)
@@ -140,7 +160,7 @@ def _set_stream(
 ) -> list[bytes]:
     """The frames of a stream whose message had ``sets`` applied."""
     try:
-        found = restream(api, body)
+        found = reframe(api, body)
     except NotRestreamable as exc:
         raise EditError(f"{where}: --set cannot edit this streamed answer: {exc}") from None
     return found.encode(_apply(found.message, sets, where, changes))

@@ -235,8 +235,12 @@ def _id_name(conversation: Conversation) -> str:
     """The field that carries the call's id back, in this API's words."""
     if conversation.api == "openai.responses":
         return "call_id"
-    if conversation.provider == "anthropic":
+    if conversation.api in ("anthropic.messages", "bedrock.invoke"):
         return "tool_use_id"
+    if conversation.api == "bedrock.converse":
+        return "toolUseId"
+    if conversation.api == "gemini.generate-content":
+        return "functionResponse id"
     return "tool_call_id"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from freezeframe.canonicalize import eventstream
 from freezeframe.evidence.inert import inert
 
 BODY_LINES = 40
@@ -124,6 +125,12 @@ def _body(body: dict[str, Any], content_type: str, full: bool) -> Iterator[str]:
         return
     if size == 0:
         yield "body         empty"
+        return
+    if "text" not in body and eventstream.is_event_stream(content_type):
+        events, damage = eventstream.json_events(base64.b64decode(body["base64"]))
+        yield f"body         {size:,} bytes, {len(events):,} events, {content_type}"
+        lines = [json.dumps(event, ensure_ascii=False) for event in events]
+        yield from _clipped("\n".join(lines + ([f"({damage})"] if damage else [])), full)
         return
     if "text" not in body:
         yield f"body         {size:,} bytes, not text" + ("" if full else " (--full: hex)")

@@ -19,7 +19,6 @@ from freezeframe.exchange_formats.bundle import (
 from freezeframe.exchange_formats.captured import Keeper
 from freezeframe.exchange_formats.dataset import export_dataset
 from freezeframe.exchange_formats.errors import FormatError
-from freezeframe.exchange_formats.flows import read_flows
 from freezeframe.exchange_formats.har import export_har, read_har
 from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
 from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
@@ -131,6 +130,10 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
     if start.startswith(b"{"):
         return Opened("har", name, read_har(path, keeper(name), notes), None, notes)
     if start[:1].isdigit():
+        # mitmproxy reads its own flow files; the other formats never import it, so that
+        # export and import of freezeframe's formats start at once.
+        from freezeframe.exchange_formats.flows import read_flows
+
         return Opened("flows", name, read_flows(path, keeper(name), notes), None, notes)
     raise FormatError(
         path, "start", "not a file freezeframe imports (jsonl, bundle, HAR, mitmproxy flows)"

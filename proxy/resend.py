@@ -19,13 +19,19 @@ from dataclasses import dataclass
 
 import httpx
 
-from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from freezeframe.canonicalize import (
+    SCHEME_VERSION,
+    KeyConfig,
+    RequestView,
+    canonicalize,
+    eventstream,
+)
 from freezeframe.canonicalize.diff import json_differences
 from freezeframe.canonicalize.drift import digests
 from freezeframe.canonicalize.jsonbody import encode_json_utf8
 from freezeframe.evidence.answers import reassembled
 from freezeframe.evidence.apis import ApiReader, api_of
-from freezeframe.evidence.bodies import media_type
+from freezeframe.evidence.bodies import json_text, media_type
 from freezeframe.evidence.editing import Assignment, EditError
 from freezeframe.evidence.facts import exchange_facts
 from freezeframe.storage import (
@@ -229,11 +235,30 @@ def _differences(
     found: list[tuple[str, str, str]] = []
     if recorded.status != new.status:
         found.append(("status", str(recorded.status), str(new.status)))
-    old_body = decode_body(recorded.body, recorded.headers).data
-    new_body = decode_body(new.body, new.headers).data
+    old_body, new_body = _comparable(recorded), _comparable(new)
     streamed = media_type(recorded.headers) == media_type(new.headers) == "text/event-stream"
     if api is not None and streamed:
         old_body = encode_json_utf8(reassembled(api, old_body))
         new_body = encode_json_utf8(reassembled(api, new_body))
-    found += [(d.path, d.recorded, d.live) for d in json_differences(new_body, old_body)]
+    found += [
+        (d.path, d.recorded, d.live)
+        for d in json_differences(new_body, old_body)
+        if not d.path.endswith(VOLATILE_ANSWER_FIELDS)
+    ]
     return tuple(found)
+
+
+VOLATILE_ANSWER_FIELDS = (".responseId",)
+"""Answer fields new on every call whatever was asked (Gemini's ``responseId``): a resent
+answer differs in them always, which says nothing about the answer."""
+
+
+def _comparable(response: RecordedResponse) -> bytes:
+    """The decoded body; an AWS event stream as the JSON list of its events (as boto3 reads
+    them, Bedrock's random padding left out), so a difference names the event that changed."""
+    body = decode_body(response.body, response.headers).data
+    content_type = b", ".join(v for n, v in response.headers if n.lower() == b"content-type")
+    if eventstream.is_event_stream(content_type.decode("latin-1")):
+        events, _ = eventstream.json_events(body)
+        return json_text(events).encode()
+    return body

@@ -13,15 +13,19 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urlsplit
 
-from cryptography import x509
-
 from freezeframe.addons.state import RECORDED_PACE, Mode, parse_pace
-from freezeframe.canonicalize import Route
-from freezeframe.evidence.perturb import Perturbation, parse_spec
-from freezeframe.proxy.keys import key_config, rules_path
 from freezeframe.storage.names import validate_cassette_name
+
+if TYPE_CHECKING:
+    from freezeframe.canonicalize import Route
+    from freezeframe.evidence.perturb import Perturbation
+
+# The command line reads the defaults and Address from here for every command, `--help`
+# too; the validators that need cryptography, the key rules or the perturbation grammar
+# import them when they run, so that reading a store never pays for them.
 
 DEFAULT_DATA_DIR = "./.freezeframe"
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -225,6 +229,8 @@ def parse_live(value: str) -> Route:
         raise ValueError(
             f"--live {value!r}: expected HOST[:PORT][/PATH-GLOB], e.g. api.openai.com/v1/*"
         )
+    from freezeframe.canonicalize import Route
+
     return Route(
         number=0,
         host=host.lower(),
@@ -320,6 +326,8 @@ def check_certificates(path: Path, what: str) -> None:
         data = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+    from cryptography import x509
+
     try:
         with warnings.catch_warnings():  # cryptography's notes on odd but usable certificates
             warnings.simplefilter("ignore")
@@ -363,6 +371,9 @@ def build(
     admin_hosts: tuple[str, ...] = (),
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
+    from freezeframe.evidence.perturb import parse_spec
+    from freezeframe.proxy.keys import key_config, rules_path
+
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
     if ca is not None:
         check_certificates(ca, "upstream CA")

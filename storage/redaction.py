@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
 import blake3
@@ -21,19 +22,33 @@ import re2
 
 Header = tuple[bytes, bytes]
 
-#: Headers that carry credentials or session state (the contract's list).
+#: Headers that carry credentials or session state (the contract's list). ``Authorization``
+#: covers SigV4 (the access key id sits in its ``Credential=``) and OAuth bearer tokens; AWS
+#: sends the session token of temporary credentials apart, and Gemini its API key.
 SECRET_HEADERS: frozenset[str] = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+    | {"x-amz-security-token", "x-goog-api-key"}
 )
 
 #: Query parameters that APIs use for keys when a header is not an option (Google's
-#: ``key=``, many tools' ``api_key=`` / ``access_token=``).
-SECRET_QUERY: frozenset[str] = frozenset({"key", "api_key", "apikey", "api-key", "access_token"})
+#: ``key=``, many tools' ``api_key=`` / ``access_token=``, and a presigned AWS URL's session
+#: token and credential scope, which names the access key id).
+SECRET_QUERY: frozenset[str] = frozenset(
+    {"key", "api_key", "apikey", "api-key", "access_token"}
+    | {"x-amz-security-token", "x-amz-credential"}
+)
 
 #: Key shapes that must not survive in a body either, e.g. an agent that echoes its
 #: configuration into a tool call. OpenAI (``sk-``, ``sk-proj-``) and Anthropic
 #: (``sk-ant-``) keys; long enough not to hit ordinary prose.
-DEFAULT_BODY_PATTERNS: tuple[str, ...] = (r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",)
+#: A pattern with a group replaces the group alone, so the field that holds a secret stays
+#: readable (and its document well-formed): AWS's temporary credentials as STS (XML),
+#: IAM Identity Center's GetRoleCredentials and instance metadata (JSON) hand them out.
+DEFAULT_BODY_PATTERNS: tuple[str, ...] = (
+    r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",
+    r'"(?:SecretAccessKey|secretAccessKey|SessionToken|sessionToken|Token)"\s*:\s*"([^"]{8,})"',
+    r"<(?:SecretAccessKey|SessionToken)>([^<]{8,})</",
+)
 
 # User patterns run on every body recorded, so on RE2, which matches in time linear in the
 # body whatever the pattern: a backtracking one could hold the proxy on one body for minutes.
@@ -44,6 +59,8 @@ _BYTES.encoding = re2.Options.Encoding.LATIN1
 _TEXT = re2.Options()
 _TEXT.log_errors = False
 _AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.DOTALL)
+_SIGV4_CREDENTIAL = re.compile(rb"^AWS4-[A-Z0-9-]+ +Credential=([A-Za-z0-9]+)/")
+"""SigV4's Authorization: Credential=<access key id>/<date>/<region>/<service>/aws4_request."""
 _MARKER_PREFIX = b"[redacted:"
 KEY_BYTES = 32
 #: Shorter values are too likely to occur by chance in an answer to be scrubbed from it.
@@ -122,7 +139,7 @@ class Redactor:
         """
         data = self._scrub(data, known)
         for pattern in self._patterns:
-            data = pattern.sub(lambda m: self._fitted_marker(m.group(0)), data)
+            data = pattern.sub(lambda m: _in_group(m, self._fitted_marker), data)
         return data
 
     def secret_values(self, fields: Sequence[Header], target: str) -> tuple[bytes, ...]:
@@ -135,6 +152,11 @@ class Redactor:
             match = _AUTH_SCHEME.match(value)
             if match:
                 found.add(match.group(2))
+            credential = _SIGV4_CREDENTIAL.search(value)
+            if credential:
+                # SigV4: its access key id; the rest (signed header names) is no secret.
+                found.add(credential.group(1))
+                continue
             for part in value.split(b";"):
                 found.add(part.partition(b"=")[2].strip())
         _, _, query = target.partition("?")
@@ -152,7 +174,8 @@ class Redactor:
         room = len(secret) - len(b"[r:]")
         if room < 4:
             return b"*" * len(secret)
-        return b"[r:" + self.fingerprint(secret)[:room].encode() + b"]"
+        short = self.fingerprint(secret)[:room].encode()
+        return b"[r:" + short + b"]" + b"*" * (room - len(short))
 
     def text(self, value: str) -> str:
         """For log lines and error messages, which never see raw bytes.
@@ -164,11 +187,13 @@ class Redactor:
         """
         try:
             for pattern in self._text_patterns:
-                value = pattern.sub(lambda m: self.marker(m.group(0).encode()).decode(), value)
+                value = pattern.sub(
+                    lambda m: _in_group(m, lambda t: self.marker(t.encode()).decode()), value
+                )
         except UnicodeEncodeError:
             data = value.encode("utf-8", "surrogatepass")
             for on_bytes in self._patterns:
-                data = on_bytes.sub(lambda m: self.marker(m.group(0)), data)
+                data = on_bytes.sub(lambda m: _in_group(m, self.marker), data)
             try:
                 return data.decode("utf-8", "surrogatepass")
             except UnicodeDecodeError:
@@ -188,6 +213,15 @@ class Redactor:
             for name, value in pairs
         ]
         return self.text(base + "?" + urlencode(redacted, quote_via=quote, safe="[]:"))
+
+
+def _in_group[T: (bytes, str)](match: Any, replace: Callable[[T], T]) -> T:
+    """The match with its secret replaced: group 1 where the pattern has one, else all."""
+    whole: T = match.group(0)
+    if not match.re.groups or match.group(1) is None:
+        return replace(whole)
+    start, end = match.start(1) - match.start(0), match.end(1) - match.start(0)
+    return whole[:start] + replace(match.group(1)) + whole[end:]
 
 
 def load_or_create_key(path: Path) -> bytes:

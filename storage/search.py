@@ -9,13 +9,15 @@ binary body not at all. Values are deduplicated by the store, so an agent's conv
 every request repeats, costs its new messages only. What the exchange says about itself (URL,
 models, ids, run context, error) is indexed as metadata.
 
-Nothing here knows a provider: the shapes are JSON and SSE, nothing more.
+Nothing here knows a provider: the shapes are JSON, SSE, a stream sent as one JSON array,
+and AWS event streams (whose payloads are JSON), nothing more.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -111,6 +113,9 @@ def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
     decoded = decode_body(body, headers, MAX_BODY).data  # what decodes, cut or capped
     if not decoded:
         return
+    if _is_media(headers, b"application/vnd.amazon.eventstream"):
+        yield from _joined(_event_stream_payloads(decoded))
+        return
     try:
         text = decoded.decode("utf-8")
     except UnicodeDecodeError:
@@ -123,14 +128,70 @@ def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
     except ValueError:
         yield text
         return
+    if isinstance(document, list) and document and all(isinstance(i, dict) for i in document):
+        # A stream sent as one JSON array (Gemini's without alt=sse): pieces joined by path.
+        yield from _joined(document)
+        return
     yield from _leaves(document)
 
 
 def _is_event_stream(headers: Sequence[Header]) -> bool:
+    return _is_media(headers, b"text/event-stream")
+
+
+def _is_media(headers: Sequence[Header], media_type: bytes) -> bool:
     return any(
-        name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+        name.lower() == b"content-type" and value.lower().startswith(media_type)
         for name, value in headers
     )
+
+
+_PADDING = "p"
+"""Bedrock's random padding field in each event: noise, never indexed."""
+
+
+def _event_stream_payloads(data: bytes) -> Iterator[object]:
+    """The JSON payloads of an AWS event stream (Bedrock's streamed answers), a ``chunk``'s
+    base64 ``bytes`` decoded to the model's own event, padding left out.
+
+    Only the framing lengths are read (total, headers; canonicalize.eventstream is the full
+    codec, and storage may not import it): a message whose lengths do not fit ends the walk.
+    """
+    at = 0
+    while at + 16 <= len(data):
+        total = int.from_bytes(data[at : at + 4], "big")
+        headers = int.from_bytes(data[at + 4 : at + 8], "big")
+        if total < 16 + headers or at + total > len(data):
+            return
+        payload = data[at + 12 + headers : at + total - 4]
+        at += total
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        value.pop(_PADDING, None)
+        chunk = value.get("bytes")
+        if isinstance(chunk, str):
+            try:
+                value = json.loads(base64.b64decode(chunk, validate=True))
+            except ValueError:
+                continue
+        yield value
+
+
+def _joined(events: Iterable[object]) -> Iterator[str]:
+    """The leaves of a stream's events, the strings at one path joined in event order."""
+    joined: dict[str, list[str]] = {}
+    for event in events:
+        for path, leaf, is_string in _paths(event):
+            if is_string:
+                joined.setdefault(path, []).append(leaf)
+            else:
+                yield leaf
+    for pieces in joined.values():
+        yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
 
 
 def _leaves(value: object) -> Iterator[str]:

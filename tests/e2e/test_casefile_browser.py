@@ -7,7 +7,7 @@ the case file while the tests read it the way a person would: the step tree, the
 429, the stream chart, search, misses arriving during a replay, hostile recorded text,
 fork and edit from the browser, and a page on another origin that tries to post to it.
 
-Set ``FREEZEFRAME_DOCS_SCREENSHOTS=1`` to also write the README's screenshots to ``docs/``.
+Set ``FREEZEFRAME_DOCS_SCREENSHOTS=1`` to also write docs/casefile.md's screenshots to ``docs/``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -108,3 +109,67 @@ def test_text_with_lone_surrogates_is_redacted_not_raised_on() -> None:
     assert shown == f"/files/\udcff?t={marker}"
     assert redactor.text("/a\ud800b") == "/a\ud800b"
     assert secret not in redactor.text(f"\ud800{secret}")
+
+
+SIGV4 = (
+    b"AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEACCESSKEY/20260101/us-east-1/bedrock/aws4_request, "
+    b"SignedHeaders=host;x-amz-date;x-amz-security-token, Signature=" + b"ab" * 32
+)
+
+
+def test_cloud_provider_credentials_are_redacted() -> None:
+    """Issue 23: AWS's session token and SigV4 access key id, Gemini's API key (header or
+    ``key=``), an OAuth bearer token; each echoed back in an answer is scrubbed too."""
+    redactor = Redactor(KEY)
+    fields = (
+        (b"Authorization", SIGV4),
+        (b"X-Amz-Security-Token", b"IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKEN"),
+        (b"x-goog-api-key", b"AIzaSyEXAMPLEGEMINIKEY0123456789"),
+        (b"X-Amz-Date", b"20260101T000000Z"),
+    )
+    redacted = dict(redactor.headers(fields))
+    assert redacted[b"Authorization"].startswith(b"AWS4-HMAC-SHA256 [redacted:")
+    for name in (b"X-Amz-Security-Token", b"x-goog-api-key"):
+        assert redacted[name].startswith(b"[redacted:")
+    assert redacted[b"X-Amz-Date"] == b"20260101T000000Z"
+    target = "/v1beta/models/gemini-2.0-flash:generateContent?key=AIzaSyQUERYKEY0123456789"
+    assert "AIzaSyQUERYKEY" not in redactor.target(target)
+    presigned = (
+        "/x?X-Amz-Credential=ASIAEXAMPLEACCESSKEY%2F20260101&X-Amz-Security-Token=tok12345678"
+    )
+    assert "ASIAEXAMPLE" not in redactor.target(presigned) and "tok12345678" not in redactor.target(
+        presigned
+    )
+    known = redactor.secret_values(fields, target)
+    answer = (
+        b'{"message": "key ASIAEXAMPLEACCESSKEY, token IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKEN, '
+        b'gemini AIzaSyEXAMPLEGEMINIKEY0123456789 AIzaSyQUERYKEY0123456789"}'
+    )
+    scrubbed = redactor.body(answer, known)
+    for secret in (b"ASIAEXAMPLE", b"IQoJb3J", b"AIzaSyEXAMPLE", b"AIzaSyQUERY"):
+        assert secret not in scrubbed
+    assert len(scrubbed) == len(answer)
+
+
+def test_aws_temporary_credentials_in_answers_are_redacted_in_place() -> None:
+    """STS (XML) and instance metadata (JSON) answers keep their shape: only the secret
+    access key and session token become markers, so an SDK still reads the document."""
+    redactor = Redactor(KEY)
+    imds = (
+        b'{"AccessKeyId": "ASIAIMDS", "SecretAccessKey": "wJalrXUtnFEMIK7MDENG", '
+        b'"Token": "IQoJb3JpZ2luX2VjTOKEN"}'
+    )
+    sts = (
+        b"<SecretAccessKey>wJalrXUtnFEMIK7MDENG</SecretAccessKey>"
+        b"<SessionToken>IQoJb3JpZ2luX2VjTOKEN</SessionToken>"
+    )
+    sso = (
+        b'{"roleCredentials": {"accessKeyId": "ASIASSO", "secretAccessKey": '
+        b'"wJalrXUtnFEMIK7MDENG", "sessionToken": "IQoJb3JpZ2luX2VjTOKEN", "expiration": 1}}'
+    )
+    for body in (imds, sts, sso):
+        scrubbed = redactor.body(body)
+        assert b"wJalrXUtnFEMIK7MDENG" not in scrubbed and b"IQoJb3JpZ2luX2VjTOKEN" not in scrubbed
+        assert len(scrubbed) == len(body)
+    assert json.loads(redactor.body(imds))["AccessKeyId"] == "ASIAIMDS"
+    assert redactor.body(sts).startswith(b"<SecretAccessKey>[r:")
