@@ -319,6 +319,16 @@ _RUN_OPTIONS = [
         type=_Separated(","),
     ),
     _setting(
+        "--admin-trusted-proxy",
+        "A reverse proxy (address or CIDR) in front of the admin port whose X-Forwarded-For "
+        "is believed; from anyone else it is ignored (repeatable; env: comma-separated).",
+        "admin_trusted_proxies",
+        envvar="FREEZEFRAME_ADMIN_TRUSTED_PROXIES",
+        multiple=True,
+        metavar="ADDR",
+        type=_Separated(","),
+    ),
+    _setting(
         "--upstream-ca",
         "Extra CA (PEM) trusted for upstream servers, on top of the system's.",
         metavar="FILE",
@@ -1335,11 +1345,11 @@ def import_(
         validate_cassette_name(source.cassette)
     except InvalidCassetteName as exc:
         raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
+    made = False
     try:
         opened = open_store(url, create=False)
     except StoreNotFound:
-        opened = open_store(url)
-        _note(f"made a new store at {opened.location}")
+        opened, made = open_store(url), True
     try:
         with _progress(f"importing {file.name}", source.total) as advance:
             imported = opened.import_cassette(
@@ -1347,6 +1357,8 @@ def import_(
             )
     finally:
         opened.close()
+    if made:  # said once the import held: a refused file's error stays the one line
+        _note(f"made a new store at {opened.location}")
     _say(
         f"{imported.cassette}: imported {imported.exchanges} exchanges from {file} "
         f"({source.format}), chain head {imported.head}"

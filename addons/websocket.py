@@ -13,7 +13,6 @@ may carry its token in a message, and the server may echo it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from mitmproxy import http
 from wsproto.utilities import generate_accept_token
 
 from freezeframe.canonicalize import DEFAULT_VOLATILE_FIELDS
-from freezeframe.storage import Header, Outcome, RecordedResponse
+from freezeframe.storage import Header, Outcome, RecordedResponse, boundedjson
 from freezeframe.storage.records import Message
 from freezeframe.storage.redaction import Redactor
 
@@ -131,7 +130,7 @@ def same_message(
 
 def _comparable(data: bytes) -> Any:
     try:
-        value = json.loads(data)
+        value = boundedjson.loads(data)
     except ValueError:
         return None
     if isinstance(value, dict):

@@ -29,7 +29,7 @@ from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.reframe import reframe
 from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.restream import NotRestreamable
-from freezeframe.storage import Chunk, Edit, Exchange, Header
+from freezeframe.storage import Chunk, Edit, Exchange, Header, boundedjson
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 SHOWN = 60
@@ -57,7 +57,7 @@ class Assignment:
         except BadPath as exc:
             raise EditError(f"--set {text!r}: {exc}") from None
         try:
-            parsed = json.loads(value)
+            parsed = boundedjson.loads(value)
         except ValueError as exc:
             raise EditError(
                 f"--set {text!r}: the value is not JSON ({exc}){_quoting_hint(path, value)}"
@@ -149,7 +149,7 @@ def _streamed(kind: str, api: str, body: bytes) -> bool:
 
 def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]) -> bytes:
     try:
-        document = json.loads(body)
+        document = boundedjson.loads(body)
     except ValueError:
         raise EditError(f"{where}: --set edits a JSON answer, and this one is not JSON") from None
     return json.dumps(_apply(document, sets, where, changes), ensure_ascii=False).encode()

@@ -27,6 +27,7 @@ from freezeframe.canonicalize import sse_events
 from freezeframe.evidence import anthropic_messages, openai_chat, openai_responses
 from freezeframe.evidence.apis import READERS
 from freezeframe.evidence.streams import Stream
+from freezeframe.storage import boundedjson
 
 _DONE = b"[DONE]"
 KINDS = {
@@ -90,7 +91,7 @@ def _events(body: bytes) -> tuple[list[Event], bool]:
             done = True
             continue
         try:
-            value = json.loads(data)
+            value = boundedjson.loads(data)
         except ValueError:
             if at == len(found) - 1:
                 break
@@ -248,7 +249,7 @@ def _input(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value) if value else {}
+        return boundedjson.loads(value) if value else {}
     except ValueError:
         raise NotRestreamable(f"a tool_use input is not JSON: {value[:60]!r}") from None
 

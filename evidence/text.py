@@ -17,6 +17,7 @@ from typing import Any
 
 from freezeframe.canonicalize import eventstream
 from freezeframe.evidence.inert import inert
+from freezeframe.storage import boundedjson
 
 BODY_LINES = 40
 BODY_CHARS = 6000
@@ -140,7 +141,7 @@ def _body(body: dict[str, Any], content_type: str, full: bool) -> Iterator[str]:
     text = body["text"]
     if "json" in content_type.lower():
         try:
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            text = json.dumps(boundedjson.loads(text), indent=2, ensure_ascii=False)
         except ValueError:
             pass
     kind = f", {content_type}" if content_type else ""

@@ -24,6 +24,7 @@ from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, read_json
 from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
 from freezeframe.exchange_formats.signing import keygen, load_private
 from freezeframe.storage import ForkOrigin, Imported, Store
+from freezeframe.storage.filemode import open_private
 
 __all__ = [
     "BundleReport",
@@ -61,7 +62,7 @@ def export_cassette(
     store.exchanges(cassette)  # CassetteNotFound before any file is made
     partial = path.with_name(f".{path.name}.partial")
     try:
-        with open(partial, "wb") as out:
+        with open_private(partial) as out:
             written: BundleReport | int
             if format == "bundle":
                 written = export_bundle(store, cassette, out, private, rules, progress)

@@ -29,7 +29,7 @@ from freezeframe.exchange_formats.portable import (
     ref_document,
 )
 from freezeframe.exchange_formats.streaming import Streamed
-from freezeframe.storage import BlobRef, Exchange, ForkOrigin, Imported, Store
+from freezeframe.storage import BlobRef, Exchange, ForkOrigin, Imported, Store, boundedjson
 
 FORMAT = "freezeframe.jsonl"
 
@@ -94,7 +94,7 @@ def read_jsonl(
 
 def _header(path: Path, line: bytes) -> tuple[str, ForkOrigin | None]:
     try:
-        document = json.loads(line)
+        document = boundedjson.loads(line)
     except ValueError:
         raise FormatError(path, "line 1", "not a freezeframe jsonl header") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -148,7 +148,7 @@ def read_line(
     if not line.endswith(b"\n"):
         raise FormatError(path, where, "the line is cut off (the file is truncated)")
     try:
-        document = json.loads(line)
+        document = boundedjson.loads(line)
     except ValueError as exc:
         raise FormatError(path, where, f"not JSON: {exc}") from None
 

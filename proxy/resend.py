@@ -43,6 +43,7 @@ from freezeframe.storage import (
     Outcome,
     RecordedResponse,
     Store,
+    boundedjson,
 )
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 from freezeframe.storage.redaction import Redactor
@@ -179,7 +180,7 @@ def _request(
     if sets:
         found = decode_body(body, exchange.request_headers)
         try:
-            document = json.loads(found.data if found.whole else b"")
+            document = boundedjson.loads(found.data if found.whole else b"")
         except ValueError:
             raise EditError(f"{where}: --set edits a JSON request, and this one is not") from None
         for assignment in sets:

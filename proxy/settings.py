@@ -203,6 +203,10 @@ class Settings:
     admin_hosts: tuple[str, ...] = ()
     """``--admin-host``: more names the admin port answers to (``Host``), beside its address
     and the loopback names."""
+    admin_trusted_proxies: tuple[str, ...] = ()
+    """``--admin-trusted-proxy``: addresses (or networks) of reverse proxies in front of the
+    admin port whose ``X-Forwarded-For`` names the client; from anyone else it is ignored,
+    so a guesser cannot pick a new address for every wrong token."""
 
     @property
     def store_url(self) -> str:
@@ -319,6 +323,19 @@ def check_admin_host(value: str) -> str:
     return f"[{bare}]" if address.version == 6 else bare
 
 
+def check_trusted_proxy(value: str) -> str:
+    """``--admin-trusted-proxy ADDR``: an IP address or network (CIDR), as uvicorn's
+    ``forwarded_allow_ips`` takes it; ``*`` is refused, since it trusts every client."""
+    text = value.strip()
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise ValueError(
+            f"--admin-trusted-proxy {value!r}: expected an IP address or network of the "
+            "reverse proxy in front of the admin port, e.g. 10.0.0.7 or 10.0.0.0/24"
+        ) from None
+
+
 def check_certificates(path: Path, what: str) -> None:
     """Refuse a file that is not one or more PEM certificates, naming it and what is wrong:
     mitmproxy would otherwise start and fail every upstream handshake later."""
@@ -369,6 +386,7 @@ def build(
     seed: str | None = None,
     admin_token: str | None = None,
     admin_hosts: tuple[str, ...] = (),
+    admin_trusted_proxies: tuple[str, ...] = (),
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
     from freezeframe.evidence.perturb import parse_spec
@@ -419,4 +437,7 @@ def build(
         seed=_seed(seed) if seed else None,
         admin_token=check_admin_token(admin_token, admin_address),
         admin_hosts=tuple(check_admin_host(name) for name in admin_hosts if name.strip()),
+        admin_trusted_proxies=tuple(
+            check_trusted_proxy(value) for value in admin_trusted_proxies if value.strip()
+        ),
     )

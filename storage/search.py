@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from freezeframe.storage import boundedjson
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
 
@@ -124,7 +125,7 @@ def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
         yield from _stream_values(text)
         return
     try:
-        document = json.loads(text)
+        document = boundedjson.loads(text)
     except ValueError:
         yield text
         return
@@ -219,7 +220,7 @@ def _stream_values(text: str) -> Iterator[str]:
             continue
         data = line[5:].strip()
         try:
-            event = json.loads(data)
+            event = boundedjson.loads(data)
         except ValueError:
             if data and data != "[DONE]":
                 yield data

@@ -34,7 +34,7 @@ from freezeframe.evidence import (
     summary_document,
 )
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
-from freezeframe.proxy.admin.access import AdminAccess, Sessions, login_routes
+from freezeframe.proxy.admin.access import AdminAccess, LoginAttempts, Sessions, login_routes
 from freezeframe.proxy.admin.casefile import casefile_routes, templates
 from freezeframe.proxy.admin.guard import (
     CSRF_FIELD,
@@ -115,6 +115,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
     data_dir = settings.data_dir.absolute()
     hosts = allowed_hosts(settings.admin, settings.admin_hosts)
     sessions = Sessions()
+    attempts = LoginAttempts()
+    """Wrong tokens, from the form and bearer headers alike, counted together."""
     pages = templates()
     config = key_config(settings.rules)
     about = {
@@ -333,7 +335,13 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
     return Starlette(
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(AdminAccess, hosts=hosts, token=settings.admin_token, sessions=sessions),
+            Middleware(
+                AdminAccess,
+                hosts=hosts,
+                token=settings.admin_token,
+                sessions=sessions,
+                attempts=attempts,
+            ),
         ],
         routes=[
             Route("/", index),
@@ -351,7 +359,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/api/search", search),
             Route("/api/cassettes/{name}/fork", fork, methods=["POST"]),
             Route("/api/cassettes/{name}/{seq:int}/edit", edit, methods=["POST"]),
-            *login_routes(settings.admin_token, sessions, hosts, pages),
+            *login_routes(settings.admin_token, sessions, hosts, pages, attempts),
             *casefile_routes(store, state, config),
         ],
     )
