@@ -1799,8 +1799,13 @@ def resend(
 @click.argument("b")
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option(
+    "--strict", is_flag=True, help="Compare the ids a model makes up byte for byte, not by role."
+)
 @_debug_option
-def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -> None:
+def diff_runs(
+    a: str, b: str, data_dir: str, store: str | None, as_json: bool, strict: bool
+) -> None:
     """Compare two runs step by step; exit 0 when they are equivalent, 1 when they differ.
 
     A and B are cassettes, or CASSETTE@RUN_ID for the exchanges of one run. Model calls
@@ -1808,6 +1813,9 @@ def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -
     differing JSON paths, the answer's differences (text, tool calls chosen, finish reason;
     a tool's status and body) and, apart, what does not change behaviour (model snapshot,
     system_fingerprint, usage, timing). The first step where they diverge is named.
+    Ids the model makes up each call (chatcmpl-, call_ and the tool_call_id echoing it,
+    resp_, msg_, toolu_) count by their role, so a faithful re-run is equivalent; --strict
+    compares them byte for byte.
 
     \b
     Example:
@@ -1818,7 +1826,7 @@ def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -
 
     opened = _open(data_dir, store)
     try:
-        compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b))
+        compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b), strict=strict)
     finally:
         opened.close()
     if as_json:

@@ -268,7 +268,7 @@ class Reenactor:
             await writer.drain()
         await writer.drain()
         exchange = staged.exchange
-        if exchange.outcome is Outcome.COMPLETE:
+        if exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED):
             if chunked:
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()

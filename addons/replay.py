@@ -31,7 +31,7 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, 
 from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
-from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest
+from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
 from freezeframe.canonicalize.drift import drifted
 from freezeframe.evidence.perturb import Perturbed, Perturber
 from freezeframe.evidence.perturb import Request as PerturbedRequest
@@ -286,6 +286,8 @@ class Replay:
         if perturbed is not None and perturbed.pace != 1.0:
             pace = (pace or 1.0) * perturbed.pace
         recorded, rewritten = self._answer_as(flow, exchange, recorded)
+        if exchange.outcome is Outcome.CLIENT_CLOSED:
+            recorded = _ended_where_read(recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
             headers, rewrites = instant_rewrites(headers)
@@ -367,7 +369,8 @@ class Replay:
             return False  # a WebSocket's conversation is re-enacted (addons.wsreenact)
         in_memory = staged.response.body_ref is None
         paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
-        return staged.exchange.outcome is Outcome.COMPLETE and in_memory and not paced
+        served_whole = staged.exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED)
+        return served_whole and in_memory and not paced
 
     def _answer_as(
         self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse
@@ -436,10 +439,12 @@ class Replay:
                 )
                 if near:
                     first = near[0]
-                    paths = ", ".join(d.path for d in first.differences[:5]) or "nothing"
-                    message += f"; nearest is #{first.seq} {first.request}, differing at {paths}"
+                    differing = said(first.differences)
+                    message += (
+                        f"; nearest is #{first.seq} {first.request}, differing at {differing}"
+                    )
                 else:
-                    message += "; the cassette has no recordings to compare with"
+                    message += "; the cassette has no recording of this endpoint to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
         self._state.journal.add(
             "miss",
@@ -493,6 +498,19 @@ class Replay:
             )
             for candidate, diffs in ranked
         )
+
+
+def _ended_where_read(recorded: RecordedResponse) -> RecordedResponse:
+    """An answer the client closed early, framed to end where it was read: a Content-Length
+    the upstream sent for the whole would leave a client that reads on waiting forever."""
+    if recorded.body_ref is not None:
+        return recorded
+    length = str(len(recorded.body)).encode()
+    headers = tuple(
+        (name, length) if name.lower() == b"content-length" else (name, value)
+        for name, value in recorded.headers
+    )
+    return dataclasses.replace(recorded, headers=headers)
 
 
 def _near_document(near: Nearest) -> dict[str, Any]:

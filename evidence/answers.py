@@ -21,7 +21,7 @@ from freezeframe.evidence.apis import ApiReader
 from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
 from freezeframe.evidence.messages import ToolCall
 from freezeframe.evidence.parts import Part
-from freezeframe.evidence.streams import error_text
+from freezeframe.evidence.streams import Stream, error_text
 from freezeframe.storage import Exchange, Outcome
 
 _SSE_START = (b"data:", b"event:", b":")
@@ -73,14 +73,7 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
         not kind and body.data.lstrip().startswith(_SSE_START)
     )
     if streamed:
-        stream = api.stream()
-        for _, data in sse_events(body.data):
-            if data.strip() == _DONE:
-                stream.done()
-                continue
-            event = as_dict(parse_json(data))
-            if event:
-                stream.feed(event)
+        stream = _fed(api, body.data)
         whole, ended, error = stream.whole(), stream.ended, stream.error
         if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
             notes.append(f"the stream ended without {stream.end_marker}")
@@ -132,6 +125,25 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     return answer, tuple(notes)
 
 
+def reassembled(api: ApiReader, data: bytes) -> dict[str, JsonValue]:
+    """A streamed answer (its SSE bytes) as the whole answer the provider would have sent
+    unstreamed: what ``resend`` compares, so that a stream's chunking, ids and timing are
+    not reported as a difference in what the model said."""
+    return _fed(api, data).whole()
+
+
+def _fed(api: ApiReader, data: bytes) -> Stream:
+    stream = api.stream()
+    for _, event_data in sse_events(data):
+        if event_data.strip() == _DONE:
+            stream.done()
+            continue
+        event = as_dict(parse_json(event_data))
+        if event:
+            stream.feed(event)
+    return stream
+
+
 def _is_json_array(kind: str, data: bytes) -> bool:
     """A JSON answer that is an array (Gemini's streamGenerateContent without alt=sse)."""
     return kind in ("", "application/json") and data.lstrip()[:1] == b"["
@@ -148,6 +160,8 @@ def _outcome_notes(exchange: Exchange) -> list[str]:
         return [f"the connection ended before the answer did{why}"]
     if exchange.outcome is Outcome.INCOMPLETE:
         return [f"the proxy stopped while the answer was arriving{why}"]
+    if exchange.outcome is Outcome.CLIENT_CLOSED:
+        return ["the client closed the connection once it had read what it wanted"]
     return []
 
 

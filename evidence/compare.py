@@ -13,27 +13,30 @@ not change behaviour (model snapshot, ``system_fingerprint``, usage, timing). Th
 *diverge* at the first step whose request or answer differs in what it says, or that one run
 has and the other has not; metadata alone never makes runs differ.
 
-Ids a server minted differ between runs though nothing else does: an OpenAI Responses answer
-has a new ``resp_…`` id when the step ran live, and the later requests of that run name it.
-The ids of model steps aligned with each other are paired (evidence.response_ids), each
-pair is shown in the metadata (``response id``, ``output[i] id``), and a request that differs
-only in naming the paired ids does not diverge; its mapped paths are listed in the metadata
-too, so the reader sees which ids stood for which.
+The ids a model makes up on every call (``chatcmpl-…``, ``call_…`` and the ``tool_call_id``
+that echoes it, ``resp_…``, ``msg_…``, ``toolu_…``) are compared by their role
+(evidence.model_ids): a faithful re-run, whose ids map one to one onto the recording's, is
+equivalent, and the ids that differ are listed with the metadata. ``strict`` compares them
+byte for byte instead, as answer differences. The ids of model steps aligned with each other
+are also paired (evidence.response_ids), so an OpenAI Responses step that ran live shows
+which ``resp_…`` and item ids stood for the recorded ones (``response id``, ``output[i]
+id``), and a tool call whose path names such an id aligns with the recorded one.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from freezeframe.canonicalize.diff import differences, json_differences
 from freezeframe.evidence.bodies import media_type, response_body
+from freezeframe.evidence.model_ids import IdRoles, minted_ids
 from freezeframe.evidence.response_ids import IdMap, Minted, answer_ids, pair_ids
 from freezeframe.evidence.steps import MODEL, Step, agent_steps
-from freezeframe.storage import Exchange, ExchangeFilter, Store
+from freezeframe.storage import Exchange, ExchangeFilter, Outcome, Store
 from freezeframe.storage.names import validate_cassette_name
 
 SHOWN = 120
@@ -85,9 +88,18 @@ class RunDiff:
         return self.first_divergence is None
 
 
-def compare_runs(a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Exchange]) -> RunDiff:
-    """Align the runs ``a`` and ``b`` (their exchanges, in recorded order) step by step."""
+def compare_runs(
+    a_name: str,
+    a: Sequence[Exchange],
+    b_name: str,
+    b: Sequence[Exchange],
+    *,
+    strict: bool = False,
+) -> RunDiff:
+    """Align the runs ``a`` and ``b`` (their exchanges, in recorded order) step by step;
+    model-made ids are read by their role unless ``strict``."""
     a_steps, b_steps = agent_steps(a).steps, agent_steps(b).steps
+    roles = None if strict else (IdRoles(a), IdRoles(b))
     a_by_seq = {exchange.seq: exchange for exchange in a}
     b_by_seq = {exchange.seq: exchange for exchange in b}
     ids = _minted_ids(a_steps, b_steps, a_by_seq, b_by_seq)
@@ -98,7 +110,7 @@ def compare_runs(a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Ex
     for tag, a_from, a_to, b_from, b_to in matcher.get_opcodes():
         if tag == "equal":
             for left, right in zip(a_steps[a_from:a_to], b_steps[b_from:b_to], strict=True):
-                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq], ids))
+                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq], roles))
             continue
         pairs += [_alone(step, in_a=True) for step in a_steps[a_from:a_to]]
         pairs += [_alone(step, in_a=False) for step in b_steps[b_from:b_to]]
@@ -182,21 +194,24 @@ def _alone(step: Step, *, in_a: bool) -> StepPair:
     )
 
 
-def _pair(left: Step, right: Step, a: Exchange, b: Exchange, ids: IdMap) -> StepPair:
-    found = differences(b.canonical, a.canonical)
-    as_a = ids.to_recorded(b.canonical.decode("utf-8", "replace")).encode("utf-8")
-    unmapped = {d.path for d in differences(as_a, a.canonical)}
-    request = tuple(Change(d.path, d.recorded, d.live) for d in found if d.path in unmapped)
+def _pair(
+    left: Step, right: Step, a: Exchange, b: Exchange, roles: tuple[IdRoles, IdRoles] | None
+) -> StepPair:
+    read_a, read_b = (roles[0].read_bytes, roles[1].read_bytes) if roles else (_same, _same)
+    request = tuple(
+        Change(d.path, d.recorded, d.live)
+        for d in differences(read_b(b.canonical), read_a(a.canonical))
+    )
     answer: list[Change] = []
-    metadata: list[Change] = [
-        Change(f"{d.path} (mapped id)", d.recorded, d.live) for d in found if d.path not in unmapped
-    ]
-    if left.kind == MODEL:
+    metadata: list[Change] = []
+    if left.kind == MODEL and roles:
         metadata += _id_changes(_answer_ids(a), _answer_ids(b))
     if left.kind == MODEL and left.conversation is not None and right.conversation is not None:
         _model_answers(left, right, answer, metadata)
     else:
-        _other_answers(a, b, answer)
+        _other_answers(a, b, answer, metadata, (read_a, read_b))
+    ids = _changes(("model-made ids", _ids(a), _ids(b)))
+    (metadata if roles else answer).extend(ids)
     timing = _changes(
         ("duration", _ms(left.duration), _ms(right.duration)),
         ("first byte", _ms(_first_byte(a)), _ms(_first_byte(b))),
@@ -240,16 +255,35 @@ def _id_changes(a: Minted, b: Minted) -> list[Change]:
     return [Change(where, x, theirs[where]) for where, x in a if theirs.get(where, x) != x]
 
 
-def _other_answers(a: Exchange, b: Exchange, answer: list[Change]) -> None:
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def _ids(exchange: Exchange) -> str:
+    return ", ".join(minted_ids(exchange)) or "-"
+
+
+def _other_answers(
+    a: Exchange,
+    b: Exchange,
+    answer: list[Change],
+    metadata: list[Change],
+    readers: tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]],
+) -> None:
+    """A tool's (or any non-model step's) answers: status, outcome and body paths. A client
+    that closed an answer early read it all the same: that outcome and ``complete`` differ
+    in metadata only."""
     x, y = a.response, b.response
-    answer += _changes(
-        ("status", str(x.status) if x else "-", str(y.status) if y else "-"),
-        ("outcome", a.outcome.value, b.outcome.value),
-    )
+    answer += _changes(("status", str(x.status) if x else "-", str(y.status) if y else "-"))
+    outcome = _changes(("outcome", a.outcome.value, b.outcome.value))
+    read = {a.outcome, b.outcome} <= {Outcome.COMPLETE, Outcome.CLIENT_CLOSED}
+    (metadata if read else answer).extend(outcome)
+    read_a, read_b = readers
     old, new = response_body(a), response_body(b)
     if old is None or new is None:
         return
-    answer += [Change(d.path, d.recorded, d.live) for d in json_differences(new.data, old.data)]
+    found = json_differences(read_b(new.data), read_a(old.data))
+    answer += [Change(d.path, d.recorded, d.live) for d in found]
 
 
 def _changes(*triples: tuple[str, str, str]) -> tuple[Change, ...]:

@@ -23,6 +23,9 @@ from freezeframe.exchange_formats.captured import Captured, Keeper
 from freezeframe.exchange_formats.errors import FormatError
 from freezeframe.storage import Chunk, Imported, Message, Outcome, RecordedResponse
 
+#: mitmproxy's word for a client that closed its connection (or stream) before the end.
+CLIENT_CLOSED = "Client disconnected."
+
 
 def read_flows(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Imported]:
     """The HTTP flows of a flow file as records to import, in file order; other flows (TCP,
@@ -113,7 +116,7 @@ def _captured(flow: http.HTTPFlow) -> Captured:
     if response is None:
         outcome = Outcome.FAILED
     elif error is not None and flow.websocket is None:
-        outcome = Outcome.TRUNCATED
+        outcome = Outcome.CLIENT_CLOSED if error == CLIENT_CLOSED else Outcome.TRUNCATED
     else:
         outcome = Outcome.COMPLETE
     messages = None

@@ -29,8 +29,11 @@ from freezeframe.canonicalize import (
 )
 from freezeframe.canonicalize.diff import json_differences
 from freezeframe.canonicalize.drift import digests
+from freezeframe.canonicalize.jsonbody import encode_json_utf8
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
-from freezeframe.evidence.bodies import json_text
+from freezeframe.evidence.answers import reassembled
+from freezeframe.evidence.apis import ApiReader, api_of
+from freezeframe.evidence.bodies import json_text, media_type
 from freezeframe.evidence.editing import Assignment, EditError
 from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.mcp_headers import MirrorError, mirror
@@ -156,7 +159,9 @@ def resend(
         seq=slot.seq,
         status=response.status if response else None,
         outcome=outcome.value,
-        differences=_differences(exchange.response, response),
+        differences=_differences(
+            exchange.response, response, api_of(exchange.method, exchange.path)
+        ),
     )
 
 
@@ -230,8 +235,11 @@ def _view(exchange: Exchange, headers: tuple[Header, ...], body: bytes) -> Reque
 
 
 def _differences(
-    recorded: RecordedResponse | None, new: RecordedResponse | None
+    recorded: RecordedResponse | None, new: RecordedResponse | None, api: ApiReader | None
 ) -> tuple[tuple[str, str, str], ...]:
+    """How the new answer differs from the recorded one: status, then the body's JSON paths.
+    Two streamed answers of a model API are compared reassembled, as whole answers: the same
+    paths a whole answer's diff names (``$.choices[0].message.content``), not SSE bytes."""
     if recorded is None or new is None:
         return (("answer", "none" if recorded is None else str(recorded.status),
                  "none" if new is None else str(new.status)),)  # fmt: skip
@@ -239,6 +247,10 @@ def _differences(
     if recorded.status != new.status:
         found.append(("status", str(recorded.status), str(new.status)))
     old_body, new_body = _comparable(recorded), _comparable(new)
+    streamed = media_type(recorded.headers) == media_type(new.headers) == "text/event-stream"
+    if api is not None and streamed:
+        old_body = encode_json_utf8(reassembled(api, old_body))
+        new_body = encode_json_utf8(reassembled(api, new_body))
     found += [
         (d.path, d.recorded, d.live)
         for d in json_differences(new_body, old_body)

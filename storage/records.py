@@ -63,6 +63,10 @@ class Outcome(StrEnum):
     """No response at all: refused, reset, TLS failure or timeout."""
     INCOMPLETE = "incomplete"
     """The proxy was stopped while the exchange was in flight."""
+    CLIENT_CLOSED = "client_closed"
+    """The client closed before the answer ended, having read what it wanted (an MCP client
+    closes each POST's SSE answer once its result came). The upstream cut nothing, so this
+    is no failure: what arrived is kept, and replay serves it and ends it cleanly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,6 +500,9 @@ class RunOverview:
     """When the first exchange started (epoch seconds)."""
     last_end: float | None
     """When the last one ended."""
+    failed: int = 0
+    """Exchanges that failed: an error status (400 and up), or an answer that was cut off,
+    never came, or was in flight when the proxy stopped."""
 
 
 @dataclass(frozen=True, slots=True)

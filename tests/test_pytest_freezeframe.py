@@ -115,7 +115,7 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
             "freezeframe: replay miss in cassette "
             "'test_agent::test_the_fixture_names_what_happened': no recording of POST "
             "https://*/tool/counter; nearest is #0 POST https://*/tool/counter, "
-            "differing at $.q",
+            'differing at $.q (recorded "orders", live "refunds")',
             "*- the test's own failure -*",
             "*assert 404 == 200*",
             "*_ test_an_agent_that_swallows_errors _*",

@@ -19,7 +19,8 @@ class Profile:
     mean nothing (`anthropic-beta: a,b` is `b,a`). `drop_if_empty` are body members the API
     reads the same whether empty (`{}`, `[]`) or absent. `keep` are places inside a
     dropped part that stay in the key all the same; `key_header_prefixes` name families of
-    headers (`mcp-param-`) that join the key as `key_headers` do.
+    headers (`mcp-param-`) that join the key as `key_headers` do. `drop_body` leaves the whole
+    body out of the key (side traffic whose every byte is minted per run: profiles.telemetry).
     """
 
     name: str
@@ -29,6 +30,7 @@ class Profile:
     token_list_headers: frozenset[str] = frozenset()
     keep: tuple[JsonPath, ...] = ()
     key_header_prefixes: tuple[str, ...] = ()
+    drop_body: bool = False
 
 
 def top_level(names: Iterable[str]) -> tuple[JsonPath, ...]:

@@ -108,9 +108,10 @@ def test_a_live_model_s_new_ids_stand_for_the_recorded_ones_in_the_frozen_rest(
     assert compared.returncode == 0, compared.stdout + compared.stderr
     assert f"response id: {recorded_ids[0]} -> {live_ids[0]}" in compared.stdout
     shown = json.loads(freezeframe(data_dir, "diff", "run", "live", "--json").stdout)
-    note = shown["steps"][3]
-    assert note["request"] == []
-    assert note["metadata"][0]["what"] == "$.response_id (mapped id)"
+    note = shown["steps"][3]  # the tool request that names the live response's id
+    assert note["request"] == [] and not note["diverges"]  # read by role: the same request
+    strict = json.loads(freezeframe(data_dir, "diff", "run", "live", "--json", "--strict").stdout)
+    assert [c["what"] for c in strict["steps"][3]["request"]] == ["$.response_id"]
 
     alone = start_proxy(mode="replay", cassette="live")
     assert run_agent(alone, model, desk, stream=stream) == ANSWER, "the new run replays on its own"
