@@ -116,7 +116,9 @@ def resend(
                     reason=answer.reason_phrase,
                     http_version=answer.http_version,
                     headers=redactor.headers(answer.headers.raw, secrets),
-                    body=redactor.body(bytes(received), secrets),
+                    body=redactor.answer(
+                        exchange.method, exchange.path, redactor.body(bytes(received), secrets)
+                    ),
                     chunks=tuple(chunks),
                     first_byte_at=first,
                 )
