@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from freezeframe.storage import boundedjson
+
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
 
@@ -45,7 +47,7 @@ def edit_response_event(body: bytes, change: Callable[[Any], Any]) -> list[bytes
 def _response(frame: bytes) -> dict[str, Any] | None:
     data = b"\n".join(_field(line) for line in frame.splitlines() if line.startswith(b"data:"))
     try:
-        message = json.loads(data) if data else None
+        message = boundedjson.loads(data) if data else None
     except ValueError:
         return None
     if isinstance(message, dict) and ("result" in message or "error" in message):

@@ -17,14 +17,13 @@ walk reads OpenAI Chat Completions and Responses and Anthropic Messages, whole o
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from freezeframe.canonicalize import sse_events
 from freezeframe.evidence.bodies import media_type, response_body
-from freezeframe.storage import Exchange
+from freezeframe.storage import Exchange, boundedjson
 
 __all__ = ["IdRoles", "minted_ids"]
 
@@ -54,8 +53,8 @@ def minted_ids(exchange: Exchange) -> tuple[str, ...]:
 
 def _parsed(data: bytes | str) -> object:
     try:
-        return json.loads(data)
-    except ValueError:
+        return boundedjson.loads(data)
+    except ValueError:  # not JSON, or nested too deep to walk
         return None
 
 

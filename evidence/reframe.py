@@ -30,6 +30,7 @@ from freezeframe.canonicalize import eventstream, sse_events
 from freezeframe.evidence import bedrock_converse, bedrock_invoke, gemini
 from freezeframe.evidence.restream import NotRestreamable, Restream, messages_events, restream
 from freezeframe.evidence.streams import Stream
+from freezeframe.storage import boundedjson
 
 
 def reframe(api: str, body: bytes) -> Restream:
@@ -53,7 +54,7 @@ def _bedrock_events(body: bytes) -> list[tuple[str, dict[str, Any]]]:
         if message.is_exception:
             raise NotRestreamable(f"the Bedrock stream carries a {message.event_type}")
         try:
-            payload = json.loads(message.payload)
+            payload = boundedjson.loads(message.payload)
         except ValueError:
             raise NotRestreamable(f"a {message.event_type} event is not JSON") from None
         if isinstance(payload, dict):
@@ -139,9 +140,12 @@ def _invoke(events: list[tuple[str, dict[str, Any]]]) -> Restream:
         if kind != "chunk" or not isinstance(data, str):
             raise NotRestreamable(f"the InvokeModel stream carries a {kind} event")
         try:
-            chunks.append(json.loads(base64.b64decode(data, validate=True)))
+            chunk = boundedjson.loads(base64.b64decode(data, validate=True))
         except ValueError:
             raise NotRestreamable("a chunk of the InvokeModel stream is not JSON") from None
+        if not isinstance(chunk, dict):
+            raise NotRestreamable("a chunk of the InvokeModel stream is not a JSON object")
+        chunks.append(chunk)
     if not chunks or not isinstance(chunks[0].get("type"), str):
         raise NotRestreamable(
             "only an Anthropic model's InvokeModel stream can be re-encoded; "
@@ -184,9 +188,9 @@ def _gemini(body: bytes) -> Restream:
     arrayed = body.lstrip().startswith(b"[")
     try:
         if arrayed:
-            answers = json.loads(body)
+            answers = boundedjson.loads(body)
         else:
-            answers = [json.loads(data) for _, data in sse_events(body)]
+            answers = [boundedjson.loads(data) for _, data in sse_events(body)]
     except ValueError:
         raise NotRestreamable("a part of the Gemini stream is not JSON") from None
     answers = [item for item in _list(answers) if isinstance(item, dict)]

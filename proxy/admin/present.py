@@ -22,6 +22,7 @@ from freezeframe.storage import (
     Header,
     RecordedResponse,
     Store,
+    boundedjson,
 )
 from freezeframe.storage.encodings import decode_body
 
@@ -215,7 +216,7 @@ def _pretty_json(data: bytes, headers: Sequence[Header]) -> str | None:
     if not decoded.whole:
         return None
     try:
-        return json.dumps(json.loads(decoded.data), indent=2, ensure_ascii=False)
+        return json.dumps(boundedjson.loads(decoded.data), indent=2, ensure_ascii=False)
     except ValueError:
         return None
 
@@ -259,7 +260,7 @@ def example_path(exchange: Exchange) -> str:
         return fallback
     decoded = decode_body(response.body, response.headers)
     try:
-        value = json.loads(decoded.data)
+        value = boundedjson.loads(decoded.data)
     except ValueError:
         return fallback
     for path in _KNOWN_TEXT_PATHS:
