@@ -442,9 +442,9 @@ def agent_run(turns: int) -> list[Exchange]:
     return exchanges
 
 
-def best_of_three(exchanges: list[Exchange]) -> float:
+def best_of_five(exchanges: list[Exchange]) -> float:
     timings = []
-    for _ in range(3):
+    for _ in range(5):  # the fastest of five: a loaded machine's pauses fall out
         started = time.perf_counter()
         agent_steps(exchanges)
         timings.append(time.perf_counter() - started)
@@ -461,8 +461,8 @@ def test_steps_of_a_run_take_time_in_proportion_to_its_length() -> None:
     calls = [c for s in steps.steps for c in s.calls]
     assert len(calls) == 100 and all(c.executed_by for c in calls)
     assert all(c.result_in for c in calls[:-1])  # no request carries the last one's result
-    short = best_of_three(agent_run(25))
-    long = best_of_three(exchanges)
+    short = best_of_five(agent_run(25))
+    long = best_of_five(exchanges)
     assert long / short < 8, f"4x the run took {long / short:.1f}x the time"
 
 
