@@ -28,10 +28,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import agents
 import anthropic
 import httpx
 import openai
 import requests
+from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
 from mcp.client.client import Client as McpClient
 
 from support.upstream import Upstream
@@ -156,6 +158,42 @@ def send_mcp(url: str) -> None:
     asyncio.run(both())
 
 
+def city_weather(city: str) -> str:
+    """The weather in a city: the tool every agent framework's turn calls."""
+    return json.dumps({"city": city, "sky": "clear"})
+
+
+def send_openai_agents(upstream: Upstream) -> None:
+    """One streamed turn of the OpenAI Agents SDK over chat completions: the model asks for
+    a tool, the SDK runs it and sends its result back, then exports the run's trace to the
+    upstream's ``/v1/traces/ingest`` (its real exporter, pointed at the local server)."""
+    client = openai.AsyncOpenAI(
+        base_url=upstream.url("/v1"), api_key="sk-corpus", max_retries=0, timeout=TIMEOUT
+    )
+    exporter = BackendSpanExporter(
+        api_key="sk-corpus", endpoint=upstream.url("/v1/traces/ingest"), max_retries=0
+    )
+    processor = BatchTraceProcessor(exporter)
+    agents.set_trace_processors([processor])
+    agent = agents.Agent(
+        name="Forecaster",
+        instructions="Answer with the weather.",
+        model=agents.OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client),
+        tools=[agents.function_tool(city_weather, name_override="get_weather")],
+    )
+
+    async def turn() -> None:
+        run = agents.Runner.run_streamed(agent, "What is the weather in Rome?", max_turns=3)
+        async for _ in run.stream_events():
+            pass
+        await client.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(turn(), TIMEOUT))
+    finally:
+        processor.shutdown(timeout=TIMEOUT)
+
+
 def send_encoded(upstream: Upstream) -> None:
     """Compressed answers, read by requests (gzip) and httpx (brotli)."""
     requests.get(upstream.url("/gzip"), timeout=TIMEOUT).raise_for_status()
@@ -210,6 +248,7 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "openai": send_openai,
     "openai-retry": send_openai_retry,
     "anthropic": send_anthropic,
+    "openai-agents": send_openai_agents,
     "encoded": send_encoded,
     "early-close": send_early_close,
     "side-traffic": send_side_traffic,
