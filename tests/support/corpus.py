@@ -34,7 +34,12 @@ import httpx
 import openai
 import requests
 from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_openai import ChatOpenAI
 from mcp.client.client import Client as McpClient
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 from support.upstream import Upstream
 
@@ -194,6 +199,43 @@ def send_openai_agents(upstream: Upstream) -> None:
         processor.shutdown(timeout=TIMEOUT)
 
 
+def send_pydantic_ai(upstream: Upstream) -> None:
+    """One streamed pydantic-ai run over chat completions: a tool call, its result, the
+    final answer streamed as text."""
+    provider = OpenAIProvider(base_url=upstream.url("/v1"), api_key="sk-corpus")
+    agent = PydanticAgent(
+        OpenAIChatModel("gpt-4o-mini", provider=provider),
+        instructions="Answer with the weather.",
+        tools=[city_weather],
+    )
+
+    async def turn() -> None:
+        async with agent.run_stream("What is the weather in Madrid?") as run:
+            async for _ in run.stream_text():
+                pass
+
+    asyncio.run(asyncio.wait_for(turn(), TIMEOUT))
+
+
+def send_langchain(upstream: Upstream) -> None:
+    """LangChain's ``ChatOpenAI`` with a bound tool: the call, then its result with the
+    answer streamed."""
+    chat = ChatOpenAI(
+        model="gpt-4o-mini",
+        base_url=upstream.url("/v1"),
+        api_key="sk-corpus",  # type: ignore[arg-type]
+        max_retries=0,
+        timeout=TIMEOUT,
+        stream_usage=True,
+    ).bind_tools([WEATHER])
+    messages: list[Any] = [HumanMessage("What is the weather in Vienna?")]
+    first = chat.invoke(messages)
+    call = first.tool_calls[0]  # type: ignore[attr-defined]
+    messages += [first, ToolMessage(city_weather(call["args"]["city"]), tool_call_id=call["id"])]
+    for _ in chat.stream(messages):
+        pass
+
+
 def send_encoded(upstream: Upstream) -> None:
     """Compressed answers, read by requests (gzip) and httpx (brotli)."""
     requests.get(upstream.url("/gzip"), timeout=TIMEOUT).raise_for_status()
@@ -249,6 +291,8 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "openai-retry": send_openai_retry,
     "anthropic": send_anthropic,
     "openai-agents": send_openai_agents,
+    "pydantic-ai": send_pydantic_ai,
+    "langchain": send_langchain,
     "encoded": send_encoded,
     "early-close": send_early_close,
     "side-traffic": send_side_traffic,
