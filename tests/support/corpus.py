@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +36,12 @@ import anthropic
 import httpx
 import openai
 import requests
+
+# LiteLLM fetches its model-cost map from GitHub when it is imported, before any test has
+# pointed the environment at a proxy; send_litellm makes that same fetch, through the proxy,
+# from the local upstream in every run instead.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm  # noqa: E402
 from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
@@ -197,20 +206,23 @@ def send_openai_agents(upstream: Upstream) -> None:
         asyncio.run(asyncio.wait_for(turn(), TIMEOUT))
     finally:
         processor.shutdown(timeout=TIMEOUT)
+        exporter.close()
 
 
 def send_pydantic_ai(upstream: Upstream) -> None:
     """One streamed pydantic-ai run over chat completions: a tool call, its result, the
     final answer streamed as text."""
-    provider = OpenAIProvider(base_url=upstream.url("/v1"), api_key="sk-corpus")
+    client = openai.AsyncOpenAI(
+        base_url=upstream.url("/v1"), api_key="sk-corpus", max_retries=0, timeout=TIMEOUT
+    )
     agent = PydanticAgent(
-        OpenAIChatModel("gpt-4o-mini", provider=provider),
+        OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client)),
         instructions="Answer with the weather.",
         tools=[city_weather],
     )
 
     async def turn() -> None:
-        async with agent.run_stream("What is the weather in Madrid?") as run:
+        async with client, agent.run_stream("What is the weather in Madrid?") as run:
             async for _ in run.stream_text():
                 pass
 
@@ -233,6 +245,55 @@ def send_langchain(upstream: Upstream) -> None:
     call = first.tool_calls[0]  # type: ignore[attr-defined]
     messages += [first, ToolMessage(city_weather(call["args"]["city"]), tool_call_id=call["id"])]
     for _ in chat.stream(messages):
+        pass
+
+
+@contextmanager
+def _cost_map_fetched() -> Iterator[None]:
+    """LiteLLM's own switch for a fetched model-cost map, on for the block."""
+    before = os.environ.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = before
+
+
+def send_litellm(upstream: Upstream) -> None:
+    """LiteLLM's side fetch of its model-cost map (from the local upstream), then a tool call
+    through ``litellm.completion`` and its result with the answer streamed.
+
+    The upstream's map lists one model, so LiteLLM logs that it is too short and keeps its
+    bundled copy, as it does with any short answer; the fetch on the wire is the real one."""
+    with _cost_map_fetched():
+        litellm.get_model_cost_map(url=upstream.url("/model_prices_and_context_window.json"))
+    with warnings.catch_warnings():
+        # LiteLLM's own use of pydantic warns (ReadOnly TypedDict items, instance attributes
+        # deprecated since 2.11): LiteLLM's to fix, not what the corpus is about.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _litellm_turn(upstream)
+
+
+def _litellm_turn(upstream: Upstream) -> None:
+    route: dict[str, Any] = {
+        "model": "openai/gpt-4o-mini",
+        "api_base": upstream.url("/v1"),
+        "api_key": "sk-corpus",
+        "timeout": TIMEOUT,
+        "num_retries": 0,
+    }
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Lisbon?"}]
+    first = litellm.completion(**route, messages=messages, tools=[WEATHER])
+    call = first.choices[0].message.tool_calls[0]  # type: ignore[union-attr]
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),  # type: ignore[union-attr]
+        {"role": "tool", "tool_call_id": call.id, "content": city_weather("Lisbon")},
+    ]
+    stream = litellm.completion(
+        **route, messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    for _ in stream:
         pass
 
 
@@ -293,6 +354,7 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "openai-agents": send_openai_agents,
     "pydantic-ai": send_pydantic_ai,
     "langchain": send_langchain,
+    "litellm": send_litellm,
     "encoded": send_encoded,
     "early-close": send_early_close,
     "side-traffic": send_side_traffic,
