@@ -25,10 +25,13 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
+import subprocess
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import agents
@@ -55,6 +58,7 @@ from support.upstream import Upstream
 __all__ = ["PIECES", "send_corpus", "send_mcp", "send_side_traffic"]
 
 TIMEOUT = 20.0
+NODE_PROJECT = Path(__file__).parents[1] / "node"
 WEATHER = {
     "type": "function",
     "function": {
@@ -297,6 +301,36 @@ def _litellm_turn(upstream: Upstream) -> None:
         pass
 
 
+def node_project() -> Path:
+    """tests/node with its packages (the openai SDK, undici) installed from its lock file."""
+    if shutil.which("node") is None:
+        raise AssertionError("Node.js is not installed; the README says how to get it")
+    if not (NODE_PROJECT / "node_modules" / "undici").is_dir():
+        npm = ["npm", "ci", "--no-audit", "--no-fund"]
+        subprocess.run(npm, cwd=NODE_PROJECT, check=True, timeout=300)
+    return NODE_PROJECT
+
+
+def send_node(upstream: Upstream) -> None:
+    """The official openai npm package on Node: a tool call, then its result with the answer
+    streamed (tests/node/corpus.mjs), through the proxy by undici's EnvHttpProxyAgent."""
+    env = {**os.environ, "NODE_EXTRA_CA_CERTS": os.environ["SSL_CERT_FILE"]}
+    script = node_project() / "corpus.mjs"
+    done = subprocess.run(
+        ["node", str(script), upstream.base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2 * TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{script.name} failed: {done.stderr.strip()}")
+    said = json.loads(done.stdout)
+    if said["tool"] != "get_weather" or not said["answer"]:
+        raise AssertionError(f"{script.name} did not finish its turn: {said}")
+
+
 def send_encoded(upstream: Upstream) -> None:
     """Compressed answers, read by requests (gzip) and httpx (brotli)."""
     requests.get(upstream.url("/gzip"), timeout=TIMEOUT).raise_for_status()
@@ -355,6 +389,7 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "pydantic-ai": send_pydantic_ai,
     "langchain": send_langchain,
     "litellm": send_litellm,
+    "node": send_node,
     "encoded": send_encoded,
     "early-close": send_early_close,
     "side-traffic": send_side_traffic,
