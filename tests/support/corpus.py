@@ -13,7 +13,13 @@ Each piece is what an installed client really puts on the wire, not a hand-writt
   with JSON-RPC ids, SSE answers, and the SDK closing each answer once it has read it;
 * requests and httpx: gzip- and brotli-encoded answers, an SSE stream the client stops
   reading after its first event, and side traffic no agent code asked for (a trace export in
-  the Agents SDK's shape, with fresh ids and timestamps each run).
+  the Agents SDK's shape, with fresh ids and timestamps each run);
+* the agent frameworks, each one turn (a tool call, the tool's result, the answer, streamed
+  where the framework streams): the OpenAI Agents SDK (streamed, then its own trace export,
+  pointed at the upstream), pydantic-ai (streamed), LangChain's ``ChatOpenAI`` (invoked, then
+  streamed) and LiteLLM (its model-cost-map fetch from the upstream, then whole and streamed);
+* the openai npm package on Node 20 (tests/node/corpus.mjs), whose fetch ignores proxy
+  variables: it goes through the proxy by undici's ``EnvHttpProxyAgent``.
 
 The clients are made inside each call, after the test has pointed the environment at a
 proxy: the SDKs read ``HTTPS_PROXY`` and ``SSL_CERT_FILE`` when they are constructed.
