@@ -22,7 +22,9 @@ Each piece is what an installed client really puts on the wire, not a hand-writt
   variables: it goes through the proxy by undici's ``EnvHttpProxyAgent``.
 
 The clients are made inside each call, after the test has pointed the environment at a
-proxy: the SDKs read ``HTTPS_PROXY`` and ``SSL_CERT_FILE`` when they are constructed.
+proxy: the SDKs read ``HTTPS_PROXY`` and ``SSL_CERT_FILE`` when they are constructed. The agent
+frameworks are imported there too: together they take some ten seconds to import, which every
+pytest worker would otherwise pay when it collects the suite.
 """
 
 from __future__ import annotations
@@ -40,24 +42,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import agents
 import anthropic
 import httpx
 import openai
 import requests
-
-# LiteLLM fetches its model-cost map from GitHub when it is imported, before any test has
-# pointed the environment at a proxy; send_litellm makes that same fetch, through the proxy,
-# from the local upstream in every run instead.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-import litellm  # noqa: E402
-from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
-from langchain_core.messages import HumanMessage, ToolMessage
-from langchain_openai import ChatOpenAI
 from mcp.client.client import Client as McpClient
-from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
 from support.upstream import Upstream
 
@@ -191,6 +180,9 @@ def send_openai_agents(upstream: Upstream) -> None:
     """One streamed turn of the OpenAI Agents SDK over chat completions: the model asks for
     a tool, the SDK runs it and sends its result back, then exports the run's trace to the
     upstream's ``/v1/traces/ingest`` (its real exporter, pointed at the local server)."""
+    import agents
+    from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+
     client = openai.AsyncOpenAI(
         base_url=upstream.url("/v1"), api_key="sk-corpus", max_retries=0, timeout=TIMEOUT
     )
@@ -222,6 +214,10 @@ def send_openai_agents(upstream: Upstream) -> None:
 def send_pydantic_ai(upstream: Upstream) -> None:
     """One streamed pydantic-ai run over chat completions: a tool call, its result, the
     final answer streamed as text."""
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
     client = openai.AsyncOpenAI(
         base_url=upstream.url("/v1"), api_key="sk-corpus", max_retries=0, timeout=TIMEOUT
     )
@@ -242,6 +238,9 @@ def send_pydantic_ai(upstream: Upstream) -> None:
 def send_langchain(upstream: Upstream) -> None:
     """LangChain's ``ChatOpenAI`` with a bound tool: the call, then its result with the
     answer streamed."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
     chat = ChatOpenAI(
         model="gpt-4o-mini",
         base_url=upstream.url("/v1"),
@@ -259,13 +258,16 @@ def send_langchain(upstream: Upstream) -> None:
 
 
 @contextmanager
-def _cost_map_fetched() -> Iterator[None]:
-    """LiteLLM's own switch for a fetched model-cost map, on for the block."""
-    before = os.environ.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)
+def _local_cost_map() -> Iterator[None]:
+    """LiteLLM's own switch for its bundled model-cost map, on for the block."""
+    before = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     try:
         yield
     finally:
-        if before is not None:
+        if before is None:
+            del os.environ["LITELLM_LOCAL_MODEL_COST_MAP"]
+        else:
             os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = before
 
 
@@ -275,17 +277,22 @@ def send_litellm(upstream: Upstream) -> None:
 
     The upstream's map lists one model, so LiteLLM logs that it is too short and keeps its
     bundled copy, as it does with any short answer; the fetch on the wire is the real one."""
-    with _cost_map_fetched():
-        litellm.get_model_cost_map(url=upstream.url("/model_prices_and_context_window.json"))
     with warnings.catch_warnings():
         # LiteLLM's own use of pydantic warns (ReadOnly TypedDict items, instance attributes
         # deprecated since 2.11): LiteLLM's to fix, not what the corpus is about.
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
+        with _local_cost_map():
+            # Imported, LiteLLM fetches its map from GitHub (once per process): not from a
+            # test. The same fetch follows, from the local upstream, in every run.
+            import litellm
+        litellm.get_model_cost_map(url=upstream.url("/model_prices_and_context_window.json"))
         _litellm_turn(upstream)
 
 
 def _litellm_turn(upstream: Upstream) -> None:
+    import litellm
+
     route: dict[str, Any] = {
         "model": "openai/gpt-4o-mini",
         "api_base": upstream.url("/v1"),
