@@ -87,7 +87,11 @@ def _anthropic(upstream: Upstream) -> anthropic.Anthropic:
 
 def send_openai(upstream: Upstream) -> None:
     """A tool-using chat, whole then streamed, with the bookkeeping fields SDK users set."""
-    client = _openai(upstream)
+    with _openai(upstream) as client:
+        _openai_turn(client)
+
+
+def _openai_turn(client: openai.OpenAI) -> None:
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
     first = client.chat.completions.create(
         model="gpt-4o-mini",
@@ -115,13 +119,13 @@ def send_openai(upstream: Upstream) -> None:
 
 def send_openai_retry(upstream: Upstream) -> None:
     """The SDK's own retry of a retryable 429: two attempts on the wire, one error in code."""
-    client = _openai(upstream, retries=1)
     try:
-        client.post(
-            upstream.url("/ratelimited/full?retryable=1"),
-            cast_to=object,
-            body={"model": "gpt-4o-mini", "input": "hello"},
-        )
+        with _openai(upstream, retries=1) as client:
+            client.post(
+                upstream.url("/ratelimited/full?retryable=1"),
+                cast_to=object,
+                body={"model": "gpt-4o-mini", "input": "hello"},
+            )
     except openai.RateLimitError:
         return
     raise AssertionError("/ratelimited/full answered without a 429")
@@ -129,7 +133,11 @@ def send_openai_retry(upstream: Upstream) -> None:
 
 def send_anthropic(upstream: Upstream) -> None:
     """A tool use and its result, with the ``metadata.user_id`` Anthropic asks callers for."""
-    client = _anthropic(upstream)
+    with _anthropic(upstream) as client:
+        _anthropic_turn(client)
+
+
+def _anthropic_turn(client: anthropic.Anthropic) -> None:
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Oslo?"}]
     first = client.messages.create(
         model="claude-opus-4-7",
