@@ -1,7 +1,8 @@
 """Every reader over traffic as real agents send it (issue 22).
 
-One proxy records the corpus of tests/support/corpus.py (openai, anthropic, the MCP SDK,
-requests and httpx, against local servers) twice, into ``corpus`` and ``rerun``; the second
+One proxy records the corpus of tests/support/corpus.py (openai, anthropic, the MCP SDK, the
+OpenAI Agents SDK, pydantic-ai, LangChain, LiteLLM, the openai npm package on Node, requests and
+httpx, against local servers) twice, into ``corpus`` and ``rerun``; the second
 time the upstream mints other ids, as a live model does. Then the case file is crawled from
 ``/`` (every link, HTML and ``.json`` twin) and ``show``, ``diff``, ``search`` and every
 export format read all of it. Then the proxy replays ``corpus``, where an agent asks something
@@ -180,7 +181,8 @@ def test_show_reads_every_exchange_of_the_corpus(recorded: Recorded) -> None:
 
 
 def test_search_finds_what_each_client_sent(recorded: Recorded) -> None:
-    for word in ("Paris", "Oslo", "lookup", "trace.span"):
+    asked = ("Paris", "Oslo", "Rome", "Madrid", "Vienna", "Lisbon", "Berlin")  # one per client
+    for word in (*asked, "lookup", "trace.span", "Forecaster"):
         code, out = _cli(recorded.data_dir, "search", word, "--json")
         assert code == 0, out
         assert json.loads(out), word

@@ -13,19 +13,33 @@ Each piece is what an installed client really puts on the wire, not a hand-writt
   with JSON-RPC ids, SSE answers, and the SDK closing each answer once it has read it;
 * requests and httpx: gzip- and brotli-encoded answers, an SSE stream the client stops
   reading after its first event, and side traffic no agent code asked for (a trace export in
-  the Agents SDK's shape, with fresh ids and timestamps each run).
+  the Agents SDK's shape, with fresh ids and timestamps each run);
+* the agent frameworks, each one turn (a tool call, the tool's result, the answer, streamed
+  where the framework streams): the OpenAI Agents SDK (streamed, then its own trace export,
+  pointed at the upstream), pydantic-ai (streamed), LangChain's ``ChatOpenAI`` (invoked, then
+  streamed) and LiteLLM (its model-cost-map fetch from the upstream, then whole and streamed);
+* the openai npm package on Node 20 (tests/node/corpus.mjs), whose fetch ignores proxy
+  variables: it goes through the proxy by undici's ``EnvHttpProxyAgent``.
 
 The clients are made inside each call, after the test has pointed the environment at a
-proxy: the SDKs read ``HTTPS_PROXY`` and ``SSL_CERT_FILE`` when they are constructed.
+proxy: the SDKs read ``HTTPS_PROXY`` and ``SSL_CERT_FILE`` when they are constructed. The agent
+frameworks are imported there too: together they take some ten seconds to import, which every
+pytest worker would otherwise pay when it collects the suite.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
-from collections.abc import Callable
+import shutil
+import subprocess
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -39,6 +53,7 @@ from support.upstream import Upstream
 __all__ = ["PIECES", "send_corpus", "send_mcp", "send_side_traffic"]
 
 TIMEOUT = 20.0
+NODE_PROJECT = Path(__file__).parents[1] / "node"
 WEATHER = {
     "type": "function",
     "function": {
@@ -72,7 +87,11 @@ def _anthropic(upstream: Upstream) -> anthropic.Anthropic:
 
 def send_openai(upstream: Upstream) -> None:
     """A tool-using chat, whole then streamed, with the bookkeeping fields SDK users set."""
-    client = _openai(upstream)
+    with _openai(upstream) as client:
+        _openai_turn(client)
+
+
+def _openai_turn(client: openai.OpenAI) -> None:
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
     first = client.chat.completions.create(
         model="gpt-4o-mini",
@@ -100,13 +119,13 @@ def send_openai(upstream: Upstream) -> None:
 
 def send_openai_retry(upstream: Upstream) -> None:
     """The SDK's own retry of a retryable 429: two attempts on the wire, one error in code."""
-    client = _openai(upstream, retries=1)
     try:
-        client.post(
-            upstream.url("/ratelimited/full?retryable=1"),
-            cast_to=object,
-            body={"model": "gpt-4o-mini", "input": "hello"},
-        )
+        with _openai(upstream, retries=1) as client:
+            client.post(
+                upstream.url("/ratelimited/full?retryable=1"),
+                cast_to=object,
+                body={"model": "gpt-4o-mini", "input": "hello"},
+            )
     except openai.RateLimitError:
         return
     raise AssertionError("/ratelimited/full answered without a 429")
@@ -114,7 +133,11 @@ def send_openai_retry(upstream: Upstream) -> None:
 
 def send_anthropic(upstream: Upstream) -> None:
     """A tool use and its result, with the ``metadata.user_id`` Anthropic asks callers for."""
-    client = _anthropic(upstream)
+    with _anthropic(upstream) as client:
+        _anthropic_turn(client)
+
+
+def _anthropic_turn(client: anthropic.Anthropic) -> None:
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Oslo?"}]
     first = client.messages.create(
         model="claude-opus-4-7",
@@ -154,6 +177,179 @@ def send_mcp(url: str) -> None:
         await asyncio.wait_for(session("auto"), TIMEOUT)
 
     asyncio.run(both())
+
+
+def city_weather(city: str) -> str:
+    """The weather in a city: the tool every agent framework's turn calls."""
+    return json.dumps({"city": city, "sky": "clear"})
+
+
+def send_openai_agents(upstream: Upstream) -> None:
+    """One streamed turn of the OpenAI Agents SDK over chat completions: the model asks for
+    a tool, the SDK runs it and sends its result back, then exports the run's trace to the
+    upstream's ``/v1/traces/ingest`` (its real exporter, pointed at the local server)."""
+    import agents
+    from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+
+    client = openai.AsyncOpenAI(
+        base_url=upstream.url("/v1"), api_key="sk-corpus", max_retries=0, timeout=TIMEOUT
+    )
+    exporter = BackendSpanExporter(
+        api_key="sk-corpus", endpoint=upstream.url("/v1/traces/ingest"), max_retries=0
+    )
+    processor = BatchTraceProcessor(exporter)
+    agents.set_trace_processors([processor])
+    agent = agents.Agent(
+        name="Forecaster",
+        instructions="Answer with the weather.",
+        model=agents.OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client),
+        tools=[agents.function_tool(city_weather, name_override="get_weather")],
+    )
+
+    async def turn() -> None:
+        run = agents.Runner.run_streamed(agent, "What is the weather in Rome?", max_turns=3)
+        async for _ in run.stream_events():
+            pass
+        await client.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(turn(), TIMEOUT))
+    finally:
+        processor.shutdown(timeout=TIMEOUT)
+        exporter.close()
+
+
+def send_pydantic_ai(upstream: Upstream) -> None:
+    """One streamed pydantic-ai run over chat completions: a tool call, its result, the
+    final answer streamed as text."""
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    client = openai.AsyncOpenAI(
+        base_url=upstream.url("/v1"), api_key="sk-corpus", max_retries=0, timeout=TIMEOUT
+    )
+    agent = PydanticAgent(
+        OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client)),
+        instructions="Answer with the weather.",
+        tools=[city_weather],
+    )
+
+    async def turn() -> None:
+        async with client, agent.run_stream("What is the weather in Madrid?") as run:
+            async for _ in run.stream_text():
+                pass
+
+    asyncio.run(asyncio.wait_for(turn(), TIMEOUT))
+
+
+def send_langchain(upstream: Upstream) -> None:
+    """LangChain's ``ChatOpenAI`` with a bound tool: the call, then its result with the
+    answer streamed."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(
+        model="gpt-4o-mini",
+        base_url=upstream.url("/v1"),
+        api_key="sk-corpus",  # type: ignore[arg-type]
+        max_retries=0,
+        timeout=TIMEOUT,
+        stream_usage=True,
+    ).bind_tools([WEATHER])
+    messages: list[Any] = [HumanMessage("What is the weather in Vienna?")]
+    first = chat.invoke(messages)
+    call = first.tool_calls[0]  # type: ignore[attr-defined]
+    messages += [first, ToolMessage(city_weather(call["args"]["city"]), tool_call_id=call["id"])]
+    for _ in chat.stream(messages):
+        pass
+
+
+@contextmanager
+def _local_cost_map() -> Iterator[None]:
+    """LiteLLM's own switch for its bundled model-cost map, on for the block."""
+    before = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["LITELLM_LOCAL_MODEL_COST_MAP"]
+        else:
+            os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = before
+
+
+def send_litellm(upstream: Upstream) -> None:
+    """LiteLLM's side fetch of its model-cost map (from the local upstream), then a tool call
+    through ``litellm.completion`` and its result with the answer streamed.
+
+    The upstream's map lists one model, so LiteLLM logs that it is too short and keeps its
+    bundled copy, as it does with any short answer; the fetch on the wire is the real one."""
+    with warnings.catch_warnings():
+        # LiteLLM's own use of pydantic warns (ReadOnly TypedDict items, instance attributes
+        # deprecated since 2.11): LiteLLM's to fix, not what the corpus is about.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with _local_cost_map():
+            # Imported, LiteLLM fetches its map from GitHub (once per process): not from a
+            # test. The same fetch follows, from the local upstream, in every run.
+            import litellm
+        litellm.get_model_cost_map(url=upstream.url("/model_prices_and_context_window.json"))
+        _litellm_turn(upstream)
+
+
+def _litellm_turn(upstream: Upstream) -> None:
+    import litellm
+
+    route: dict[str, Any] = {
+        "model": "openai/gpt-4o-mini",
+        "api_base": upstream.url("/v1"),
+        "api_key": "sk-corpus",
+        "timeout": TIMEOUT,
+        "num_retries": 0,
+    }
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Lisbon?"}]
+    first = litellm.completion(**route, messages=messages, tools=[WEATHER])
+    call = first.choices[0].message.tool_calls[0]  # type: ignore[union-attr]
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),  # type: ignore[union-attr]
+        {"role": "tool", "tool_call_id": call.id, "content": city_weather("Lisbon")},
+    ]
+    stream = litellm.completion(
+        **route, messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    for _ in stream:
+        pass
+
+
+def node_project() -> Path:
+    """tests/node with its packages (the openai SDK, undici) installed from its lock file."""
+    if shutil.which("node") is None:
+        raise AssertionError("Node.js is not installed; the README says how to get it")
+    if not (NODE_PROJECT / "node_modules" / "undici").is_dir():
+        npm = ["npm", "ci", "--no-audit", "--no-fund"]
+        subprocess.run(npm, cwd=NODE_PROJECT, check=True, timeout=300)
+    return NODE_PROJECT
+
+
+def send_node(upstream: Upstream) -> None:
+    """The official openai npm package on Node: a tool call, then its result with the answer
+    streamed (tests/node/corpus.mjs), through the proxy by undici's EnvHttpProxyAgent."""
+    env = {**os.environ, "NODE_EXTRA_CA_CERTS": os.environ["SSL_CERT_FILE"]}
+    script = node_project() / "corpus.mjs"
+    done = subprocess.run(
+        ["node", str(script), upstream.base_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2 * TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{script.name} failed: {done.stderr.strip()}")
+    said = json.loads(done.stdout)
+    if said["tool"] != "get_weather" or not said["answer"]:
+        raise AssertionError(f"{script.name} did not finish its turn: {said}")
 
 
 def send_encoded(upstream: Upstream) -> None:
@@ -210,6 +406,11 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "openai": send_openai,
     "openai-retry": send_openai_retry,
     "anthropic": send_anthropic,
+    "openai-agents": send_openai_agents,
+    "pydantic-ai": send_pydantic_ai,
+    "langchain": send_langchain,
+    "litellm": send_litellm,
+    "node": send_node,
     "encoded": send_encoded,
     "early-close": send_early_close,
     "side-traffic": send_side_traffic,

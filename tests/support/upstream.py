@@ -569,6 +569,20 @@ class _Wire(asyncio.Protocol):
                 tr.abort()
 
 
+MODEL_COSTS = {
+    "gpt-4o-mini": {
+        "litellm_provider": "openai",
+        "mode": "chat",
+        "max_input_tokens": 128000,
+        "max_output_tokens": 16384,
+        "input_cost_per_token": 1.5e-07,
+        "output_cost_per_token": 6e-07,
+        "supports_function_calling": True,
+    }
+}
+"""LiteLLM's model-cost map as its own fetch reads it (one model of the thousands it lists)."""
+
+
 def _words(text: str) -> list[str]:
     """Split into word pieces that join back to ``text`` ("a b" -> ["a ", "b"])."""
     return re.findall(r"\s*\S+\s*", text) or [text]
@@ -944,6 +958,9 @@ class Upstream(_LoopThread):
                 return await self._hang(wire, req)
             if path == "/v1/traces/ingest" and method == "POST":
                 return await self._send_json(wire, conn, 200, {"n": self._next("traces")})
+            if path == "/model_prices_and_context_window.json" and method == "GET":
+                self._next("model_costs")
+                return await self._send_json(wire, conn, 200, MODEL_COSTS)
         except _BadRequest as exc:
             error = {"message": str(exc), "type": "invalid_request_error"}
             return await self._send_json(wire, conn, 400, {"error": error})
