@@ -56,6 +56,7 @@ def request(
     yet (``Chain.send`` delivers it)."""
     fields = [("authorization", f"Bearer {TOKEN}")] if token else []
     req = http.Request.make(method, url, b"", _fields([*fields, *headers]))
+    req.headers.fields = tuple(_fields([*fields, *headers]))  # make() adds content-length: 0
     req.http_version = http_version
     if body and not any(name.lower() == "transfer-encoding" for name, _ in headers):
         req.headers["content-length"] = str(len(body))
@@ -182,14 +183,10 @@ class Chain:
             flow.error = mflow.Error(answer.error)
             await self.hook("error", flow)
             return Received(None, error=answer.error)
-        response = http.Response.make(answer.status, b"", _fields(answer.headers))
-        framed = any(
-            name.lower() in ("content-length", "transfer-encoding") for name, _ in answer.headers
-        )
-        response.headers.pop("content-length", None)  # make() says 0 for its empty content
-        if not framed:
-            response.headers["content-length"] = str(sum(map(len, answer.pieces)))
-        response.data.content = None
+        response = _head(answer.status, _fields(answer.headers))
+        if "content-length" not in response.headers:
+            if "transfer-encoding" not in response.headers:
+                response.headers["content-length"] = str(sum(map(len, answer.pieces)))
         response.timestamp_start = time.time()
         flow.response = response
         return await self._relay(flow, answer.pieces, cut=answer.error if answer.cut else None)
@@ -285,10 +282,17 @@ class Chain:
             flow.error = mflow.Error(message)
             await self.hook("error", flow)
             return Received(None, error=message)
-        flow.response = http.Response.make(status, b"", headers)
-        flow.response.data.content = None
+        flow.response = _head(status, headers)
         flow.response.timestamp_start = time.time()
         return await self._relay(flow, pieces, cut=error)
+
+
+def _head(status: int, headers: list[tuple[bytes, bytes]]) -> http.Response:
+    """A response head whose body has not arrived yet, with the headers as given."""
+    response = http.Response.make(status, b"", headers)
+    response.headers.fields = tuple(headers)  # make() adds content-length: 0 for b""
+    response.data.content = None
+    return response
 
 
 def _fields(headers: Sequence[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
