@@ -323,3 +323,55 @@ async def test_a_websocket_conversation_is_played_back_and_a_divergence_closes_i
     (close,) = [e for e in received if isinstance(e, CloseConnection)]
     assert welcome.data == '{"type": "welcome"}'  # the first message matched, event ids aside
     assert (close.code, close.reason) == (1008, "freezeframe: replay diverged at message 2")
+
+
+@pytest.mark.asyncio
+async def test_the_head_is_sent_as_recorded_case_and_order_kept(store: Store) -> None:
+    headers = ((b"transfer-encoding", b"chunked"), (b"X-Request-Id", b"abc"), (b"date", b"then"))
+    staged = recorded(b"ok", headers=headers)
+    async with reenactor(store) as addon:
+        flow = request()
+        addon.route(flow, exchange(staged), staged, staged.headers, INSTANT)
+        raw = await exchange_bytes(flow)
+
+    head, sent = head_and_body(raw)
+    assert head == [
+        b"HTTP/1.1 200 OK",
+        b"transfer-encoding: chunked",
+        b"X-Request-Id: abc",
+        b"date: then",
+    ]
+    assert sent == b"2\r\nok\r\n0\r\n\r\n"
+
+
+@pytest.mark.asyncio
+async def test_an_answer_read_until_close_ends_all_the_same(store: Store) -> None:
+    staged = recorded(b"until the end", headers=((b"content-type", b"text/plain"),))
+    async with reenactor(store) as addon:
+        flow = request()
+        addon.route(flow, exchange(staged), staged, staged.headers, INSTANT)
+        raw = await exchange_bytes(flow)
+
+    head, sent = head_and_body(raw)
+    assert head[-1] == b"transfer-encoding: chunked"
+    assert sent == b"d\r\nuntil the end\r\n0\r\n\r\n"
+
+
+@pytest.mark.asyncio
+async def test_one_connection_carries_one_request_after_another(store: Store) -> None:
+    first = recorded(b"one", headers=((b"content-length", b"3"),))
+    second = recorded(b"two", headers=((b"content-length", b"3"),))
+    async with reenactor(store) as addon:
+        flows = [request(), request()]
+        addon.route(flows[0], exchange(first), first, first.headers, INSTANT)
+        addon.route(flows[1], exchange(second), second, second.headers, INSTANT)
+        reader, writer = await asyncio.open_connection(flows[0].request.host, flows[0].request.port)
+        for flow in flows:
+            head = [b"GET / HTTP/1.1", *(n + b": " + v for n, v in flow.request.headers.fields)]
+            writer.write(b"\r\n".join(head) + b"\r\n\r\n")
+        writer.write_eof()
+        raw = await asyncio.wait_for(reader.read(-1), 10)
+        writer.close()
+
+    assert raw.count(b"HTTP/1.1 200 OK") == 2
+    assert raw.endswith(b"\r\n\r\ntwo") and b"\r\n\r\none" in raw

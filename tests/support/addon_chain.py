@@ -54,7 +54,8 @@ def request(
 ) -> http.HTTPFlow:
     """A client's request as mitmproxy hands it to ``requestheaders``: the body is not there
     yet (``Chain.send`` delivers it)."""
-    fields = [("authorization", f"Bearer {TOKEN}")] if token else []
+    fields = [("host", url.split("/")[2])] if http_version == "HTTP/1.1" else []
+    fields += [("authorization", f"Bearer {TOKEN}")] if token else []
     req = http.Request.make(method, url, b"", _fields([*fields, *headers]))
     req.headers.fields = tuple(_fields([*fields, *headers]))  # make() adds content-length: 0
     req.http_version = http_version
@@ -237,9 +238,9 @@ class Chain:
         request = flow.request
         reader, writer = await asyncio.open_connection(request.host, request.port)
         client = h11.Connection(h11.CLIENT)
-        headers = [(k, v) for k, v in request.headers.fields if k.lower() != b"host"]
-        headers.insert(0, (b"host", f"{request.host}:{request.port}".encode()))
-        head = h11.Request(method=request.method, target=request.path, headers=headers)
+        head = h11.Request(
+            method=request.method, target=request.path, headers=list(request.headers.fields)
+        )
         writer.write(client.send(head) or b"")
         pieces: list[bytes] = []
         status: int | None = None
