@@ -45,6 +45,7 @@ from freezeframe.evidence import (
 from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
+from freezeframe.evidence.requests import WireRequest
 from freezeframe.evidence.text import exchange_lines
 from freezeframe.proxy import settings as settings_module
 from freezeframe.proxy.clock import Clock, FakedClock, library
@@ -917,8 +918,10 @@ def explain(
     key_path = directory / settings_module.KEY_FILENAME
     key = load_or_create_key(key_path) if key_path.is_file() else None
     body = body_file.read() if body_file else b""
-    view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
-    if key is None and view.body != body:
+    view, redacted = _view(
+        method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES))
+    )
+    if key is None and redacted:
         click.echo(
             f"freezeframe: warning: no secret key at {key_path}, so the secrets in this body "
             "are fingerprinted with a throwaway key and its key differs from the proxy's; "
@@ -953,8 +956,9 @@ def explain(
 
 def _view(
     method: str, url: str, headers: tuple[str, ...], body: bytes, redactor: Redactor
-) -> RequestView:
-    """The request as the proxy would see it: secrets already replaced by markers."""
+) -> tuple[RequestView, bool]:
+    """The request as the proxy would key it: secrets replaced by markers, the body decoded
+    as the proxy decodes it (evidence.requests); and whether its body held a secret."""
     parts = urlsplit(redactor.target(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"--url {url!r}: expected an absolute http(s) URL")
@@ -966,12 +970,20 @@ def _view(
         value = value.strip()
         if redactor.is_secret_header(name.strip()):
             value = redactor.header_value(value.encode("latin-1")).decode("latin-1")
-        pairs.append((name.strip(), value))
+        pairs.append((name.strip().encode("latin-1"), value.encode("latin-1")))
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return RequestView.of(
-        method.upper(), parts.scheme, parts.hostname, port, target, pairs, redactor.body(body)
+    request = WireRequest(
+        method.upper(), parts.scheme, parts.hostname, port, target, tuple(pairs), body
     )
+    held: list[bool] = []
+
+    def redact(data: bytes) -> bytes:
+        scrubbed = redactor.body(data)
+        held.append(scrubbed != data)
+        return scrubbed
+
+    return request.view(redact), any(held)
 
 
 @main.command()

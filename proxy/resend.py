@@ -19,16 +19,14 @@ from dataclasses import dataclass
 
 import httpx
 
-from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
+from freezeframe.canonicalize import KeyConfig, canonicalize
 from freezeframe.canonicalize.diff import json_differences
-from freezeframe.canonicalize.drift import digests
 from freezeframe.evidence.editing import Assignment, EditError
-from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.recording import new_exchange
+from freezeframe.evidence.requests import WireRequest
 from freezeframe.storage import (
     Chunk,
     Exchange,
-    Header,
-    NewExchange,
     Origin,
     Outcome,
     RecordedResponse,
@@ -108,34 +106,32 @@ def resend(
                 )
             finally:
                 answer.close()
-    stored_headers = redactor.headers(sent_headers, secrets)
-    stored_body = redactor.body(body, secrets)
-    view = _view(exchange, stored_headers, stored_body)
-    canonical = canonicalize(view, config)
+    stored = WireRequest(
+        exchange.method,
+        exchange.scheme,
+        exchange.host,
+        exchange.port,
+        exchange.path,
+        redactor.headers(sent_headers, secrets),
+        redactor.body(body, secrets),
+        exchange.http_version,
+    )
+    keyed = stored.view()
+    canonical = canonicalize(keyed, config)
     slot = store.reserve(into, canonical.key)
     store.submit(
-        NewExchange(
-            cassette=into,
-            key=canonical.key,
-            key_scheme=SCHEME_VERSION,
-            canonical=canonical.form,
-            method=exchange.method,
-            scheme=exchange.scheme,
-            host=exchange.host,
-            port=exchange.port,
-            path=exchange.path,
-            http_version=exchange.http_version,
-            request_headers=stored_headers,
-            request_body=stored_body,
+        new_exchange(
+            into,
+            stored,
+            canonical,
+            keyed,
+            slot=slot,
             started_at=started,
             duration=time.time() - started,
             response=response,
             outcome=outcome,
             error=redactor.text(error) if error else None,
             context=dict(exchange.context),
-            slot=slot,
-            stripped=digests(canonical.stripped),
-            facts=exchange_facts(view, response, canonical.profile),
             origin=Origin("resent", exchange.cassette, exchange.seq, exchange.chain),
         )
     )
@@ -193,22 +189,6 @@ def _request(
     if MARKER in body:
         raise EditError(f"{where}: the recorded body holds a redacted secret; it cannot be resent")
     return sent, body
-
-
-def _view(exchange: Exchange, headers: tuple[Header, ...], body: bytes) -> RequestView:
-    """The request as sent, as the proxy would have keyed it (secrets already markers)."""
-    pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
-    found = decode_body(body, headers)
-    decoded = found.data if found.whole else body
-    return RequestView.of(
-        exchange.method,
-        exchange.scheme,
-        exchange.host,
-        exchange.port,
-        exchange.path,
-        pairs,
-        decoded,
-    )
 
 
 def _differences(
