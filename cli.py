@@ -34,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from freezeframe import exchange_formats
-from freezeframe.canonicalize import RequestView, canonicalize
+from freezeframe.canonicalize import canonicalize
 from freezeframe.evidence import (
     cassette_document,
     exchange_document,
@@ -45,7 +45,7 @@ from freezeframe.evidence import (
 from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.requests import WireRequest
+from freezeframe.evidence.requests import typed_view
 from freezeframe.evidence.text import exchange_lines
 from freezeframe.proxy import settings as settings_module
 from freezeframe.proxy.clock import Clock, FakedClock, library
@@ -65,14 +65,13 @@ from freezeframe.proxy.keys import key_config, rules_path
 from freezeframe.proxy.rekey import rekey as rekey_cassette
 from freezeframe.proxy.resend import resend as resend_exchange
 from freezeframe.proxy.serve import StartupError
+from freezeframe.proxy.settings import open_existing
 from freezeframe.proxy.trust import java_truststore, upstream_bundle
 from freezeframe.proxy.wiring import SHELLS, client_environment, render
 from freezeframe.storage import (
     ExchangeFilter,
     ExchangeSummary,
-    Store,
     StoreError,
-    StoreNotFound,
     open_store,
 )
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
@@ -170,17 +169,6 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
         "Where the CA, the secret key and the default store live.",
         default=settings_module.DEFAULT_DATA_DIR,
     )(f)
-
-
-def _open(data_dir: str, store: str | None) -> Store:
-    """The store a command reads, which must exist: a mistyped --data-dir says so
-    instead of creating an empty store and listing nothing."""
-    try:
-        return open_store(
-            store or settings_module.default_store_url(Path(data_dir).expanduser()), create=False
-        )
-    except StoreNotFound as exc:
-        raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
 
 
 def _explicit(name: str) -> bool:
@@ -489,27 +477,10 @@ def _repeat(
             os.dup2(stdout, 1)
             os.close(stdout)
     if as_json:
-        _emit_json({"runs": [_run_document(run) for run in done]})
+        _emit_json({"runs": [run.document() for run in done]})
     else:
         _print_runs(done)
     return 0 if all(run.status == 0 for run in done) else 1
-
-
-def _run_document(run: Run) -> dict[str, Any]:
-    return {
-        "run": run.number,
-        "seed": run.seed,
-        "exit": run.status,
-        "record_into": run.record_into,
-        "perturbed": [
-            {
-                "perturbation": event.perturbed,
-                "request": f"{event.method} {event.url}",
-                "recording": f"{event.cassette}#{event.seq}",
-            }
-            for event in run.perturbed
-        ],
-    }
 
 
 def _print_runs(done: Sequence[Run]) -> None:
@@ -538,7 +509,7 @@ def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
     lib = library()
     if wanted.moment is not None:
         return FakedClock(wanted.moment, lib)
-    with _open(options["data_dir"], options["store"]) as store:
+    with open_existing(options["data_dir"], options["store"]) as store:
         return FakedClock(wanted.start(store, options["cassette"]), lib)
 
 
@@ -623,7 +594,7 @@ def _configure_logging(debug: bool) -> None:
     handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=[handler])
     logging.getLogger("mitmproxy").setLevel(logging.DEBUG if debug else logging.WARNING)
-    for noisy in ("hpack", "passlib", "asyncio"):
+    for noisy in ("hpack", "passlib", "asyncio", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -672,11 +643,8 @@ def ls(
         freezeframe ls --json
         freezeframe ls --run-id ci-4411 --status 429
     """
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         rows = opened.cassettes(where)
-    finally:
-        opened.close()
     if as_json:
         _emit_json([cassette_document(row) for row in rows])
         return
@@ -746,14 +714,11 @@ def show(
             raise ValueError("--misses lists a cassette's misses; drop SEQ and the filters")
         _show_misses(cassette, data_dir, store, as_json)
         return
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         if seq is None:
             rows = opened.exchanges(cassette, where)
         else:
             document = exchange_document(opened.exchange(cassette, seq))
-    finally:
-        opened.close()
     if seq is not None:
         if as_json:
             _emit_json(document)
@@ -768,11 +733,8 @@ def show(
 
 
 def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         found = opened.misses(cassette)
-    finally:
-        opened.close()
     if as_json:
         _emit_json([miss_document(miss) for miss in found])
         return
@@ -918,7 +880,7 @@ def explain(
     key_path = directory / settings_module.KEY_FILENAME
     key = load_or_create_key(key_path) if key_path.is_file() else None
     body = body_file.read() if body_file else b""
-    view, redacted = _view(
+    view, redacted = typed_view(
         method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES))
     )
     if key is None and redacted:
@@ -952,38 +914,6 @@ def explain(
         )
     for warning in canonical.warnings:
         click.echo(f"warning: {warning}")
-
-
-def _view(
-    method: str, url: str, headers: tuple[str, ...], body: bytes, redactor: Redactor
-) -> tuple[RequestView, bool]:
-    """The request as the proxy would key it: secrets replaced by markers, the body decoded
-    as the proxy decodes it (evidence.requests); and whether its body held a secret."""
-    parts = urlsplit(redactor.target(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--url {url!r}: expected an absolute http(s) URL")
-    pairs = []
-    for header in headers:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise ValueError(f"--header {header!r}: expected 'Name: value'")
-        value = value.strip()
-        if redactor.is_secret_header(name.strip()):
-            value = redactor.header_value(value.encode("latin-1")).decode("latin-1")
-        pairs.append((name.strip().encode("latin-1"), value.encode("latin-1")))
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    request = WireRequest(
-        method.upper(), parts.scheme, parts.hostname, port, target, tuple(pairs), body
-    )
-    held: list[bool] = []
-
-    def redact(data: bytes) -> bytes:
-        scrubbed = redactor.body(data)
-        held.append(scrubbed != data)
-        return scrubbed
-
-    return request.view(redact), any(held)
 
 
 @main.command()
@@ -1034,11 +964,8 @@ def verify(
     if trust is not None:
         raise click.UsageError("--trust checks a bundle's signature: add --bundle FILE")
     validate_cassette_name(cassette)
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         report = opened.verify(cassette)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(report))
     elif report.ok:
@@ -1137,8 +1064,7 @@ def export(
     if otlp_endpoint is None and output is None:
         raise click.UsageError("missing -o FILE")
     rules_file = rules_path(rules, Path(data_dir).expanduser())
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         total = len(opened.exchanges(cassette))
         with _progress(f"exporting {cassette}", total) as advance:
             if otlp_endpoint is not None:
@@ -1155,8 +1081,6 @@ def export(
                     shape=shape,
                     progress=advance,
                 )
-    finally:
-        opened.close()
     if otlp_endpoint is not None:
         _say(f"{otlp_endpoint}: sent {spans} spans")
     elif isinstance(written, exchange_formats.BundleReport):
@@ -1205,14 +1129,11 @@ def import_(
         validate_cassette_name(source.cassette)
     except InvalidCassetteName as exc:
         raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
-    opened = open_store(store or settings_module.default_store_url(directory))
-    try:
+    with open_store(store or settings_module.default_store_url(directory)) as opened:
         with _progress(f"importing {file.name}", source.total) as advance:
             imported = opened.import_cassette(
                 source.cassette, _counted(source.exchanges, advance), origin=source.origin
             )
-    finally:
-        opened.close()
     _say(
         f"{imported.cassette}: imported {imported.exchanges} exchanges from {file} "
         f"({source.format}), chain head {imported.head}"
@@ -1300,11 +1221,8 @@ def rekey(
     """
     validate_cassette_name(cassette)
     config = key_config(rules_path(rules, Path(data_dir).expanduser()))
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(report))
         return
@@ -1357,11 +1275,8 @@ def search(
     """
     if cassette is not None:
         validate_cassette_name(cassette)
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         hits = opened.search(query, cassette, limit)
-    finally:
-        opened.close()
     if as_json:
         _emit_json([search_document(hit) for hit in hits])
         return
@@ -1401,11 +1316,8 @@ def fork(
     """
     validate_cassette_name(source)
     validate_cassette_name(target)
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         forked = opened.fork(source, target, upto=upto)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(forked))
         return
@@ -1474,12 +1386,9 @@ def edit(
         source=getattr(response_body, "name", "a file"),
     )
     config = key_config(rules_path(rules, Path(data_dir).expanduser()))
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         made = edited(opened.exchange(cassette, seq), change, config)
         forked = opened.fork(cassette, target, edits={seq: made})
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(forked) | {"seq": seq, "changes": list(made.changes)})
         return
@@ -1546,8 +1455,7 @@ def resend(
         bundle = upstream_bundle(directory, Path(upstream_ca).expanduser())
         verify = ssl.create_default_context(cafile=str(bundle))
     proxy = settings_module.UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         resent = resend_exchange(
             opened,
             opened.exchange(cassette, seq),
@@ -1559,8 +1467,6 @@ def resend(
             verify=verify,
             proxy=proxy.with_credentials() if proxy else None,
         )
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(resent))
         return
@@ -1594,11 +1500,8 @@ def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -
         freezeframe diff orders-bug orders-careful
         freezeframe diff bug-8821@run-1 bug-8821@run-2 --json
     """
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b))
-    finally:
-        opened.close()
     if as_json:
         _emit_json(diff_document(compared))
     else:
@@ -1657,8 +1560,7 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
         freezeframe rm bug-8812 --yes
     """
     validate_cassette_name(cassette)
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         if not yes:
             count = len(opened.exchanges(cassette))
             if not sys.stdin.isatty():
@@ -1668,8 +1570,6 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
                 )
             click.confirm(f"remove cassette {cassette!r} ({count} exchanges)?", abort=True)
         removed = opened.remove(cassette)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(removed))
         return
@@ -1703,11 +1603,8 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
         freezeframe gc --dry-run
     """
     seconds = settings_module.parse_duration(grace, "--grace")
-    opened = _open(data_dir, store)
-    try:
+    with open_existing(data_dir, store) as opened:
         found = opened.collect(seconds, dry_run=dry_run)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(found) | {"dry_run": dry_run})
         return

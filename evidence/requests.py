@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from freezeframe.canonicalize import RequestView
 from freezeframe.storage import Exchange, Header
 from freezeframe.storage.encodings import HELD_DECODED, decode_body
+from freezeframe.storage.redaction import Redactor
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +79,37 @@ def decoded_body(body: bytes, headers: Sequence[Header]) -> tuple[bytes, str | N
 def stored_view(exchange: Exchange) -> RequestView:
     """The stored request as the proxy keyed it."""
     return WireRequest.of_exchange(exchange).view()
+
+
+def typed_view(
+    method: str, url: str, headers: Sequence[str], body: bytes, redactor: Redactor
+) -> tuple[RequestView, bool]:
+    """A request typed as ``explain`` takes it (an absolute URL, ``Name: value`` headers, the
+    body as sent), as the proxy would key it: secrets replaced by markers, the body decoded as
+    the proxy decodes it; and whether its body held a secret. Raises ValueError naming the
+    option that holds what does not parse."""
+    parts = urlsplit(redactor.target(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--url {url!r}: expected an absolute http(s) URL")
+    pairs = []
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--header {header!r}: expected 'Name: value'")
+        value = value.strip()
+        if redactor.is_secret_header(name.strip()):
+            value = redactor.header_value(value.encode("latin-1")).decode("latin-1")
+        pairs.append((name.strip().encode("latin-1"), value.encode("latin-1")))
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    request = WireRequest(
+        method.upper(), parts.scheme, parts.hostname, port, target, tuple(pairs), body
+    )
+    held: list[bool] = []
+
+    def redact(data: bytes) -> bytes:
+        scrubbed = redactor.body(data)
+        held.append(scrubbed != data)
+        return scrubbed
+
+    return request.view(redact), any(held)

@@ -21,6 +21,7 @@ from freezeframe.addons.state import RECORDED_PACE, Mode, parse_pace
 from freezeframe.canonicalize import Route
 from freezeframe.evidence.perturb import Perturbation, parse_spec
 from freezeframe.proxy.keys import key_config, rules_path
+from freezeframe.storage import Store, StoreNotFound, open_store
 from freezeframe.storage.names import validate_cassette_name
 
 DEFAULT_DATA_DIR = "./.freezeframe"
@@ -332,6 +333,16 @@ def check_certificates(path: Path, what: str) -> None:
 
 def default_store_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / DB_FILENAME).absolute()}"
+
+
+def open_existing(data_dir: str | Path, store: str | None) -> Store:
+    """The store a command reads (``store``, else the one in ``data_dir``), which must exist:
+    a mistyped --data-dir says so instead of creating an empty store and listing nothing. Use
+    it as a context manager: the store closes however the command ends."""
+    try:
+        return open_store(store or default_store_url(Path(data_dir).expanduser()), create=False)
+    except StoreNotFound as exc:
+        raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
 
 
 def build(
