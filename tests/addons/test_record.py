@@ -15,10 +15,10 @@ from freezeframe.addons import Routing
 from freezeframe.addons.record import STOPPED
 from freezeframe.addons.state import Mode
 from freezeframe.addons.uploads import LARGE_BODY
-from freezeframe.storage import Outcome, Store
+from freezeframe.storage import Exchange, Outcome, Store
 
 
-def only(store: Store, cassette: str = "default"):  # type: ignore[no-untyped-def]
+def only(store: Store, cassette: str = "default") -> Exchange:
     store.flush(10)
     (summary,) = store.exchanges(cassette)
     return store.exchange(cassette, summary.seq)

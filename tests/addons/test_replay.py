@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from support.addon_chain import Answer, Chain, request
@@ -16,17 +17,20 @@ NEVER = Answer(error="replay asked the upstream")
 JSON = [("content-type", "application/json")]
 
 
-async def record(store: Store, *answers: Answer, url: str = "https://api.example.com/v1/items"):  # type: ignore[no-untyped-def]
+async def record(
+    store: Store, *answers: Answer, url: str = "https://api.example.com/v1/items"
+) -> None:
     async with Chain(store) as chain:
         for answer in answers:
             await chain.send(request(url=url), answer=answer)
     store.flush(10)
 
 
-def error_of(body: bytes) -> dict[str, object]:
+def error_of(body: bytes) -> dict[str, Any]:
     document = json.loads(body)
     assert document["type"] == "error"
-    return document["error"]  # type: ignore[no-any-return]
+    error: dict[str, Any] = document["error"]
+    return error
 
 
 @pytest.mark.asyncio
@@ -61,7 +65,7 @@ async def test_a_request_never_recorded_is_answered_with_its_nearest_and_kept(
     assert received.status == 404
     error = error_of(received.body)
     assert error["type"] == "freezeframe_replay_miss" and error["recorded"] == 0
-    (nearest,) = error["nearest"]  # type: ignore[misc]
+    (nearest,) = error["nearest"]
     assert nearest["seq"] == 0
     assert [d["path"] for d in nearest["differences"]] == ["query.page"]
     store.flush(10)
@@ -127,7 +131,8 @@ async def test_auto_mode_answers_what_it_has_and_records_what_it_has_not(store: 
     assert (old.body, new.body) == (b'{"old": 1}', b'{"new": 1}')
     store.flush(10)
     assert [e.seq for e in store.exchanges("default")] == [0, 1]
-    assert store.exchange("default", 1).response.body == b'{"new": 1}'  # type: ignore[union-attr]
+    new_answer = store.exchange("default", 1).response
+    assert new_answer is not None and new_answer.body == b'{"new": 1}'
 
 
 @pytest.mark.asyncio

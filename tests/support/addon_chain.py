@@ -203,7 +203,8 @@ class Chain:
         stream = response.stream
         for piece in pieces:
             sent = stream(piece) if callable(stream) else piece
-            received.pieces.append(bytes(sent))  # type: ignore[arg-type]
+            assert isinstance(sent, bytes)  # freezeframe's tees hand each piece on as it came
+            received.pieces.append(sent)
         if cut is not None:
             flow.error = mflow.Error(cut)
             await self.hook("error", flow)
