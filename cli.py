@@ -8,74 +8,65 @@ on stdout for machines (``--json``). Errors are one line on stderr with a non-ze
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import logging
 import os
-import secrets
-import ssl
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import httpx
 from click.core import ParameterSource
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from freezeframe import exchange_formats
-from freezeframe.canonicalize import canonicalize
-from freezeframe.evidence import (
-    cassette_document,
-    exchange_document,
-    miss_document,
-    search_document,
-    summary_document,
-)
-from freezeframe.evidence.compare import RunDiff, compare_runs, diff_document, read_run
-from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.inert import inert
-from freezeframe.evidence.requests import typed_view
-from freezeframe.evidence.text import exchange_lines
 from freezeframe.proxy import settings as settings_module
-from freezeframe.proxy.clock import Clock, FakedClock, library
-from freezeframe.proxy.command import CAPTURES, Confinement, Run, run_command, run_repeatedly
-from freezeframe.proxy.discovery import (
-    NoProxyFound,
-    Trust,
-    admin_headers,
-    admin_url,
-    client_trust,
-    proxy_url,
-    running,
-    trust_in,
-    trust_of_running,
-)
-from freezeframe.proxy.keys import key_config, rules_path
-from freezeframe.proxy.rekey import rekey as rekey_cassette
-from freezeframe.proxy.resend import resend as resend_exchange
-from freezeframe.proxy.serve import StartupError
-from freezeframe.proxy.settings import open_existing
-from freezeframe.proxy.trust import java_truststore, upstream_bundle
-from freezeframe.proxy.wiring import SHELLS, client_environment, render
 from freezeframe.storage import (
+    CassetteNotFound,
     ExchangeFilter,
     ExchangeSummary,
+    Note,
+    Store,
     StoreError,
-    open_store,
+    StoreNotFound,
 )
-from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
-from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+from freezeframe.storage.names import InvalidCassetteName, closest_names, validate_cassette_name
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from freezeframe.evidence.compare import RunDiff
+    from freezeframe.proxy.clock import FakedClock
+    from freezeframe.proxy.command import Confinement, Run
+    from freezeframe.proxy.discovery import Trust
+    from freezeframe.storage import ExchangeSummary
+
+# Only what every command needs is imported above: `--help`, `ls` and the other readers
+# must answer at once, so the proxy engine (mitmproxy), the HTTP client, rich and the
+# what-if machinery are imported inside the commands that use them.
+
+CAPTURES = ("transparent", "local")
+"""The values of ``exec --capture`` (``proxy.command`` checks them against its own)."""
+SHELLS = ("sh", "fish", "dotenv")
+"""The values of ``env --shell`` (``proxy.wiring`` renders each)."""
+FAILURE_KINDS = (
+    "provider_error",
+    "upstream_failure",
+    "truncation",
+    "tool_error",
+    "loop",
+    "schema",
+    "context",
+    "ignored_tool_error",
+)
+"""The values of ``triage --kind`` (``evidence.signatures.KINDS``, which imports jsonschema)."""
 
 PIPED_WIDTH = 200
 """Columns of a table printed to a pipe or file, where no terminal says how wide to be."""
@@ -91,22 +82,20 @@ class FreezeframeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (
-            StoreError,
-            StartupError,
-            NoProxyFound,
-            InvalidCassetteName,
-            ValueError,
-            OSError,
-        ) as exc:
-            if ctx.meta.get("freezeframe.debug"):
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() ends quietly
+        except Exception as exc:
+            if not isinstance(exc, _expected_failures()) or ctx.meta.get("freezeframe.debug"):
                 raise
-            _fail(str(exc))
+            _fail(str(exc) + _suggestion(ctx, exc))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             returned = super().main(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        except BrokenPipeError:
+            _reader_gone()
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "freezeframe"
             _fail(f"{_sentence(exc.format_message())} (see {where} --help)", exc.exit_code)
@@ -115,6 +104,62 @@ class FreezeframeGroup(click.Group):
         except click.Abort:
             _fail("aborted")
         sys.exit(returned if isinstance(returned, int) else 0)
+
+
+def _usage_error(message: str) -> click.UsageError:
+    """A mistake in how a command was called (exit 2, as click's own), not in what it read."""
+    return click.UsageError(message, click.get_current_context(silent=True))
+
+
+@contextlib.contextmanager
+def _usage() -> Iterator[None]:
+    """Arguments that click cannot check itself (``--set``, ``--header``, ``--url``, a
+    duration): a ValueError while reading them is a usage error."""
+    try:
+        yield
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+
+
+def _reader_gone() -> NoReturn:
+    """``show … | head``: the reader has what it wanted and closed the pipe. End without a
+    word and with status 1 (as click and Python's own recipe do), after pointing stdout at
+    /dev/null so that the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(1)
+
+
+def _expected_failures() -> tuple[type[Exception], ...]:
+    """The failures that are one line, not a traceback. Those of the proxy's modules are
+    named only when a command imported them (else none can have been raised), so that
+    reading a store never imports the proxy to name its errors."""
+    found: list[type[Exception]] = [StoreError, InvalidCassetteName, ValueError, OSError]
+    for module, name in (
+        ("freezeframe.proxy.serve", "StartupError"),
+        ("freezeframe.proxy.discovery", "NoProxyFound"),
+        ("freezeframe.proxy.demo", "DemoFailed"),
+    ):
+        if module in sys.modules:
+            found.append(getattr(sys.modules[module], name))
+    return tuple(found)
+
+
+def _suggestion(ctx: click.Context, exc: Exception) -> str:
+    """For a cassette the store does not hold, the names it does hold that are closest
+    (``show orderz``: did you mean 'orders'?), as the proxy says at start."""
+    located = ctx.meta.get("freezeframe.located")
+    if not isinstance(exc, CassetteNotFound) or located is None:
+        return ""
+    from freezeframe.storage import open_store
+
+    try:
+        with open_store(located[1], create=False) as store:
+            close = closest_names(exc.cassette, store.cassette_names())
+    except StoreError:
+        return ""
+    return f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
 
 
 def _sentence(message: str) -> str:
@@ -171,6 +216,42 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def _open(data_dir: str, store: str | None) -> Store:
+    """The store a command reads, where _located finds it, which must exist: a mistyped
+    --data-dir says so instead of creating an empty store and listing nothing. Use it as a
+    context manager (proxy.settings.open_existing): it closes however the command ends."""
+    _, url = _located(data_dir, store)
+    return settings_module.open_existing(data_dir, url)
+
+
+def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
+    """The data dir and store URL a command uses: those given (flag or variable); else the
+    running proxy's, when one answers at FREEZEFRAME_ADMIN, said on stderr (run from the
+    agent's directory, the default ./.freezeframe is another store, or none); else the
+    default data dir's."""
+    context = click.get_current_context()
+    if "freezeframe.located" in context.meta:
+        return context.meta["freezeframe.located"]  # type: ignore[no-any-return]
+    directory = Path(data_dir).expanduser()
+    located = (directory, store or settings_module.default_store_url(directory))
+    if not (_explicit("data_dir") or _explicit("store")):
+        from freezeframe.proxy.discovery import store_of_running
+
+        admin = os.environ.get("FREEZEFRAME_ADMIN") or settings_module.DEFAULT_ADMIN
+        address = settings_module.Address.parse(admin, "FREEZEFRAME_ADMIN")
+        found = store_of_running(address, os.environ.get("FREEZEFRAME_ADMIN_TOKEN"))
+        if found is not None:
+            _note(f"reading the store of the proxy at {found.admin}: {found.url}")
+            located = (found.data_dir, found.url)
+    context.meta["freezeframe.located"] = located
+    return located
+
+
+def _note(message: str) -> None:
+    """One line on stderr that is not an error; stdout stays the command's output."""
+    click.echo(f"freezeframe: {inert(message, newlines=False)}", err=True)
+
+
 def _explicit(name: str) -> bool:
     """Whether the user set option ``name`` (flag or variable) rather than its default."""
     source = click.get_current_context().get_parameter_source(name)
@@ -206,8 +287,19 @@ def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return _store_options(f)
 
 
+def _mode(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A mode that is not one is a usage error (exit 2), as a misspelt flag is."""
+    from freezeframe.addons.state import Mode
+
+    try:
+        Mode.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+    return value
+
+
 _RUN_OPTIONS = [
-    _setting("--mode", "record, replay, auto or passthrough.", default="record"),
+    _setting("--mode", "record, replay, auto or passthrough.", default="record", callback=_mode),
     _setting(
         "--cassette",
         "Default cassette; X-Freezeframe-Cassette overrides it per request.",
@@ -233,6 +325,16 @@ _RUN_OPTIONS = [
         envvar="FREEZEFRAME_ADMIN_HOSTS",
         multiple=True,
         metavar="NAME",
+        type=_Separated(","),
+    ),
+    _setting(
+        "--admin-trusted-proxy",
+        "A reverse proxy (address or CIDR) in front of the admin port whose X-Forwarded-For "
+        "is believed; from anyone else it is ignored (repeatable; env: comma-separated).",
+        "admin_trusted_proxies",
+        envvar="FREEZEFRAME_ADMIN_TRUSTED_PROXIES",
+        multiple=True,
+        metavar="ADDR",
         type=_Separated(","),
     ),
     _setting(
@@ -322,7 +424,7 @@ _RUN_OPTIONS = [
     _setting(
         "--perturb",
         "In replay, perturb recorded answers: KIND[=ARG][@HOST[/PATH-GLOB]][:P],… "
-        "(see the README's Fuzzing section).",
+        "(docs/ci.md, Fuzzing around the fixture).",
         metavar="SPEC",
     ),
     _setting(
@@ -348,6 +450,8 @@ def run(**options: Any) -> None:
     Example:
         freezeframe run --mode replay --cassette bug-8821
     """
+    import asyncio
+
     from freezeframe.proxy.serve import serve
 
     settings = settings_module.build(**options)
@@ -420,6 +524,10 @@ def exec_(
         freezeframe exec --mode replay --cassette bug-8821 --runs 20 \\
             --perturb '429@api.openai.com/v1/*:0.3,reset@tools.local:0.1' -- python agent.py
     """
+    import asyncio
+
+    from freezeframe.proxy.command import Confinement, run_command
+
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
     faked = _faked_clock(clock, options) if clock else None
@@ -464,6 +572,10 @@ def _repeat(
 ) -> int:
     """``exec --runs``: 0 when every run exited 0, else 1. With ``--json`` the command's
     output goes to stderr, so that stdout is the one JSON document."""
+    import asyncio
+
+    from freezeframe.proxy.command import run_repeatedly
+
     stdout = os.dup(1) if as_json else None
     if stdout is not None:
         sys.stdout.flush()
@@ -485,6 +597,10 @@ def _repeat(
 
 def _print_runs(done: Sequence[Run]) -> None:
     """Each run's perturbations and exit status, then each perturbation's exit statuses."""
+    from collections import Counter
+
+    from rich.table import Table
+
     console = _console()
     table = Table("run", "seed", "exit", "perturbed", title="exec --runs", title_justify="left")
     by_kind: dict[str, Counter[int]] = {}
@@ -505,17 +621,30 @@ def _print_runs(done: Sequence[Run]) -> None:
 
 def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
     """``--clock``: refused in one line without libfaketime, or without a time to start at."""
+    from freezeframe.proxy.clock import Clock, FakedClock, library
+
     wanted = Clock.parse(value)
     lib = library()
     if wanted.moment is not None:
         return FakedClock(wanted.moment, lib)
-    with open_existing(options["data_dir"], options["store"]) as store:
+    with _open(options["data_dir"], options["store"]) as store:
         return FakedClock(wanted.start(store, options["cassette"]), lib)
 
 
 def _trust_of_proxy(url: str, admin: str, data_dir: Path | None, token: str | None) -> Trust:
     """``exec --proxy URL``: the CA of the proxy at URL, asked of its admin API; an explicit
     ``data_dir`` wins, for a proxy whose files are mounted somewhere else."""
+    from urllib.parse import urlsplit
+
+    from freezeframe.proxy.discovery import (
+        NoProxyFound,
+        admin_url,
+        proxy_url,
+        running,
+        trust_in,
+        trust_of_running,
+    )
+
     if data_dir is not None:
         return trust_in(data_dir)
     address = settings_module.Address.parse(admin, "admin address")
@@ -570,6 +699,10 @@ def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
         freezeframe env --shell fish | source
         freezeframe env --shell dotenv > agent.env
     """
+    from freezeframe.proxy.discovery import proxy_url, running, trust_in, trust_of_running
+    from freezeframe.proxy.trust import java_truststore
+    from freezeframe.proxy.wiring import client_environment, render
+
     address = settings_module.Address.parse(admin, "admin address")
     document = running(address, admin_token)
     if _explicit("data_dir"):
@@ -606,7 +739,7 @@ def _filter_options(f: Callable[..., Any]) -> Callable[..., Any]:
         try:
             where = ExchangeFilter.parse(run_id, model, status)
         except ValueError as exc:
-            raise ValueError(f"--{exc}") from None
+            raise _usage_error(f"--{exc}") from None
         return f(where=where, **kw)
 
     command = click.option(
@@ -643,12 +776,14 @@ def ls(
         freezeframe ls --json
         freezeframe ls --run-id ci-4411 --status 429
     """
-    with open_existing(data_dir, store) as opened:
+    with _open(data_dir, store) as opened:
         rows = opened.cassettes(where)
     if as_json:
+        from freezeframe.evidence.document import cassette_document
+
         _emit_json([cassette_document(row) for row in rows])
         return
-    table = Table("cassette", "exchanges", "first", "last", "stored")
+    table = _table("cassette", "exchanges", "first", "last", "stored")
     for row in rows:
         table.add_row(
             row.name,
@@ -708,32 +843,51 @@ def show(
     """
     validate_cassette_name(cassette)
     if where is not None and seq is not None:
-        raise ValueError("--run-id, --model and --status filter the list; drop them with SEQ")
+        raise _usage_error("--run-id, --model and --status filter the list; drop them with SEQ")
     if misses:
         if seq is not None or where is not None:
-            raise ValueError("--misses lists a cassette's misses; drop SEQ and the filters")
+            raise _usage_error("--misses lists a cassette's misses; drop SEQ and the filters")
         _show_misses(cassette, data_dir, store, as_json)
         return
-    with open_existing(data_dir, store) as opened:
+    from freezeframe.evidence.document import exchange_document, summary_document
+    from freezeframe.evidence.text import exchange_lines
+
+    with _open(data_dir, store) as opened:
         if seq is None:
             rows = opened.exchanges(cassette, where)
         else:
             document = exchange_document(opened.exchange(cassette, seq))
+        notes = opened.notes(cassette, seq)
     if seq is not None:
         if as_json:
-            _emit_json(document)
+            from freezeframe.evidence.notes import with_notes
+
+            _emit_json(with_notes(document, notes))
         else:
             for line in exchange_lines(document, full=full):
                 click.echo(_heading(line))
+            _print_notes(notes)
         return
     if as_json:
         _emit_json([summary_document(row) for row in rows])
         return
     _print_exchanges(rows)
+    _print_notes(notes)
+
+
+def _print_notes(notes: Sequence[Note]) -> None:
+    """Case notes under what ``show`` printed; nothing when there are none."""
+    if notes:
+        click.echo(_heading("== notes"))
+    for n in notes:
+        about = "" if n.seq is None else f" #{n.seq}"
+        _say(f"{_time(n.at)}{about}  {n.text}")
 
 
 def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
-    with open_existing(data_dir, store) as opened:
+    from freezeframe.evidence.document import miss_document
+
+    with _open(data_dir, store) as opened:
         found = opened.misses(cassette)
     if as_json:
         _emit_json([miss_document(miss) for miss in found])
@@ -753,6 +907,8 @@ def _say(line: str) -> None:
 
 def _cell(text: str) -> str:
     """A table cell of recorded text: inert, and never read as rich markup."""
+    from rich.markup import escape
+
     return escape(inert(text, newlines=False))
 
 
@@ -767,7 +923,7 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
     with_model = any(model != "-" for model in models)
     with_drift = any(row.drifted for row in rows)
     with_origin = any(row.origin for row in rows)
-    table = Table("seq", "started", "method", "status", "outcome", "ms", "bytes")
+    table = _table("seq", "started", "method", "status", "outcome", "ms", "bytes")
     if with_model:
         table.add_column("model", overflow="fold")
     if with_drift:
@@ -792,8 +948,17 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
     _console().print(table)
 
 
+def _table(*columns: str, **options: Any) -> Any:
+    """A rich table (rich is imported when a command has something to print)."""
+    from rich.table import Table
+
+    return Table(*columns, **options)
+
+
 def _console() -> Console:
     """A terminal's own width; piped output as wide as a table needs, never cut to 80."""
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, PIPED_WIDTH)
@@ -829,6 +994,8 @@ def ca(bundle: bool, admin: str, data_dir: str, admin_token: str | None) -> None
     Example:
         export SSL_CERT_FILE=$(freezeframe ca --bundle)
     """
+    from freezeframe.proxy.discovery import client_trust
+
     explicit = Path(data_dir).expanduser() if _explicit("data_dir") else None
     address = settings_module.Address.parse(admin, "admin address")
     trust = client_trust(address, explicit, Path(settings_module.DEFAULT_DATA_DIR), admin_token)
@@ -876,13 +1043,21 @@ def explain(
         freezeframe explain --method POST --url https://api.openai.com/v1/chat/completions \\
             --header 'Content-Type: application/json' --body request.json
     """
+    import secrets
+
+    from freezeframe.canonicalize import canonicalize
+    from freezeframe.evidence.requests import typed_view
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
+
     directory = Path(data_dir).expanduser()
     key_path = directory / settings_module.KEY_FILENAME
     key = load_or_create_key(key_path) if key_path.is_file() else None
     body = body_file.read() if body_file else b""
-    view, redacted = typed_view(
-        method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES))
-    )
+    with _usage():
+        view, redacted = typed_view(
+            method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES))
+        )
     if key is None and redacted:
         click.echo(
             f"freezeframe: warning: no secret key at {key_path}, so the secrets in this body "
@@ -964,7 +1139,7 @@ def verify(
     if trust is not None:
         raise click.UsageError("--trust checks a bundle's signature: add --bundle FILE")
     validate_cassette_name(cassette)
-    with open_existing(data_dir, store) as opened:
+    with _open(data_dir, store) as opened:
         report = opened.verify(cassette)
     if as_json:
         _emit_json(asdict(report))
@@ -1063,8 +1238,10 @@ def export(
         raise click.UsageError("--otlp-endpoint sends otel spans instead of writing -o FILE")
     if otlp_endpoint is None and output is None:
         raise click.UsageError("missing -o FILE")
-    rules_file = rules_path(rules, Path(data_dir).expanduser())
-    with open_existing(data_dir, store) as opened:
+    from freezeframe.proxy.keys import rules_path
+
+    rules_file = rules_path(rules, _located(data_dir, store)[0])
+    with _open(data_dir, store) as opened:
         total = len(opened.exchanges(cassette))
         with _progress(f"exporting {cassette}", total) as advance:
             if otlp_endpoint is not None:
@@ -1110,15 +1287,21 @@ def import_(
 
     A capture from another tool has its secrets replaced by markers and its requests keyed
     as the proxy would; what it lacks (chunk timing, run context) is said, one line each.
+    Like run and exec, import makes the store when there is none (and says so): a bundle
+    someone sent can be read in an empty directory.
 
     \b
     Example:
         freezeframe import bug-8821.ffcase --as bug-8821-review
         freezeframe import session.har --as from-devtools
     """
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.storage import open_store
+    from freezeframe.storage.redaction import Redactor, load_or_create_key
+
     if name is not None:
         validate_cassette_name(name)
-    directory = Path(data_dir).expanduser()
+    directory, url = _located(data_dir, store)
 
     def keeper(cassette: str) -> exchange_formats.Keeper:
         redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
@@ -1129,11 +1312,20 @@ def import_(
         validate_cassette_name(source.cassette)
     except InvalidCassetteName as exc:
         raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
-    with open_store(store or settings_module.default_store_url(directory)) as opened:
+    made = False
+    try:
+        opened = open_store(url, create=False)
+    except StoreNotFound:
+        opened, made = open_store(url), True
+    with opened:
         with _progress(f"importing {file.name}", source.total) as advance:
             imported = opened.import_cassette(
                 source.cassette, _counted(source.exchanges, advance), origin=source.origin
             )
+        for kept in source.case_notes:
+            opened.add_note(kept)
+    if made:  # said once the import held: a refused file's error stays the one line
+        _note(f"made a new store at {opened.location}")
     _say(
         f"{imported.cassette}: imported {imported.exchanges} exchanges from {file} "
         f"({source.format}), chain head {imported.head}"
@@ -1179,6 +1371,15 @@ def _progress(what: str, total: int | None) -> Iterator[Callable[[int], None]]:
     if not sys.stderr.isatty():
         yield lambda _: None
         return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -1219,9 +1420,14 @@ def rekey(
     Example:
         freezeframe rekey bug-8821 --rules rules.toml --dry-run
     """
+    from rich.console import Console
+
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.proxy.rekey import rekey as rekey_cassette
+
     validate_cassette_name(cassette)
-    config = key_config(rules_path(rules, Path(data_dir).expanduser()))
-    with open_existing(data_dir, store) as opened:
+    config = key_config(rules_path(rules, _located(data_dir, store)[0]))
+    with _open(data_dir, store) as opened:
         report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
     if as_json:
         _emit_json(asdict(report))
@@ -1275,12 +1481,24 @@ def search(
     """
     if cassette is not None:
         validate_cassette_name(cassette)
-    with open_existing(data_dir, store) as opened:
+    with _open(data_dir, store) as opened:
         hits = opened.search(query, cassette, limit)
+        noted = opened.search_notes(query, cassette, limit)
     if as_json:
-        _emit_json([search_document(hit) for hit in hits])
+        from freezeframe.evidence.document import search_document
+        from freezeframe.evidence.notes import note_hit
+
+        _emit_json([search_document(hit) for hit in hits] + [note_hit(n) for n in noted])
         return
-    table = Table("cassette", "seq", "started", "method", "status", "in", "match", "url")
+    for n in noted:
+        _say(f"note on {n.cassette}" + ("" if n.seq is None else f" #{n.seq}") + f": {n.text}")
+    if noted and not hits:
+        return
+    if not hits:
+        within = f" in cassette {cassette!r}" if cassette is not None else ""
+        _say(f"nothing found for {query!r}{within}")
+        return
+    table = _table("cassette", "seq", "started", "method", "status", "in", "match", "url")
     for hit in hits:
         table.add_row(
             hit.cassette,
@@ -1316,7 +1534,7 @@ def fork(
     """
     validate_cassette_name(source)
     validate_cassette_name(target)
-    with open_existing(data_dir, store) as opened:
+    with _open(data_dir, store) as opened:
         forked = opened.fork(source, target, upto=upto)
     if as_json:
         _emit_json(asdict(forked))
@@ -1376,17 +1594,23 @@ def edit(
         freezeframe edit bug-8821 3 --into bug-8821-fix1 \\
             --set '$.orders=[{"id": "ord_8821", "user": "u-17"}]'
     """
+    from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
+    from freezeframe.proxy.keys import key_config, rules_path
+
     validate_cassette_name(cassette)
     validate_cassette_name(target)
+    with _usage():
+        assignments = tuple(Assignment.parse(text) for text in sets)
+        pairs = tuple(_header_pair(text) for text in headers)
     change = AnswerEdit(
         body=response_body.read() if response_body is not None else None,
-        sets=tuple(Assignment.parse(text) for text in sets),
+        sets=assignments,
         status=status,
-        headers=tuple(_header_pair(text) for text in headers),
+        headers=pairs,
         source=getattr(response_body, "name", "a file"),
     )
-    config = key_config(rules_path(rules, Path(data_dir).expanduser()))
-    with open_existing(data_dir, store) as opened:
+    config = key_config(rules_path(rules, _located(data_dir, store)[0]))
+    with _open(data_dir, store) as opened:
         made = edited(opened.exchange(cassette, seq), change, config)
         forked = opened.fork(cassette, target, edits={seq: made})
     if as_json:
@@ -1446,22 +1670,33 @@ def resend(
         freezeframe resend bug-8821 2 --into bug-8821-newmodel \\
             --set '$.model="gpt-4o-2026-01-01"' --header "Authorization: Bearer $OPENAI_API_KEY"
     """
+    import ssl
+
+    from freezeframe.evidence.editing import Assignment
+    from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.proxy.resend import resend as resend_exchange
+    from freezeframe.proxy.trust import upstream_bundle
+    from freezeframe.storage.redaction import Redactor, load_or_create_key
+
     validate_cassette_name(cassette)
     validate_cassette_name(target)
-    directory = Path(data_dir).expanduser()
+    directory = _located(data_dir, store)[0]
     verify: ssl.SSLContext | bool = True
     if upstream_ca:
         settings_module.check_certificates(Path(upstream_ca).expanduser(), "upstream CA")
         bundle = upstream_bundle(directory, Path(upstream_ca).expanduser())
         verify = ssl.create_default_context(cafile=str(bundle))
     proxy = settings_module.UpstreamProxy.parse(upstream_proxy) if upstream_proxy else None
-    with open_existing(data_dir, store) as opened:
+    with _usage():
+        assignments = [Assignment.parse(text) for text in sets]
+        pairs = [_header_pair(text) for text in headers]
+    with _open(data_dir, store) as opened:
         resent = resend_exchange(
             opened,
             opened.exchange(cassette, seq),
             target,
-            sets=[Assignment.parse(text) for text in sets],
-            headers=[_header_pair(text) for text in headers],
+            sets=assignments,
+            headers=pairs,
             redactor=Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME)),
             config=key_config(rules_path(rules, directory)),
             verify=verify,
@@ -1485,8 +1720,13 @@ def resend(
 @click.argument("b")
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option(
+    "--strict", is_flag=True, help="Compare the ids a model makes up byte for byte, not by role."
+)
 @_debug_option
-def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -> None:
+def diff_runs(
+    a: str, b: str, data_dir: str, store: str | None, as_json: bool, strict: bool
+) -> None:
     """Compare two runs step by step; exit 0 when they are equivalent, 1 when they differ.
 
     A and B are cassettes, or CASSETTE@RUN_ID for the exchanges of one run. Model calls
@@ -1494,14 +1734,19 @@ def diff_runs(a: str, b: str, data_dir: str, store: str | None, as_json: bool) -
     differing JSON paths, the answer's differences (text, tool calls chosen, finish reason;
     a tool's status and body) and, apart, what does not change behaviour (model snapshot,
     system_fingerprint, usage, timing). The first step where they diverge is named.
+    Ids the model makes up each call (chatcmpl-, call_ and the tool_call_id echoing it,
+    resp_, msg_, toolu_) count by their role, so a faithful re-run is equivalent; --strict
+    compares them byte for byte.
 
     \b
     Example:
         freezeframe diff orders-bug orders-careful
         freezeframe diff bug-8821@run-1 bug-8821@run-2 --json
     """
-    with open_existing(data_dir, store) as opened:
-        compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b))
+    from freezeframe.evidence.compare import compare_runs, diff_document, read_run
+
+    with _open(data_dir, store) as opened:
+        compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b), strict=strict)
     if as_json:
         _emit_json(diff_document(compared))
     else:
@@ -1560,7 +1805,7 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
         freezeframe rm bug-8812 --yes
     """
     validate_cassette_name(cassette)
-    with open_existing(data_dir, store) as opened:
+    with _open(data_dir, store) as opened:
         if not yes:
             count = len(opened.exchanges(cassette))
             if not sys.stdin.isatty():
@@ -1602,8 +1847,9 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
     Example:
         freezeframe gc --dry-run
     """
-    seconds = settings_module.parse_duration(grace, "--grace")
-    with open_existing(data_dir, store) as opened:
+    with _usage():
+        seconds = settings_module.parse_duration(grace, "--grace")
+    with _open(data_dir, store) as opened:
         found = opened.collect(seconds, dry_run=dry_run)
     if as_json:
         _emit_json(asdict(found) | {"dry_run": dry_run})
@@ -1613,6 +1859,49 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
         f"{verb} {found.bodies} bodies no cassette uses ({_size(found.freed)}) "
         f"and {found.values} search values"
     )
+
+
+@main.command()
+@_store_options
+@click.option("--no-browser", is_flag=True, help="Print the case file's URL; open no browser.")
+@_debug_option
+def demo(data_dir: str, store: str | None, no_browser: bool) -> None:
+    """Record an agent, then replay it with its model and tool stopped: no API key needed.
+
+    No API key, no network: the model (streamed chat completions with a tool call, over
+    HTTPS) and the tool run here, and the agent is plain httpx through `freezeframe run`.
+    Prints both runs and whether replay was identical; leaves the cassette `demo` for ls,
+    show and the case file, which it serves until Ctrl-C on a terminal (opening a browser
+    where there is one).
+
+    \b
+    Example:
+        freezeframe demo
+        freezeframe show demo
+    """
+    from freezeframe.proxy.demo import CASSETTE, Outcome, Proxy, can_open_browser, run_demo
+
+    def then(replayer: Proxy, outcome: Outcome) -> None:
+        verdict = "yes" if outcome.identical else "NO"
+        click.echo(f"replay was identical: {verdict} (the model and the tool were stopped)")
+        click.echo(f"cassette {CASSETTE!r} is in {_located(data_dir, store)[1]}")
+        click.echo(f"  freezeframe ls; freezeframe show {CASSETTE}")
+        url = f"{replayer.admin}/cassettes/{CASSETTE}"
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            click.echo(f"case file: {url}")
+            click.echo(f"  (served by: freezeframe run --mode replay --cassette {CASSETTE})")
+            return
+        click.echo(f"case file: {url} (served until Ctrl-C)")
+        if not no_browser and can_open_browser():
+            import webbrowser
+
+            webbrowser.open(url)
+        with contextlib.suppress(KeyboardInterrupt):
+            replayer.process.wait()
+
+    directory, url = _located(data_dir, store)
+    outcome = run_demo(directory, store, _say, then)
+    sys.exit(0 if outcome.identical else 1)
 
 
 @main.command(name="replay-reset")
@@ -1629,6 +1918,10 @@ def replay_reset(admin: str, admin_token: str | None) -> None:
     Example:
         freezeframe replay-reset --admin 127.0.0.1:8081
     """
+    import httpx
+
+    from freezeframe.proxy.discovery import NoProxyFound, admin_headers, admin_url
+
     address = settings_module.Address.parse(admin, "admin address")
     url = f"{admin_url(address)}/api/replay/reset"
     try:
@@ -1647,3 +1940,198 @@ def replay_reset(admin: str, admin_token: str | None) -> None:
     except (httpx.HTTPError, ValueError) as exc:
         raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
     click.echo(f"replay starts from the top (mode {mode['mode']}, cassette {mode['cassette']!r})")
+
+
+@main.command()
+@click.option(
+    "--since", metavar="DURATION", help="Only failures of the last DURATION (30m, 6h, 2d)."
+)
+@click.option("--cassette", "pattern", metavar="GLOB", help="Only cassettes whose name matches.")
+@click.option("--kind", type=click.Choice(FAILURE_KINDS), help="Only failures of this kind.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="First work out the signatures of exchanges stored before triage or under older rules.",
+)
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def triage(
+    since: str | None,
+    pattern: str | None,
+    kind: str | None,
+    rebuild: bool,
+    data_dir: str,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """The failing runs, grouped by what went wrong, largest group first.
+
+    A run is a cassette, or CASSETTE@RUN_ID where the traffic carried a run id. Each group
+    is one signature (the kind, the endpoint, the status, the error with its ids and numbers
+    masked), with its runs and its first failure to open. A healthy run is in no group.
+
+    \b
+    Example:
+        freezeframe triage --since 24h
+        freezeframe triage --cassette 'prod-*' --kind provider_error --json
+    """
+    from freezeframe.evidence.signatures import SIGNATURE_VERSION
+    from freezeframe.evidence.triage import (
+        find_groups,
+        parse_duration,
+        pending_count,
+        stale_cassettes,
+        triage_document,
+    )
+    from freezeframe.evidence.triage import rebuild as rebuild_signals
+
+    window = None if since is None else parse_duration(since)
+    with _open(data_dir, store) as opened:
+        if rebuild:
+            with _progress("signing", sum(stale_cassettes(opened).values())) as advance:
+                rebuilt = rebuild_signals(opened, advance)
+            click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
+        found = find_groups(opened, since=window, pattern=pattern, kind=kind)
+        stale = 0 if rebuild else pending_count(opened)
+    if stale:
+        click.echo(
+            f"{stale} exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
+            "run `freezeframe triage --rebuild` to include them",
+            err=True,
+        )
+    if as_json:
+        _emit_json(triage_document(found))
+        return
+    if not found:
+        click.echo("no failures found")
+        return
+    table = _table("count", "runs", "kind", "signature", "first seen", "last seen", "example")
+    for group in found:
+        example = group.example
+        table.add_row(
+            str(group.count),
+            str(len(group.runs)),
+            group.kind,
+            _cell(group.signature),
+            _time(group.first_seen),
+            _time(group.last_seen),
+            _cell(f"{example.cassette} {example.seq}"),
+        )
+    _console().print(table)
+
+
+@main.command()
+@click.argument("target", metavar="CASSETTE[:SEQ]")
+@click.argument("text")
+@_store_options
+@_debug_option
+def note(target: str, text: str, data_dir: str, store: str | None) -> None:
+    """Keep a case note on a cassette, or on one of its exchanges (CASSETTE:SEQ).
+
+    A ticket, a verdict, a lead: shown by `show` and in the case file, found by `search`,
+    carried by export and import.
+
+    \b
+    Example:
+        freezeframe note bug-8821 "TICKET-412: customer saw a refund twice"
+        freezeframe note bug-8821:7 "cold case: missing tool schema version"
+    """
+    from freezeframe.evidence.notes import note_target
+
+    cassette, seq = note_target(target)
+    validate_cassette_name(cassette)
+    if not text.strip():
+        raise ValueError("a note needs some text")
+    with _open(data_dir, store) as opened:
+        opened.add_note(Note(cassette, seq, time.time(), text))
+    click.echo(f"noted on {cassette}" + ("" if seq is None else f" exchange {seq}"))
+
+
+@main.command()
+@click.argument("signature")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@_store_options
+@_setting("--listen", "Proxy listen address for each run.", default="127.0.0.1:8080")
+@_setting("--admin", "Admin API + web UI address for each run.", default="127.0.0.1:8081")
+@_setting(
+    "--isolate/--no-isolate",
+    "Run COMMAND where only the proxy is reachable  [default: on where the system allows it]",
+    envvar="FREEZEFRAME_ISOLATE",
+    default=None,
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def recheck(
+    signature: str,
+    command: tuple[str, ...],
+    data_dir: str,
+    store: str | None,
+    listen: str,
+    admin: str,
+    isolate: bool | None,
+    as_json: bool,
+) -> None:
+    """Run COMMAND once per run of a failure group, each in replay against that run.
+
+    A run passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run
+    passes (the group collapses), 1 when any fails. Put `--` before the command.
+
+    \b
+    Example:
+        freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
+            -- python agent.py
+    """
+    import asyncio
+
+    from freezeframe.evidence.triage import find_group
+    from freezeframe.proxy.command import Confinement
+    from freezeframe.proxy.recheck import RunCheck, check_line, recheck_document
+    from freezeframe.proxy.recheck import recheck as recheck_group
+
+    _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+    settings = settings_module.build(
+        mode="replay",
+        cassette="default",
+        data_dir=data_dir,
+        store=store,
+        listen=listen,
+        admin=admin,
+        upstream_ca=None,
+        replay_pace="instant",
+    )
+    with _open(data_dir, store) as opened:
+        group = find_group(opened, signature)
+
+        def said(check: RunCheck) -> None:
+            if not as_json:
+                _say(check_line(check))
+
+        with _output_to_stderr(as_json):
+            report = asyncio.run(
+                recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+            )
+    if as_json:
+        _emit_json(recheck_document(report))
+    else:
+        verdict = "collapsed: every run passes" if report.collapsed else "still failing"
+        passed = sum(check.passed for check in report.runs)
+        click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
+    sys.exit(0 if report.collapsed else 1)
+
+
+@contextlib.contextmanager
+def _output_to_stderr(moved: bool) -> Iterator[None]:
+    """When ``moved``, the output of the commands run meanwhile goes to stderr, so that
+    stdout is the one JSON document."""
+    if not moved:
+        yield
+        return
+    stdout = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(stdout, 1)
+        os.close(stdout)

@@ -13,6 +13,14 @@ mode and cassette between tests (``PUT /api/mode``, which also starts replay fro
 costs a request. Mode and cassette are the proxy's, not a request's, so two tests running at
 once cannot share one; each xdist worker runs its tests one at a time with its own.
 
+Most agents build their client when their module is imported (``client = OpenAI()`` at
+module level), and such a client reads ``HTTPS_PROXY`` and its trust store then, before any
+fixture runs. A project that says it uses freezeframe (``freezeframe_mode`` in its pytest
+configuration, or ``--freezeframe-mode`` on the command line) gets the session's proxy at
+``pytest_configure``, before test modules are imported, with the environment set for the
+whole session; between freezeframe tests that proxy passes traffic through untouched. A
+freezeframe test whose traffic never reached the proxy is named, with the likely cause.
+
 Importing this module starts nothing and imports nothing heavy: pytest loads it in every
 session of an environment where freezeframe is installed.
 """
@@ -66,14 +74,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--freezeframe-mode",
         choices=MODES,
-        default="replay",
-        help="Mode of tests that use freezeframe (a marker's mode= wins). Default: replay.",
+        default=None,
+        help="Mode of tests that use freezeframe (a marker's mode= wins). Default: the "
+        "freezeframe_mode ini setting, else replay. Given here or there, the proxy starts "
+        "before test modules are imported, so clients built at import time use it.",
     )
     group.addoption(
         "--freezeframe-data-dir",
         default=None,
         metavar="DIR",
         help="freezeframe's data dir. Default: FREEZEFRAME_DATA_DIR, else <rootdir>/.freezeframe.",
+    )
+    parser.addini(
+        "freezeframe_mode",
+        "Mode of tests that use freezeframe (replay, record, auto, passthrough). Setting it "
+        "says the project uses freezeframe: the proxy and its environment are in place before "
+        "test modules are imported.",
+        default=None,
     )
 
 
@@ -83,13 +100,33 @@ def pytest_configure(config: pytest.Config) -> None:
         "freezeframe(cassette=None, mode=None, rules=None): run the test's HTTP(S) traffic "
         "through freezeframe, replaying (or recording) the cassette",
     )
-    config.stash[_SESSION] = Session(config)
+    session = Session(config)
+    config.stash[_SESSION] = session
+    if session.wide and not _is_xdist_controller(config):
+        session.start_wide()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION, None)
     if session is not None:
         session.stop()
+
+
+def default_mode(config: pytest.Config) -> str:
+    """The mode of a test without ``mode=``: the flag, else the ini setting, else replay."""
+    mode = config.getoption("freezeframe_mode") or config.getini("freezeframe_mode") or "replay"
+    if mode not in MODES:
+        raise pytest.UsageError(f"freezeframe_mode = {mode!r}: choose one of {MODES}")
+    return str(mode)
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    """Under ``-n``, the controller runs no test: its workers start their own proxies."""
+    if hasattr(config, "workerinput"):
+        return False
+    return bool(getattr(config.option, "numprocesses", None)) or (
+        getattr(config.option, "dist", "no") != "no"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +144,25 @@ class Session:
     config: pytest.Config
     proxies: dict[str | None, Proxy] = field(default_factory=dict)
     drifted: list[Drifted] = field(default_factory=list)
+    #: Freezeframe tests whose proxy saw none of their traffic.
+    unseen: list[str] = field(default_factory=list)
+    #: The variables the session-wide environment replaced, to put back at the end.
+    _before: dict[str, str | None] | None = None
+
+    @property
+    def wide(self) -> bool:
+        """Whether the project says it uses freezeframe, so the session gets its proxy and
+        environment before test modules are imported."""
+        config = self.config
+        return bool(config.getoption("freezeframe_mode") or config.getini("freezeframe_mode"))
+
+    def start_wide(self) -> None:
+        """Start the session's proxy, passing traffic through until a freezeframe test
+        switches it, and point this process (and so every client it builds) at it."""
+        proxy = self.proxy(None, "passthrough")
+        wanted = proxy.client_environment()
+        self._before = {name: os.environ.get(name) for name in wanted}
+        _apply(wanted)
 
     @property
     def data_dir(self) -> Path:
@@ -117,12 +173,15 @@ class Session:
             return Path(given).expanduser().absolute()
         return self.config.rootpath / ".freezeframe"
 
-    def proxy(self, rules: str | None) -> Proxy:
+    def proxy(self, rules: str | None, mode: str = "replay") -> Proxy:
         if rules not in self.proxies:
-            self.proxies[rules] = Proxy.start(self.data_dir, rules)
+            self.proxies[rules] = Proxy.start(self.data_dir, rules, mode)
         return self.proxies[rules]
 
     def stop(self) -> None:
+        if self._before is not None:
+            _apply(self._before)
+            self._before = None
         for proxy in self.proxies.values():
             proxy.stop()
         self.proxies.clear()
@@ -192,7 +251,7 @@ def freezeframe(request: pytest.FixtureRequest) -> Iterator[Freezeframe]:
         raise pytest.UsageError(
             f"@pytest.mark.freezeframe takes cassette=, mode= and rules=, not {sorted(unknown)}"
         )
-    mode = wanted.get("mode") or request.config.getoption("freezeframe_mode")
+    mode = wanted.get("mode") or default_mode(request.config)
     if mode not in MODES:
         raise pytest.UsageError(f"@pytest.mark.freezeframe(mode={mode!r}): choose one of {MODES}")
     cassette = wanted.get("cassette") or cassette_name(request.node.nodeid)
@@ -208,8 +267,12 @@ def freezeframe(request: pytest.FixtureRequest) -> Iterator[Freezeframe]:
     request.node.stash[_USE] = use
     with _environment(proxy.client_environment()):
         yield use
+    if not use.events:
+        session.unseen.append(request.node.nodeid)
     if drift := use.drift:
         session.drifted.append(Drifted(request.node.nodeid, tuple(drift)))
+    if session.wide and rules is None:
+        proxy.switch("passthrough", cassette)
 
 
 @pytest.fixture(autouse=True)
@@ -223,10 +286,15 @@ def _freezeframe_marker(request: pytest.FixtureRequest) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """In replay, a test that missed fails, with the misses' explanation as its message."""
+    """In replay, a test that missed fails, with the misses' explanation as its message;
+    a failed test whose traffic never reached the proxy says where it likely went."""
     report = yield
     use = item.stash.get(_USE, None)
-    if use is None or report.when != "call" or use.mode != "replay":
+    if use is None or report.when != "call":
+        return report
+    if report.failed and not use.events:
+        report.sections.append(("freezeframe", _nothing_reached(item.config)))
+    if use.mode != "replay":
         return report
     misses = use.misses
     if misses:
@@ -237,9 +305,32 @@ def pytest_runtest_makereport(
     return report
 
 
+def _nothing_reached(config: pytest.Config) -> str:
+    """Why a freezeframe test's requests may have gone around the proxy."""
+    if config.getoption("freezeframe_mode") or config.getini("freezeframe_mode"):
+        return (
+            "nothing this test sent reached freezeframe's proxy: its client went to the host "
+            "directly (a proxy or trust store of its own, NO_PROXY, or a rules= proxy that a "
+            "client built at import time does not know)"
+        )
+    return (
+        "nothing this test sent reached freezeframe's proxy: a client built when its module "
+        "was imported (client = OpenAI() at module level) read HTTPS_PROXY before the test "
+        "set it. Set freezeframe_mode in the pytest configuration (or pass "
+        "--freezeframe-mode) and freezeframe sets the environment before test modules load"
+    )
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     session = terminalreporter.config.stash.get(_SESSION, None)
-    if session is None or not session.drifted:
+    if session is None:
+        return
+    if session.unseen:
+        terminalreporter.section("freezeframe: traffic that went around the proxy")
+        terminalreporter.write_line(_nothing_reached(terminalreporter.config) + ":")
+        for nodeid in session.unseen:
+            terminalreporter.write_line(f"  {nodeid}")
+    if not session.drifted:
         return
     terminalreporter.section("freezeframe: drift")
     terminalreporter.write_line(
@@ -264,23 +355,24 @@ def cassette_name(nodeid: str) -> str:
     return name if name[:1].isalnum() else f"t{name}"
 
 
+def _apply(wanted: dict[str, str | None]) -> None:
+    """Set (or, for None, unset) variables in this process, for it and its subprocesses."""
+    for name, value in wanted.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @contextlib.contextmanager
 def _environment(wanted: dict[str, str | None]) -> Iterator[None]:
     """Set (or, for None, unset) variables for the test and its subprocesses; restore them."""
     before = {name: os.environ.get(name) for name in wanted}
     try:
-        for name, value in wanted.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(wanted)
         yield
     finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(before)
 
 
 def _dies_with_its_parent() -> Callable[[], object] | None:
@@ -324,7 +416,7 @@ class Proxy:
         return f"http://127.0.0.1:{self.admin_port}"
 
     @classmethod
-    def start(cls, data_dir: Path, rules: str | None) -> Proxy:
+    def start(cls, data_dir: Path, rules: str | None, mode: str = "replay") -> Proxy:
         port, admin_port = _free_port(), _free_port()
         fd, log = tempfile.mkstemp(prefix="freezeframe-pytest-", suffix=".log")
         env = {k: v for k, v in os.environ.items() if k not in OWN_SETTINGS}
@@ -335,7 +427,7 @@ class Proxy:
             "freezeframe",
             "run",
             "--mode",
-            "replay",
+            mode,
             "--data-dir",
             str(data_dir),
             "--listen",

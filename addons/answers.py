@@ -10,13 +10,14 @@ message from, so the explanation shows up in the exception the agent raises.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 import time
 from typing import Any
 
-from mitmproxy import http, version
-
-from freezeframe.addons.mitmproxy_internals import format_error  # the page mitmproxy itself sends
+from mitmproxy import http
 
 MISS_STATUS = 404
 ERROR_HEADER = "x-freezeframe-error"
@@ -42,11 +43,11 @@ def error(status: int, kind: str, message: str, **details: Any) -> http.Response
 def upstream_failure(status: int, message: str, address: str) -> http.Response:
     """What the client is answered when the upstream at ``address`` cannot be reached.
 
-    An upstream certificate that does not verify gets freezeframe's JSON error, naming the
-    upstream and the setting that fixes it (the SDKs show a JSON message; an HTML page
-    reaches the agent as a bare 502). Every other failure gets mitmproxy's own page, byte
-    for byte. Recording and replay both answer through here, so a replayed failure is the
-    answer the client saw when it was recorded.
+    Every failure gets freezeframe's JSON error in the shape the OpenAI and Anthropic SDKs
+    read (``error.message``), naming the upstream and the cause: an SDK shows that message,
+    where mitmproxy's HTML page reaches the agent as a bare 502. An upstream certificate that
+    does not verify also names the setting that fixes it. Recording and replay both answer
+    through here, so a replayed failure is the answer the client saw when it was recorded.
     """
     if message.startswith(TLS_VERIFY_FAILED):
         reason = message.removeprefix(TLS_VERIFY_FAILED).strip()
@@ -57,10 +58,23 @@ def upstream_failure(status: int, message: str, address: str) -> http.Response:
             f"({reason}); if it is signed by a private CA, pass --upstream-ca FILE "
             "(FREEZEFRAME_UPSTREAM_CA) with that CA",
         )
-    response = http.Response.make(
+    return error(
         status,
-        format_error(status, message),
-        {"Server": version.MITMPROXY, "Connection": "close", "Content-Type": "text/html"},
+        "freezeframe_upstream_unreachable",
+        f"freezeframe: the upstream {address} could not be reached: {cause(message)}",
     )
-    response.timestamp_start = response.timestamp_end = time.time()
-    return response
+
+
+_CONNECT_FAILED = re.compile(r"\[Errno (\d+)\] Connect call failed \('([^']*)', (\d+)")
+
+
+def cause(message: str) -> str:
+    """mitmproxy's error in words: ``[Errno 111] Connect call failed ('127.0.0.1', 9443)``
+    is ``connect to 127.0.0.1:9443 refused``; anything else is kept as it is."""
+    found = _CONNECT_FAILED.match(message)
+    if found is None:
+        return message
+    number, host, port = int(found[1]), found[2], found[3]
+    if number == errno.ECONNREFUSED:
+        return f"connect to {host}:{port} refused"
+    return f"connect to {host}:{port} failed: {os.strerror(number)}"

@@ -43,6 +43,7 @@ from freezeframe.addons.uploads import (
 from freezeframe.canonicalize import KeyConfig, RequestView
 from freezeframe.evidence.recording import new_exchange
 from freezeframe.evidence.requests import WireRequest
+from freezeframe.evidence.triage import RunReaders
 from freezeframe.storage import (
     BlobRef,
     BlobWriter,
@@ -61,6 +62,11 @@ from freezeframe.storage.redaction import Redactor
 log = logging.getLogger("freezeframe.record")
 
 STOPPED = "the proxy was stopped while this exchange was in flight"
+#: mitmproxy's word for a client that closed its connection (or stream) before the end.
+CLIENT_CLOSED = "Client disconnected."
+CLIENT_READ_GRACE_S = 1.0
+"""A client that closes within this long of the last bytes it was sent closed because it
+had read what it wanted; one that closes later gave up waiting on a silent upstream."""
 DURABLE_WAIT_S = 30.0
 """How long --durability strict holds an answer's end for its commit."""
 
@@ -82,6 +88,19 @@ def _end_after_the_hook(flow: http.HTTPFlow) -> None:
 
 PACED_STEP = 1024 * 1024
 """Past LARGE_BODY, a chunk starts a new timing entry only this many bytes after the last."""
+
+
+def _read_and_closed(recording: _Recording, flow: http.HTTPFlow) -> bool:
+    """Whether a client's early close followed what it read (an MCP client closing the SSE
+    answer it has its result from) rather than a wait for more (a read timeout on an
+    upstream gone silent, which is the upstream's failure and is recorded ``truncated``)."""
+    if flow.error is None:
+        return False
+    last = recording.chunks[-1][1] if recording.chunks else None
+    if last is None and flow.response is not None and flow.response.timestamp_start:
+        last = flow.response.timestamp_start - recording.started
+    closed = flow.error.timestamp - recording.started
+    return last is not None and closed - last <= CLIENT_READ_GRACE_S
 
 
 class _Recording:
@@ -170,6 +189,7 @@ class Record:
     ) -> None:
         self._store = store
         self._strict = strict  # --durability strict: an answer ends once it is committed
+        self._readers = RunReaders()  # each run's failures, found as its exchanges come
         self._state = state
         self._key_config = key_config
         self._redactor = redactor
@@ -366,7 +386,12 @@ class Record:
         if recording is None:
             return
         message = flow.error.msg if flow.error else "unknown error"
-        outcome = Outcome.FAILED if flow.response is None else Outcome.TRUNCATED
+        if flow.response is None:
+            outcome = Outcome.FAILED
+        elif message == CLIENT_CLOSED and _read_and_closed(recording, flow):
+            outcome = Outcome.CLIENT_CLOSED
+        else:
+            outcome = Outcome.TRUNCATED
         self._submit(recording, outcome, message)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
@@ -490,4 +515,4 @@ class Record:
             request_body_ref=request_body_ref,
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
-        return exchange
+        return self._readers.sign(exchange)

@@ -271,7 +271,7 @@ class Reenactor:
             await writer.drain()
         await writer.drain()
         exchange = staged.exchange
-        if exchange.outcome is Outcome.COMPLETE:
+        if exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED):
             writer.write(conn.send(h11.EndOfMessage()) or b"")
             await writer.drain()
             return True

@@ -31,7 +31,7 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, 
 from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
-from freezeframe.canonicalize import Canonical, KeyConfig, nearest
+from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
 from freezeframe.canonicalize.drift import drifted
 from freezeframe.evidence.perturb import Perturbed, Perturber
 from freezeframe.evidence.perturb import Request as PerturbedRequest
@@ -82,9 +82,35 @@ class Replay:
         self._redactor = redactor
         self._reenactor = reenactor
         self._stopped = False
+        self._generation = state.generation
+        self._loaded: set[str] = set()  # the cassettes preloaded since the last unload
+
+    def running(self) -> None:
+        """Load the default cassette's recordings before the first request needs them."""
+        if self._state.mode in (Mode.REPLAY, Mode.AUTO):
+            self._preload(self._state.cassette)
 
     def done(self) -> None:
         self._stopped = True
+
+    def _preload(self, cassette: str) -> None:
+        """Have the store answer ``cassette``'s lookups from memory (Store.preload); after
+        replay started from the top, everything is read again. A failure only costs speed:
+        lookup() reads the store itself, and reports the failure if it persists."""
+        generation = self._state.generation
+        if generation != self._generation:
+            self._generation = generation
+            self._loaded.clear()
+            self._store.unload()
+        if cassette in self._loaded:
+            return
+        try:
+            held = self._store.preload(cassette)
+        except StoreError as exc:
+            log.warning("cannot load cassette %r for replay: %s", cassette, exc)
+            return
+        self._loaded.add(cassette)
+        log.debug("cassette %r loaded for replay: %d recordings held in all", cassette, held)
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """A request whose body is too large to hold is answered as its body streams.
@@ -145,7 +171,7 @@ class Replay:
         try:
             canonical = canonical_of(flow, info, self._key_config, self._redactor)
             self._warn(flow, info, canonical)
-            answer = self._answer(flow, info, canonical, mode)
+            answer = self._answer(flow, info, self._as_recorded(info, canonical), mode)
         except Exception as exc:
             # mitmproxy logs an addon's exception and carries on, which here would mean
             # forwarding the request upstream. Replay must never do that, so any failure
@@ -161,6 +187,16 @@ class Replay:
                 self._reenactor.route(
                     flow, answer.exchange, answer.response, answer.headers, answer.pace
                 )
+
+    def _as_recorded(self, info: FlowInfo, canonical: Canonical) -> Canonical:
+        """The key the recorded run gave this request: where it names ids a live answer of
+        this replay minted (a Responses ``previous_response_id``), the recorded ids they
+        stand for (evidence.response_ids). ``info.canonical`` stays the request's own key,
+        under which ``--record-into`` keeps it, so the new run replays on its own."""
+        if info.view is None:
+            return canonical
+        view = self._state.response_ids(info.cassette).recorded_view(info.view)
+        return canonical if view is None else canonicalize(view, self._key_config)
 
     def _failed(self, flow: http.HTTPFlow, info: FlowInfo, exc: Exception) -> http.Response:
         request = f"{flow.request.method} {display_url(flow, info)}"
@@ -187,6 +223,7 @@ class Replay:
     ) -> Answer | None:
         """The recording to serve, freezeframe's own answer, or None: forward (auto, or a
         live route whose run has just missed)."""
+        self._preload(info.cassette)
         occurrence = self._state.next_occurrence(info.cassette, canonical.key)
         try:
             exchange = self._store.lookup(info.cassette, canonical.key, occurrence)
@@ -249,6 +286,8 @@ class Replay:
         if perturbed is not None and perturbed.pace != 1.0:
             pace = (pace or 1.0) * perturbed.pace
         recorded, rewritten = self._answer_as(flow, exchange, recorded)
+        if exchange.outcome is Outcome.CLIENT_CLOSED:
+            recorded = _ended_where_read(recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
             headers, rewrites = instant_rewrites(headers)
@@ -330,7 +369,8 @@ class Replay:
             return False  # a WebSocket's conversation is re-enacted (addons.wsreenact)
         in_memory = staged.response.body_ref is None
         paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
-        return staged.exchange.outcome is Outcome.COMPLETE and in_memory and not paced
+        served_whole = staged.exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED)
+        return served_whole and in_memory and not paced
 
     def _answer_as(
         self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse
@@ -399,10 +439,12 @@ class Replay:
                 )
                 if near:
                     first = near[0]
-                    paths = ", ".join(d.path for d in first.differences[:5]) or "nothing"
-                    message += f"; nearest is #{first.seq} {first.request}, differing at {paths}"
+                    differing = said(first.differences)
+                    message += (
+                        f"; nearest is #{first.seq} {first.request}, differing at {differing}"
+                    )
                 else:
-                    message += "; the cassette has no recordings to compare with"
+                    message += "; the cassette has no recording of this endpoint to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
         self._state.journal.add(
             "miss",
@@ -456,6 +498,19 @@ class Replay:
             )
             for candidate, diffs in ranked
         )
+
+
+def _ended_where_read(recorded: RecordedResponse) -> RecordedResponse:
+    """An answer the client closed early, framed to end where it was read: a Content-Length
+    the upstream sent for the whole would leave a client that reads on waiting forever."""
+    if recorded.body_ref is not None:
+        return recorded
+    length = str(len(recorded.body)).encode()
+    headers = tuple(
+        (name, length) if name.lower() == b"content-length" else (name, value)
+        for name, value in recorded.headers
+    )
+    return dataclasses.replace(recorded, headers=headers)
 
 
 def _near_document(near: Nearest) -> dict[str, Any]:

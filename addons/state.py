@@ -14,6 +14,7 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from freezeframe.evidence.response_ids import IdMap
 from freezeframe.storage import Store
 
 
@@ -229,6 +230,14 @@ class RuntimeState:
         self._shared = shared
         self._served: Counter[tuple[str, str]] = Counter()
         self._diverged: set[str] = set()
+        self._response_ids: dict[str, IdMap] = {}
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """How many times replay has started from the top (a switch or a reset): what
+        replay loaded from the store before the last one is read again."""
+        return self._generation
 
     @property
     def mode(self) -> Mode:
@@ -255,8 +264,16 @@ class RuntimeState:
                 self._pace = pace
             self._served.clear()
             self._diverged.clear()
+            self._response_ids.clear()
+            self._generation += 1
         if self._shared is not None:
             self._shared.reset()
+
+    def response_ids(self, cassette: str) -> IdMap:
+        """The live Responses API ids of this replay and the recorded ones they stand
+        for (evidence.response_ids), per cassette; forgotten when replay starts over."""
+        with self._lock:
+            return self._response_ids.setdefault(cassette, IdMap())
 
     def diverged(self, run: str) -> bool:
         """Whether the run (its run id, or "" for requests without one) has missed since
@@ -293,5 +310,7 @@ class RuntimeState:
         with self._lock:
             self._served.clear()
             self._diverged.clear()
+            self._response_ids.clear()
+            self._generation += 1
         if self._shared is not None:
             self._shared.reset()

@@ -1,11 +1,11 @@
-"""Answers an upstream certificate that does not verify with an error an agent can act on.
+"""Answers an upstream that cannot be reached with an error an agent can act on.
 
 mitmproxy answers a request it cannot forward with an HTML page, which an SDK surfaces as a
-bare 502 (``openai.APIStatusError: Error code: 502 - <html>…``). For the failure a new user
-meets first, an upstream whose certificate is signed by a CA the proxy does not trust, the
-client is answered with freezeframe's JSON error instead (``addons.answers.upstream_failure``),
-which names the upstream and the ``--upstream-ca`` setting. The exchange is still recorded as
-``failed`` (``addons.record``), and replay answers it the same way.
+bare 502 (``openai.APIStatusError: Error code: 502 - <html>…``). The client is answered with
+freezeframe's JSON error instead (``addons.answers.upstream_failure``), in the shape the
+SDKs read, naming the upstream and the cause (a refused connection, a timeout, a certificate
+that does not verify, with the ``--upstream-ca`` setting that fixes the last). The exchange
+is still recorded as ``failed`` (``addons.record``), and replay answers it the same way.
 
 mitmproxy writes that page after the ``error`` hook, from the message alone; the hook here
 notes which upstream each failed verification was about, and the page takes the oldest note
@@ -40,10 +40,8 @@ class UpstreamErrors:
     def error(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.error is None:
             return
-        message = flow.error.msg
-        if message.startswith(answers.TLS_VERIFY_FAILED):
-            address = f"{flow.request.host}:{flow.request.port}"
-            self._pending.setdefault(message, deque()).append((time.monotonic(), address))
+        address = f"{flow.request.host}:{flow.request.port}"
+        self._pending.setdefault(flow.error.msg, deque()).append((time.monotonic(), address))
 
     def _page(self, status: int, message: str) -> bytes | None:
         notes = self._pending.get(message)

@@ -13,25 +13,20 @@ may carry its token in a message, and the server may echo it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from mitmproxy import http
 from wsproto.utilities import generate_accept_token
 
-from freezeframe.canonicalize import DEFAULT_VOLATILE_FIELDS
+from freezeframe.canonicalize.realtime import client_event_form
 from freezeframe.storage import Header, Outcome, RecordedResponse
 from freezeframe.storage.records import Message
 from freezeframe.storage.redaction import Redactor
 
 #: The close code a peer never sends: the connection was lost without a close frame.
 ABNORMAL_CLOSURE = 1006
-#: Top-level members of a JSON message that replay does not compare: fresh on every run
-#: (Realtime clients may mint an ``event_id`` per event), as in request keys.
-IGNORED_MEMBERS: frozenset[str] = DEFAULT_VOLATILE_FIELDS | {"event_id"}
 
 _CLOSE = re.compile(r"closed by (client|server): (\d+)(?: (.*))?", re.DOTALL)
 
@@ -115,8 +110,10 @@ def same_message(
     """Whether a live client message is the recorded one.
 
     ``scrub`` redacts the live payload as the recorded one was. JSON text messages are
-    compared by value (member order aside) without ``IGNORED_MEMBERS``; anything else must
-    be the same bytes.
+    compared by value (member order aside) without the ids a run mints
+    (``canonicalize.realtime.client_event_form``: ``event_id``, and the server's item and
+    response ids the client names back) and the default volatile fields; anything else
+    must be the same bytes.
     """
     if text != recorded.text:
         return False
@@ -125,15 +122,5 @@ def same_message(
         return True
     if not text:
         return False
-    mine, theirs = _comparable(live), _comparable(recorded.data)
+    mine, theirs = client_event_form(live), client_event_form(recorded.data)
     return mine is not None and mine == theirs
-
-
-def _comparable(data: bytes) -> Any:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    if isinstance(value, dict):
-        return {name: item for name, item in value.items() if name not in IGNORED_MEMBERS}
-    return value

@@ -5,7 +5,7 @@ Pure by design: only the standard library and blake3, no clock and no I/O (excep
 in every process and every version with the same SCHEME_VERSION.
 """
 
-from .diff import differences, nearest
+from .diff import differences, nearest, said
 from .facts import (
     FACT_NAMES,
     FACTS_BODY_LIMIT,
@@ -53,6 +53,7 @@ __all__ = [
     "facts_of",
     "load_rules",
     "nearest",
+    "said",
     "parse_rules",
     "sse_events",
 ]

@@ -6,7 +6,7 @@ and ranks last instead of aborting the whole report.
 """
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .jsonbody import MAX_DEPTH, JsonValue, NotJson, Number, decode_json, encode_json
@@ -67,15 +67,69 @@ def json_differences(left: bytes, right: bytes) -> list[Difference]:
 def nearest[T](
     live_form: bytes, candidates: Iterable[tuple[T, bytes]], limit: int = 3
 ) -> list[tuple[T, list[Difference]]]:
-    """Pick the candidates differing from the live form in the fewest paths, ties in input order.
+    """Pick the recordings nearest the live form, ties in input order.
 
-    Ranks by the full count, not the capped list, so two very different candidates are still
-    told apart; only `limit` candidates' differences are held at a time.
+    The same endpoint comes first whatever its body: the same method, host and path, then the
+    same host and path under another method, then the same method and path on another host.
+    Within each, the fewest differing paths then the least differing text rank first (by the
+    full count, not the capped list, so two very different candidates are still told apart).
+    A recording of another endpoint is unrelated and never offered, however few paths differ:
+    a miss on ``POST /v1/chat/completions`` is not explained by ``GET /tool/counter``. Only
+    `limit` candidates' differences are held at a time.
     """
     live = _read(live_form)
-    scored = ((item, _all_differences(live, _read(form))) for item, form in candidates)
-    best = heapq.nsmallest(limit, scored, key=lambda entry: len(entry[1]))
-    return [(item, _capped(found)) for item, found in best]
+    scored = (
+        (item, tier, _all_differences(live, recorded))
+        for item, form in candidates
+        if (tier := _endpoint_tier(live, recorded := _read(form))) is not None
+    )
+    best = heapq.nsmallest(limit, scored, key=lambda entry: (entry[1], *_size(entry[2])))
+    return [(item, _capped(found)) for item, _, found in best]
+
+
+SAID_PATHS = 3
+"""Differences spelled out in a one-line miss message; the rest are counted."""
+SAID_CHARS = 60
+"""Characters of a value in a one-line miss message."""
+
+
+def said(found: Sequence[Difference]) -> str:
+    """Differences as one line, each path with its recorded and live value cut to a readable
+    length: what a miss's message says where the user reads it (the SDK's exception, the
+    proxy's log, ``show --misses``, the pytest failure)."""
+    if not found:
+        return "nothing"
+    shown = [
+        f"{d.path} (recorded {_cut(d.recorded)}, live {_cut(d.live)})"
+        for d in found[:SAID_PATHS]
+        if d.path != "…"
+    ]
+    rest = sum(1 for d in found[SAID_PATHS:] if d.path != "…")
+    rest += sum(int(d.live.split()[0]) for d in found if d.path == "…")
+    if rest:
+        shown.append(f"and {rest} more")
+    return "; ".join(shown)
+
+
+def _cut(value: str) -> str:
+    return value if len(value) <= SAID_CHARS else value[: SAID_CHARS - 1] + "…"
+
+
+def _endpoint_tier(live: _Form, recorded: _Form) -> int | None:
+    """How closely two forms share an endpoint: 0 the same method, host and path; 1 the same
+    host and path; 2 the same method and path on another host; None unrelated."""
+    same = {name: live.get(name) == recorded.get(name) for name in ("method", "path")}
+    origin = all(live.get(name) == recorded.get(name) for name in ("scheme", "host", "port"))
+    if not same["path"]:
+        return None
+    if origin:
+        return 0 if same["method"] else 1
+    return 2 if same["method"] else None
+
+
+def _size(found: list[Difference]) -> tuple[int, int]:
+    """How much differs: paths, then characters of the values shown for them."""
+    return len(found), sum(len(d.live) + len(d.recorded) for d in found)
 
 
 def _read(form: bytes) -> _Form:

@@ -8,8 +8,9 @@ hit compares the live digests with the recorded ones.
 Some parts differ on every call by design, and reporting them would mark every replay as
 drifted and bury the drift that matters. Those are not compared: correlation and trace ids,
 idempotency keys and client clocks (the fields of `volatile.PER_CALL_FIELDS`), the JSON-RPC
-`id` and `params._meta` of an MCP message, and strings rewritten by a user's substitution,
-whose digest can only differ in what the substitution was written to remove.
+`id` and `params._meta` of an MCP message, a telemetry export's whole body, and strings
+rewritten by a user's substitution, whose digest can only differ in what the substitution
+was written to remove.
 """
 
 import re
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from .model import Stripped
 from .profiles.mcp import MCP
+from .profiles.telemetry import TELEMETRY
 from .volatile import PER_CALL_FIELDS
 
 _PER_CALL_BODY_PATH = re.compile(r"\$(\[\d+\])?\.(id|params\._meta)")
@@ -54,6 +56,8 @@ def drifted(live: Iterable[Stripped], recorded: Mapping[str, str]) -> tuple[str,
 def _per_call(stripped: Stripped) -> bool:
     """Whether a stripped part ("body:$.user", "query:ts", "form:nonce") is minted per call."""
     if stripped.rule.endswith(_SUBSTITUTION):
+        return True
+    if stripped.rule == TELEMETRY.name:
         return True
     kind, _, where = stripped.part.partition(":")
     if kind == "body" and stripped.rule == MCP.name and _PER_CALL_BODY_PATH.fullmatch(where):

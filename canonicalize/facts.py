@@ -16,10 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from . import eventstream
 from .body import read_body
 from .jsonbody import JsonValue, NotJson, read_json
 from .model import RequestView
 from .profiles import select_profile
+from .profiles.bedrock import bedrock_call
+from .profiles.gemini import gemini_call
+from .providers import MODEL_PROVIDERS, azure_deployment, provider_of
 
 type FactValue = str | int | float | bool | None | dict[str, int] | dict[str, str]
 
@@ -56,9 +60,6 @@ _STREAMING_APIS = frozenset(
 """APIs whose `stream` parameter is optional and false by default (per each API reference), so
 a request without it asked for one whole answer, and its metadata says so."""
 
-_PROVIDERS = frozenset({"openai", "anthropic", "mcp"})
-"""Profile name prefixes that name a provider; the `generic.*` profiles have none."""
-
 _BODY_NOT_READ = frozenset({"generic.empty", "generic.form", "generic.multipart", "generic.bytes"})
 """Profiles (canonicalize/profiles/generic.py) of bodies that hold no JSON to take facts from."""
 
@@ -73,10 +74,12 @@ _MAX_TOKENS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
 """Chat's current name first: chat requests may carry its deprecated `max_tokens` too."""
 
 # Request id headers: openai/_exceptions.py and openai/_base_client.py read `x-request-id`;
-# anthropic/_exceptions.py and anthropic/_base_client.py read `request-id`.
+# anthropic/_exceptions.py and anthropic/_base_client.py read `request-id`; botocore's
+# parsers.py reads `x-amzn-requestid` into ResponseMetadata.RequestId.
 _REQUEST_ID_HEADERS = {
     "openai": ("x-request-id", "request-id"),
     "anthropic": ("request-id", "x-request-id"),
+    "aws.bedrock": ("x-amzn-requestid", "x-amzn-request-id"),
 }
 _ANY_REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 
@@ -118,10 +121,15 @@ _ANSWER_EVENTS = frozenset(
 """Named SSE events worth parsing; unnamed (`message`) events are chat or completion chunks."""
 
 _MAY_HOLD_FACTS = re.compile(
-    rb'"(?:finish_reason|stop_reason|usage|status|incomplete_details)"\s*:\s*[^\sn]'
+    rb'"(?:finish_reason|stop_reason|usage|status|incomplete_details|finishReason|usageMetadata)"'
+    rb"\s*:\s*[^\sn]"
 )
 """A chunk naming none of these with a value other than null adds nothing once the stream's
 id and model are known, so the chunks between a stream's first and last are skipped unparsed."""
+
+_CONVERSE_EVENTS = frozenset({"messageStop", "metadata"})
+"""ConverseStream events that carry facts (botocore's ConverseStreamOutput): the stop reason,
+and the usage and metrics."""
 
 _INT64 = range(-(2**63), 2**63)
 """Integers outside this are no real count or seed, and SQL columns could not hold them."""
@@ -161,15 +169,17 @@ def facts_of(
             profile = select_profile(request.path, body).name
         if body.kind == "json":
             value = body.value
-    prefix = profile.split(".", 1)[0]
-    provider = prefix if prefix in _PROVIDERS else None
+    provider = provider_of(profile, request.host, request.path, request.query)
     facts: dict[str, FactValue] = {"provider": provider, "api": profile}
     fields = value if isinstance(value, dict) else {}
-    is_model_api = provider in ("openai", "anthropic") or (
+    is_model_api = provider in MODEL_PROVIDERS or (
         provider is None and isinstance(fields.get("model"), str)
     )
     if is_model_api:
         facts.update(_request_parameters(fields))
+        facts.update(_path_parameters(request.path, fields))
+        if profile == "openai.realtime":  # the session's model is named in the query
+            facts["model"] = next((v for k, v in request.query if k == "model"), None)
         if profile in _STREAMING_APIS:
             facts.setdefault("stream", False)
     facts.update(_trace(request.headers, value if provider == "mcp" else None))
@@ -198,6 +208,39 @@ def _request_parameters(fields: dict[str, JsonValue]) -> dict[str, FactValue]:
     stream = fields.get("stream")
     if isinstance(stream, bool):
         facts["stream"] = stream
+    return facts
+
+
+def _path_parameters(path: str, fields: dict[str, JsonValue]) -> dict[str, FactValue]:
+    """What the APIs that name the model in the path say there: Bedrock's model id and
+    operation (botocore's bedrock-runtime service model), Gemini's model and method
+    (google-genai's models.py), Azure's deployment; and their nested sampling parameters:
+    Converse's `inferenceConfig` (maxTokens, temperature, topP) and Gemini's
+    `generationConfig` (temperature, topP, maxOutputTokens, seed)."""
+    facts: dict[str, FactValue] = {}
+    config: JsonValue = None
+    names = ("temperature", "topP", "maxTokens", "seed")
+    bedrock = bedrock_call(path)
+    gemini = gemini_call(path)
+    if bedrock is not None:
+        facts["model"], facts["stream"] = bedrock
+        config = fields.get("inferenceConfig")
+    elif gemini is not None:
+        facts["model"], facts["stream"] = gemini[0], gemini[1]
+        config = fields.get("generationConfig")
+        names = ("temperature", "topP", "maxOutputTokens", "seed")
+    elif (deployment := azure_deployment(path)) is not None:
+        facts["model"] = deployment
+    if isinstance(config, dict):
+        nested = _request_parameters(
+            {
+                "temperature": config.get(names[0]),
+                "top_p": config.get(names[1]),
+                "max_tokens": config.get(names[2]),
+                "seed": config.get(names[3]),
+            }
+        )
+        facts.update({name: fact for name, fact in nested.items() if fact is not None})
     return facts
 
 
@@ -282,10 +325,17 @@ def answer_facts(response: ResponseView) -> dict[str, FactValue]:
         not media_type and body.lstrip().startswith((b"data:", b"event:", b":"))
     ):
         _read_stream(body, answer)
+    elif eventstream.is_event_stream(media_type):
+        # Converse's facts are in messageStop and metadata, InvokeModel's (Anthropic's
+        # events) in message_start and message_delta and the last chunk's metrics.
+        for event in eventstream.json_events(eventstream.ends(body, 2, 6))[0]:
+            answer.read_event(event)
     elif not media_type or media_type == "application/json" or media_type.endswith("+json"):
         value = _json(body)
-        if isinstance(value, dict):
-            answer.read_event(value)
+        # Gemini's streamGenerateContent without alt=sse: one JSON array of whole answers.
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict):
+                answer.read_event(item)
     return answer.facts()
 
 
@@ -382,8 +432,27 @@ class _Answer:
             response = event.get("response")
             if isinstance(response, dict):
                 self._read_object(response)
+        elif "candidates" in event or "usageMetadata" in event or "modelVersion" in event:
+            self._read_gemini(event)
+        elif len(event) == 1 and next(iter(event)) in _CONVERSE_EVENTS:
+            inner = next(iter(event.values()))
+            if isinstance(inner, dict):
+                self._finish_with(inner.get("stopReason"), 0)
+                self._add_usage(inner.get("usage"))
         else:
             self._read_object(event)
+
+    def _read_gemini(self, answer: dict[str, JsonValue]) -> None:
+        """A GenerateContentResponse, whole or one of a stream's (each is whole, its
+        usage cumulative)."""
+        self._first("response_id", answer.get("responseId"))
+        self._first("answered_model", answer.get("modelVersion"))
+        self._add_usage(answer.get("usageMetadata"))
+        candidates = answer.get("candidates")
+        for at, candidate in enumerate(candidates if isinstance(candidates, list) else ()):
+            if isinstance(candidate, dict):
+                index = candidate.get("index")
+                self._finish_with(candidate.get("finishReason"), index if _is_int(index) else at)
 
     def facts(self) -> dict[str, FactValue]:
         facts: dict[str, FactValue] = {**self._found}
@@ -404,6 +473,7 @@ class _Answer:
                 index = choice.get("index")
                 self._finish_with(choice.get("finish_reason"), index if _is_int(index) else 0)
         self._finish_with(answer.get("stop_reason"), 0)
+        self._finish_with(answer.get("stopReason"), 0)
         if answer.get("object") == "response":
             details = answer.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None

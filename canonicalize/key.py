@@ -138,7 +138,12 @@ def _key_headers(
     wanted = configured | profile.key_headers
     for rule in rules:
         wanted |= rule.key_headers
-    chosen = sorted((name.lower(), value) for name, value in headers if name.lower() in wanted)
+    prefixes = profile.key_header_prefixes
+    chosen = sorted(
+        (name.lower(), value)
+        for name, value in headers
+        if name.lower() in wanted or name.lower().startswith(prefixes)
+    )
     lists = profile.token_list_headers
     pairs: list[JsonValue] = [[name, value] for name, value in chosen if name not in lists]
     for name in sorted(lists & {name for name, _ in chosen}):

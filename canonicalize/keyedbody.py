@@ -7,7 +7,7 @@ user's rules, in that order, the first to drop a part being the one credited wit
 from collections.abc import Iterator
 
 from .body import ReadBody
-from .jsonbody import JsonValue
+from .jsonbody import JsonValue, short_digest
 from .jsonpath import JsonPath, member
 from .model import Stripped
 from .profiles import Profile
@@ -24,7 +24,13 @@ def keyed_body(
     """Apply the drops, then the rules' substitutions in file order.
 
     Stripped parts come sorted by part, so they do not depend on the body's member order.
+    A profile that drops the whole body leaves one stripped part, ``body``.
     """
+    if profile.drop_body and body.kind != "empty":
+        whole: JsonValue = body.value
+        if body.kind not in ("json", "bytes"):
+            whole = [[name, value] for name, value in body.fields]
+        return None, (Stripped("body", profile.name, short_digest(whole)),)
     if body.kind == "json":
         value, stripped = _keyed_json(body.value, profile, volatile, rules)
     elif body.kind in _FIELD_LABELS:
@@ -46,7 +52,8 @@ def _keyed_json(
     if isinstance(value, dict):
         drops += [Drop(member(name), rule_for(name)) for name in sorted(volatile & value.keys())]
     drops += [Drop(path, rule.name) for rule in rules for path in rule.ignore]
-    value, stripped = prune(value, drops, [path for rule in rules for path in rule.keep])
+    keeps = [*profile.keep, *(path for rule in rules for path in rule.keep)]
+    value, stripped = prune(value, drops, keeps)
     value = drop_empty(value, profile.drop_if_empty)
     for rule in rules:
         for substitution in rule.substitute:

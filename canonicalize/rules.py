@@ -74,11 +74,23 @@ def parse_rules(text: str, source: str = "<rules>") -> RuleSet:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise RulesError(_syntax_error(str(error), text, source)) from None
+    except RecursionError:
+        raise RulesError(
+            f"{source}:{_deepest_line(text)}: invalid TOML: arrays or inline tables nested "
+            "too deep to read"
+        ) from None
     try:
         return build_rule_set(document)
     except SchemaError as error:
         line = TomlLines(text).of(error.table, error.key)
         raise RulesError(f"{source}:{line}: {_where(error.table)}{error.message}") from None
+
+
+def _deepest_line(text: str) -> int:
+    """The line holding the most opening brackets, where a too-deep nesting is written."""
+    lines = text.splitlines() or [""]
+    counts = [line.count("[") + line.count("{") for line in lines]
+    return counts.index(max(counts)) + 1
 
 
 def _syntax_error(message: str, text: str, source: str) -> str:

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from freezeframe.canonicalize import ResponseView, answer_facts, sse_events
+from freezeframe.canonicalize import ResponseView, answer_facts, eventstream, sse_events
+from freezeframe.canonicalize.jsonbody import JsonValue
 from freezeframe.evidence.apis import ApiReader
 from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
 from freezeframe.evidence.messages import ToolCall
 from freezeframe.evidence.parts import Part
-from freezeframe.evidence.streams import error_text
+from freezeframe.evidence.streams import Stream, error_text
 from freezeframe.storage import Exchange, Outcome
 
 _SSE_START = (b"data:", b"event:", b":")
@@ -72,12 +73,21 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
         not kind and body.data.lstrip().startswith(_SSE_START)
     )
     if streamed:
+        stream = _fed(api, body.data)
+        whole, ended, error = stream.whole(), stream.ended, stream.error
+        if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
+            notes.append(f"the stream ended without {stream.end_marker}")
+    elif eventstream.is_event_stream(kind) or _is_json_array(kind, body.data):
+        # Bedrock's event stream, or Gemini's stream as one JSON array of whole answers.
+        streamed = True
         stream = api.stream()
-        for _, data in sse_events(body.data):
-            if data.strip() == _DONE:
-                stream.done()
-                continue
-            event = as_dict(parse_json(data))
+        if eventstream.is_event_stream(kind):
+            events, damage = eventstream.json_events(body.data)
+            if damage is not None and body.whole:
+                notes.append(f"the event stream is {damage}")
+        else:
+            events = [as_dict(item) for item in _items(parse_json(body.data))]
+        for event in events:
             if event:
                 stream.feed(event)
         whole, ended, error = stream.whole(), stream.ended, stream.error
@@ -115,6 +125,34 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     return answer, tuple(notes)
 
 
+def reassembled(api: ApiReader, data: bytes) -> dict[str, JsonValue]:
+    """A streamed answer (its SSE bytes) as the whole answer the provider would have sent
+    unstreamed: what ``resend`` compares, so that a stream's chunking, ids and timing are
+    not reported as a difference in what the model said."""
+    return _fed(api, data).whole()
+
+
+def _fed(api: ApiReader, data: bytes) -> Stream:
+    stream = api.stream()
+    for _, event_data in sse_events(data):
+        if event_data.strip() == _DONE:
+            stream.done()
+            continue
+        event = as_dict(parse_json(event_data))
+        if event:
+            stream.feed(event)
+    return stream
+
+
+def _is_json_array(kind: str, data: bytes) -> bool:
+    """A JSON answer that is an array (Gemini's streamGenerateContent without alt=sse)."""
+    return kind in ("", "application/json") and data.lstrip()[:1] == b"["
+
+
+def _items(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
+
+
 def _outcome_notes(exchange: Exchange) -> list[str]:
     """Why an answer that did not end was cut: the recorded outcome, in its own words."""
     why = f": {exchange.error}" if exchange.error else ""
@@ -122,6 +160,8 @@ def _outcome_notes(exchange: Exchange) -> list[str]:
         return [f"the connection ended before the answer did{why}"]
     if exchange.outcome is Outcome.INCOMPLETE:
         return [f"the proxy stopped while the answer was arriving{why}"]
+    if exchange.outcome is Outcome.CLIENT_CLOSED:
+        return ["the client closed the connection once it had read what it wanted"]
     return []
 
 

@@ -2,7 +2,8 @@
 
 The API is told by the path's end, as ``canonicalize`` tells it (its profiles), so a model
 call here is one the key and the recorded metadata treat as one, on any host: OpenAI's and
-Anthropic's own, Azure's deployments, and the servers that copy their endpoints.
+Anthropic's own, Azure's deployments, and the servers that copy their endpoints; Bedrock
+Runtime's and Gemini's (and Vertex AI's) model paths.
 """
 
 from __future__ import annotations
@@ -12,8 +13,17 @@ from dataclasses import dataclass
 
 from freezeframe.canonicalize.jsonbody import JsonValue
 from freezeframe.canonicalize.profiles.anthropic import anthropic_profile
+from freezeframe.canonicalize.profiles.bedrock import bedrock_profile
+from freezeframe.canonicalize.profiles.gemini import gemini_profile
 from freezeframe.canonicalize.profiles.openai import openai_profile
-from freezeframe.evidence import anthropic_messages, openai_chat, openai_responses
+from freezeframe.evidence import (
+    anthropic_messages,
+    bedrock_converse,
+    bedrock_invoke,
+    gemini,
+    openai_chat,
+    openai_responses,
+)
 from freezeframe.evidence.messages import Message, MessageMemo, Prompt
 from freezeframe.evidence.streams import Stream
 
@@ -55,10 +65,33 @@ READERS = {
             anthropic_messages.read_answer,
             anthropic_messages.MessagesStream,
         ),
+        ApiReader(
+            "aws.bedrock",
+            bedrock_converse.API,
+            bedrock_converse.read_prompt,
+            bedrock_converse.read_answer,
+            bedrock_converse.ConverseStream,
+        ),
+        ApiReader(
+            "aws.bedrock",
+            bedrock_invoke.API,
+            bedrock_invoke.read_prompt,
+            bedrock_invoke.read_answer,
+            bedrock_invoke.InvokeStream,
+        ),
+        ApiReader(
+            "gcp.gemini",
+            gemini.API,
+            gemini.read_prompt,
+            gemini.read_answer,
+            gemini.GeminiStream,
+        ),
     )
 }
-"""Chat Completions, Responses and Messages; embeddings, legacy completions and token
-counting are not conversations."""
+"""Chat Completions, Responses, Messages, Bedrock's Converse and InvokeModel, Gemini's
+generateContent; embeddings, legacy completions and token counting are not conversations.
+``provider`` is the API's owner; `canonicalize.providers.provider_of` tells who served a
+given call (Azure for OpenAI's API, Vertex AI for Gemini's)."""
 
 
 def api_of(method: str, path: str) -> ApiReader | None:
@@ -66,7 +99,12 @@ def api_of(method: str, path: str) -> ApiReader | None:
     if method.upper() != "POST":
         return None
     path = path.split("?", 1)[0]
-    profile = openai_profile(path) or anthropic_profile(path)
+    profile = (
+        openai_profile(path)
+        or anthropic_profile(path)
+        or bedrock_profile(path)
+        or gemini_profile(path)
+    )
     if profile is None or path.endswith("/count_tokens"):
         return None
     return READERS.get(profile.name)

@@ -12,20 +12,31 @@ arguments, its finish reason; a tool's status and body paths), and in the metada
 not change behaviour (model snapshot, ``system_fingerprint``, usage, timing). The runs
 *diverge* at the first step whose request or answer differs in what it says, or that one run
 has and the other has not; metadata alone never makes runs differ.
+
+The ids a model makes up on every call (``chatcmpl-…``, ``call_…`` and the ``tool_call_id``
+that echoes it, ``resp_…``, ``msg_…``, ``toolu_…``) are compared by their role
+(evidence.model_ids): a faithful re-run, whose ids map one to one onto the recording's, is
+equivalent, and the ids that differ are listed with the metadata. ``strict`` compares them
+byte for byte instead, as answer differences. The ids of model steps aligned with each other
+are also paired (evidence.response_ids), so an OpenAI Responses step that ran live shows
+which ``resp_…`` and item ids stood for the recorded ones (``response id``, ``output[i]
+id``), and a tool call whose path names such an id aligns with the recorded one.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from freezeframe.canonicalize.diff import differences, json_differences
-from freezeframe.evidence.bodies import response_body
+from freezeframe.evidence.bodies import media_type, response_body
+from freezeframe.evidence.model_ids import IdRoles, minted_ids
+from freezeframe.evidence.response_ids import IdMap, Minted, answer_ids, pair_ids
 from freezeframe.evidence.steps import MODEL, Step, agent_steps
-from freezeframe.storage import Exchange, ExchangeFilter, Store
+from freezeframe.storage import Exchange, ExchangeFilter, Outcome, Store
 from freezeframe.storage.names import validate_cassette_name
 
 SHOWN = 120
@@ -77,19 +88,29 @@ class RunDiff:
         return self.first_divergence is None
 
 
-def compare_runs(a_name: str, a: Sequence[Exchange], b_name: str, b: Sequence[Exchange]) -> RunDiff:
-    """Align the runs ``a`` and ``b`` (their exchanges, in recorded order) step by step."""
+def compare_runs(
+    a_name: str,
+    a: Sequence[Exchange],
+    b_name: str,
+    b: Sequence[Exchange],
+    *,
+    strict: bool = False,
+) -> RunDiff:
+    """Align the runs ``a`` and ``b`` (their exchanges, in recorded order) step by step;
+    model-made ids are read by their role unless ``strict``."""
     a_steps, b_steps = agent_steps(a).steps, agent_steps(b).steps
+    roles = None if strict else (IdRoles(a), IdRoles(b))
     a_by_seq = {exchange.seq: exchange for exchange in a}
     b_by_seq = {exchange.seq: exchange for exchange in b}
+    ids = _minted_ids(a_steps, b_steps, a_by_seq, b_by_seq)
     matcher = difflib.SequenceMatcher(
-        a=_signatures(a_steps), b=_signatures(b_steps), autojunk=False
+        a=_signatures(a_steps), b=_signatures(b_steps, ids), autojunk=False
     )
     pairs: list[StepPair] = []
     for tag, a_from, a_to, b_from, b_to in matcher.get_opcodes():
         if tag == "equal":
             for left, right in zip(a_steps[a_from:a_to], b_steps[b_from:b_to], strict=True):
-                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq]))
+                pairs.append(_pair(left, right, a_by_seq[left.seq], b_by_seq[right.seq], roles))
             continue
         pairs += [_alone(step, in_a=True) for step in a_steps[a_from:a_to]]
         pairs += [_alone(step, in_a=False) for step in b_steps[b_from:b_to]]
@@ -123,9 +144,32 @@ def diff_document(diff: RunDiff) -> dict[str, Any]:
     }
 
 
-def _signatures(steps: Sequence[Step]) -> list[tuple[str, ...]]:
+def _minted_ids(
+    a_steps: Sequence[Step],
+    b_steps: Sequence[Step],
+    a_by_seq: dict[int, Exchange],
+    b_by_seq: dict[int, Exchange],
+) -> IdMap:
+    """Run B's minted ids and the run A ids they stand for, from the model steps at the same
+    position among model calls (as they are aligned)."""
+    ids = IdMap()
+    a_models = [step for step in a_steps if step.kind == MODEL]
+    b_models = [step for step in b_steps if step.kind == MODEL]
+    for left, right in zip(a_models, b_models, strict=False):
+        ids.learn(pair_ids(_answer_ids(a_by_seq[left.seq]), _answer_ids(b_by_seq[right.seq])))
+    return ids
+
+
+def _answer_ids(exchange: Exchange) -> Minted:
+    body = response_body(exchange)
+    if body is None or exchange.response is None:
+        return ()
+    return answer_ids(body.data, media_type(exchange.response.headers))
+
+
+def _signatures(steps: Sequence[Step], ids: IdMap | None = None) -> list[tuple[str, ...]]:
     """What a step is aligned by: a model call by its position among model calls; anything
-    else by what it called."""
+    else by what it called (in run B, with its minted ids read as run A's)."""
     signatures: list[tuple[str, ...]] = []
     models = 0
     for step in steps:
@@ -136,7 +180,8 @@ def _signatures(steps: Sequence[Step]) -> list[tuple[str, ...]]:
             signatures.append(("mcp", step.mcp.call.name))
         else:
             parts = urlsplit(step.url)
-            signatures.append((step.kind, step.method, parts.netloc, parts.path))
+            path = ids.to_recorded(parts.path) if ids is not None else parts.path
+            signatures.append((step.kind, step.method, parts.netloc, path))
     return signatures
 
 
@@ -149,16 +194,24 @@ def _alone(step: Step, *, in_a: bool) -> StepPair:
     )
 
 
-def _pair(left: Step, right: Step, a: Exchange, b: Exchange) -> StepPair:
+def _pair(
+    left: Step, right: Step, a: Exchange, b: Exchange, roles: tuple[IdRoles, IdRoles] | None
+) -> StepPair:
+    read_a, read_b = (roles[0].read_bytes, roles[1].read_bytes) if roles else (_same, _same)
     request = tuple(
-        Change(d.path, d.recorded, d.live) for d in differences(b.canonical, a.canonical)
+        Change(d.path, d.recorded, d.live)
+        for d in differences(read_b(b.canonical), read_a(a.canonical))
     )
     answer: list[Change] = []
     metadata: list[Change] = []
+    if left.kind == MODEL and roles:
+        metadata += _id_changes(_answer_ids(a), _answer_ids(b))
     if left.kind == MODEL and left.conversation is not None and right.conversation is not None:
         _model_answers(left, right, answer, metadata)
     else:
-        _other_answers(a, b, answer)
+        _other_answers(a, b, answer, metadata, (read_a, read_b))
+    ids = _changes(("model-made ids", _ids(a), _ids(b)))
+    (metadata if roles else answer).extend(ids)
     timing = _changes(
         ("duration", _ms(left.duration), _ms(right.duration)),
         ("first byte", _ms(_first_byte(a)), _ms(_first_byte(b))),
@@ -196,16 +249,41 @@ def _model_answers(left: Step, right: Step, answer: list[Change], metadata: list
     )
 
 
-def _other_answers(a: Exchange, b: Exchange, answer: list[Change]) -> None:
+def _id_changes(a: Minted, b: Minted) -> list[Change]:
+    """The minted ids run B has in place of run A's: its answer's and each output item's."""
+    theirs = dict(b)
+    return [Change(where, x, theirs[where]) for where, x in a if theirs.get(where, x) != x]
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def _ids(exchange: Exchange) -> str:
+    return ", ".join(minted_ids(exchange)) or "-"
+
+
+def _other_answers(
+    a: Exchange,
+    b: Exchange,
+    answer: list[Change],
+    metadata: list[Change],
+    readers: tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]],
+) -> None:
+    """A tool's (or any non-model step's) answers: status, outcome and body paths. A client
+    that closed an answer early read it all the same: that outcome and ``complete`` differ
+    in metadata only."""
     x, y = a.response, b.response
-    answer += _changes(
-        ("status", str(x.status) if x else "-", str(y.status) if y else "-"),
-        ("outcome", a.outcome.value, b.outcome.value),
-    )
+    answer += _changes(("status", str(x.status) if x else "-", str(y.status) if y else "-"))
+    outcome = _changes(("outcome", a.outcome.value, b.outcome.value))
+    read = {a.outcome, b.outcome} <= {Outcome.COMPLETE, Outcome.CLIENT_CLOSED}
+    (metadata if read else answer).extend(outcome)
+    read_a, read_b = readers
     old, new = response_body(a), response_body(b)
     if old is None or new is None:
         return
-    answer += [Change(d.path, d.recorded, d.live) for d in json_differences(new.data, old.data)]
+    found = json_differences(read_b(new.data), read_a(old.data))
+    answer += [Change(d.path, d.recorded, d.live) for d in found]
 
 
 def _changes(*triples: tuple[str, str, str]) -> tuple[Change, ...]:

@@ -1,7 +1,8 @@
 """One model call as the model saw it, and what it answered: the case file's "one exchange".
 
 `conversation_of` reads a recorded exchange of OpenAI Chat Completions, OpenAI Responses or
-Anthropic Messages (streamed or not, on any host that serves their paths) into a
+Anthropic Messages (streamed or not, on any host that serves their paths), or an OpenAI
+Realtime session (a WebSocket, evidence.realtime: its last response is the answer) into a
 `Conversation`: the system prompt, every message by role with its parts, tool calls and
 tool results with their ids, the tools offered, and the answer with its text and tool calls
 put back together from the stream, its finish reason, usage and ids, the model asked for
@@ -16,13 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.canonicalize.providers import model_in_path, provider_of
 from freezeframe.evidence.answers import Answer, read_answer
 from freezeframe.evidence.apis import api_of
 from freezeframe.evidence.bodies import as_dict, header, json_ready, parse_json, request_body
 from freezeframe.evidence.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
 from freezeframe.evidence.parts import Part
+from freezeframe.evidence.realtime import API as REALTIME
+from freezeframe.evidence.realtime import is_realtime, read_session
 from freezeframe.evidence.windows import ContextUse, context_use
 from freezeframe.storage import Exchange
 
@@ -34,9 +39,11 @@ class Conversation:
     seq: int
     """The exchange's place in its cassette."""
     provider: str
-    """``openai`` or ``anthropic`` (the API's owner; the host may be another's)."""
+    """Who served it, in OpenTelemetry's words: ``openai``, ``anthropic``, ``aws.bedrock``,
+    ``gcp.gemini``, ``gcp.vertex_ai`` or ``azure.ai.openai``."""
     api: str
-    """``openai.chat-completions``, ``openai.responses`` or ``anthropic.messages``."""
+    """``openai.chat-completions``, ``openai.responses``, ``anthropic.messages``,
+    ``bedrock.converse``, ``bedrock.invoke`` or ``gemini.generate-content``."""
     model: str | None
     """The model asked for; the answer's ``model`` is the one that answered."""
     stream: bool
@@ -76,6 +83,8 @@ def conversations_of(exchanges: Iterable[Exchange]) -> Iterator[Conversation | N
 
 
 def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversation | None:
+    if is_realtime(exchange):
+        return _realtime(exchange)
     api = api_of(exchange.method, exchange.path)
     if api is None:
         return None
@@ -89,12 +98,14 @@ def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversa
         notes.append("the request body is not a JSON object")
     prompt = api.read_prompt(fields, memos.setdefault(api.api, MessageMemo()))
     answer, answer_notes = read_answer(api, exchange)
-    asked = prompt.model or _recorded(exchange, "model")
+    path, _, query = exchange.path.partition("?")
+    asked = model_in_path(path) or prompt.model or _recorded(exchange, "model")
     answered = answer.model if answer is not None else None
     beta = header(exchange.request_headers, b"anthropic-beta")
+    served_by = provider_of(api.api, exchange.host, path, parse_qsl(query))
     return Conversation(
         seq=exchange.seq,
-        provider=api.provider,
+        provider=served_by or api.provider,
         api=api.api,
         model=asked,
         stream=prompt.stream or exchange.facts.get("stream") is True,
@@ -104,6 +115,25 @@ def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversa
         answer=answer,
         context=context_use(answered or asked, answer.usage if answer else {}, beta),
         notes=(*notes, *prompt.notes, *answer_notes),
+    )
+
+
+def _realtime(exchange: Exchange) -> Conversation:
+    """A Realtime session (a WebSocket): its turns, and its last response as the answer."""
+    session = read_session(exchange)
+    usage = session.answer.usage if session.answer else {}
+    return Conversation(
+        seq=exchange.seq,
+        provider="openai",
+        api=REALTIME,
+        model=session.model,
+        stream=True,
+        system=session.system,
+        messages=session.messages,
+        tools=session.tools,
+        answer=session.answer,
+        context=context_use(session.model, usage, None),
+        notes=session.notes,
     )
 
 

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from freezeframe.canonicalize.realtime import session_key
+from freezeframe.evidence.messages import Message as Turn
+from freezeframe.evidence.realtime import is_realtime, read_session
 from freezeframe.evidence.rewrites import replay_rewrites
 from freezeframe.storage import (
     BlobRef,
@@ -72,9 +75,35 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
         "messages": None
         if exchange.messages is None
         else [message_document(m) for m in exchange.messages],
+        "session": session_document(exchange),
         "origin": None if exchange.origin is None else asdict(exchange.origin),
         "chain": exchange.chain,
     }
+
+
+def session_document(exchange: Exchange) -> dict[str, Any] | None:
+    """A WebSocket's session: the key of the client's messages (canonicalize.realtime),
+    and for an OpenAI Realtime session its transcript, turn by turn, the last response
+    last. None for an exchange that is no WebSocket."""
+    if exchange.messages is None:
+        return None
+    clients = [(m.text, m.data) for m in exchange.messages if m.from_client]
+    document: dict[str, Any] = {"key": session_key(clients), "transcript": None}
+    if is_realtime(exchange):
+        session = read_session(exchange)
+        turns = [_turn(m) for m in session.messages]
+        if session.answer is not None:
+            answer = session.answer
+            calls = [{"name": c.name, "arguments": c.arguments} for c in answer.tool_calls]
+            turns.append({"role": "assistant", "text": answer.text, "tool_calls": calls})
+        document |= {"model": session.model, "system": session.system, "transcript": turns}
+    return document
+
+
+def _turn(message: Turn) -> dict[str, Any]:
+    text = message.text or "\n".join(r.text for r in message.tool_results)
+    calls = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+    return {"role": message.role, "text": text, "tool_calls": calls}
 
 
 def summary_document(summary: ExchangeSummary) -> dict[str, Any]:

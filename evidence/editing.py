@@ -21,12 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.canonicalize.eventstream import is_event_stream
 from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
+from freezeframe.evidence import gemini
 from freezeframe.evidence.bodies import media_type
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.jsonrpc_stream import NotJsonRpcStream, edit_response_event
+from freezeframe.evidence.realtime_edit import NotEditable, edit_last_response
+from freezeframe.evidence.reframe import reframe
 from freezeframe.evidence.requests import stored_view
-from freezeframe.evidence.restream import NotRestreamable, restream
-from freezeframe.storage import Chunk, Edit, Exchange, Header
+from freezeframe.evidence.restream import NotRestreamable
+from freezeframe.storage import Chunk, Edit, Exchange, Header, RecordedResponse, boundedjson
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 SHOWN = 60
@@ -54,10 +59,20 @@ class Assignment:
         except BadPath as exc:
             raise EditError(f"--set {text!r}: {exc}") from None
         try:
-            parsed = json.loads(value)
+            parsed = boundedjson.loads(value)
         except ValueError as exc:
-            raise EditError(f"--set {text!r}: the value is not JSON ({exc})") from None
+            raise EditError(
+                f"--set {text!r}: the value is not JSON ({exc}){_quoting_hint(path, value)}"
+            ) from None
         return cls(parsed_path, parsed)
+
+
+def _quoting_hint(path: str, value: str) -> str:
+    """``$.status=shipped`` means the string "shipped", which JSON writes in quotes: say so,
+    with the assignment as it should be typed."""
+    if not value.strip() or value.lstrip()[:1] in '{["':
+        return ""
+    return f"; a string needs quotes: '{path}={json.dumps(value.strip())}'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +99,8 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
         raise EditError(f"{where}: the answer is {recorded.body_ref.size} bytes, too large to edit")
     if edit.body is not None and edit.sets:
         raise EditError("--response-body and --set cannot be combined: --set edits the recording")
+    if exchange.messages is not None and edit.sets:
+        return _edited_session(exchange, recorded, edit, where)
     view = stored_view(exchange)
     profile = canonicalize(view, config).profile
     changes: list[str] = []
@@ -99,7 +116,7 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
         if edit.body is not None:
             changes.append(f"body replaced with {edit.source} ({len(edit.body)} bytes)")
             frames = [edit.body]
-        elif media_type(recorded.headers) == "text/event-stream":
+        elif _streamed(media_type(recorded.headers), profile, found.data):
             frames = _set_stream(found.data, profile, edit.sets, where, changes)
         else:
             frames = [_set(found.data, edit.sets, where, changes)]
@@ -127,9 +144,37 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
     return Edit(response, exchange_facts(view, response, profile), tuple(changes))
 
 
+def _edited_session(
+    exchange: Exchange, recorded: RecordedResponse, edit: AnswerEdit, where: str
+) -> Edit:
+    """A WebSocket's last response edited (evidence.realtime_edit): an OpenAI Realtime
+    session's, at the paths ``response.done`` has it."""
+    if edit.status is not None or edit.headers:
+        raise EditError(
+            f"{where}: a WebSocket's --set cannot be combined with --status or --header"
+        )
+    changes: list[str] = []
+    try:
+        messages, audio = edit_last_response(
+            exchange.messages or (), lambda found: _apply(found, edit.sets, where, changes)
+        )
+    except NotEditable as exc:
+        raise EditError(f"{where}: --set cannot edit this session: {exc}") from None
+    if audio:
+        changes.append("its audio is left as recorded")
+    return Edit(recorded, dict(exchange.facts), tuple(changes), messages)
+
+
+def _streamed(kind: str, api: str, body: bytes) -> bool:
+    """Server-sent events, an AWS event stream, or Gemini's stream as one JSON array."""
+    if kind == "text/event-stream" or is_event_stream(kind):
+        return True
+    return api == gemini.API and body.lstrip().startswith(b"[")
+
+
 def _set(body: bytes, sets: Sequence[Assignment], where: str, changes: list[str]) -> bytes:
     try:
-        document = json.loads(body)
+        document = boundedjson.loads(body)
     except ValueError:
         raise EditError(f"{where}: --set edits a JSON answer, and this one is not JSON") from None
     return json.dumps(_apply(document, sets, where, changes), ensure_ascii=False).encode()
@@ -139,8 +184,13 @@ def _set_stream(
     body: bytes, api: str, sets: Sequence[Assignment], where: str, changes: list[str]
 ) -> list[bytes]:
     """The frames of a stream whose message had ``sets`` applied."""
+    if api == "mcp":
+        try:
+            return edit_response_event(body, lambda found: _apply(found, sets, where, changes))
+        except NotJsonRpcStream as exc:
+            raise EditError(f"{where}: --set cannot edit this MCP event stream: {exc}") from None
     try:
-        found = restream(api, body)
+        found = reframe(api, body)
     except NotRestreamable as exc:
         raise EditError(f"{where}: --set cannot edit this streamed answer: {exc}") from None
     return found.encode(_apply(found.message, sets, where, changes))

@@ -73,6 +73,12 @@ def find_loops(calls: Iterable[tuple[int, ToolCall]]) -> tuple[Loop, ...]:
     )
 
 
+def loop_key(call: ToolCall) -> str:
+    """The arguments as loops compare them: two calls of one tool with the same loop key
+    are nearly the same call (evidence.signatures keeps a digest of it)."""
+    return _keys(call)[1]
+
+
 def _keys(call: ToolCall) -> tuple[str, str]:
     """The arguments exactly (canonical JSON, or the text), and nearly."""
     if call.value is None:

@@ -37,7 +37,7 @@ from typing import Any
 
 from freezeframe.canonicalize import Route
 from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Location, parse_path, render
-from freezeframe.storage import Chunk, Exchange, Header, Outcome, RecordedResponse
+from freezeframe.storage import Chunk, Exchange, Header, Outcome, RecordedResponse, boundedjson
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 
 FAILURES = ("429", "5xx", "reset", "cut")
@@ -415,7 +415,7 @@ def _json(mutate: DocumentMutation) -> Callable[..., Perturbed | None]:
             return None
         found = decode_body(response.body, response.headers)
         try:
-            document = json.loads(found.data) if found.whole else None
+            document = boundedjson.loads(found.data) if found.whole else None
         except ValueError:
             return None
         if document is None:

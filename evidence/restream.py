@@ -27,6 +27,7 @@ from freezeframe.canonicalize import sse_events
 from freezeframe.evidence import anthropic_messages, openai_chat, openai_responses
 from freezeframe.evidence.apis import READERS
 from freezeframe.evidence.streams import Stream
+from freezeframe.storage import boundedjson
 
 _DONE = b"[DONE]"
 KINDS = {
@@ -90,7 +91,7 @@ def _events(body: bytes) -> tuple[list[Event], bool]:
             done = True
             continue
         try:
-            value = json.loads(data)
+            value = boundedjson.loads(data)
         except ValueError:
             if at == len(found) - 1:
                 break
@@ -190,6 +191,19 @@ _STREAMED_BLOCKS: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 def _messages(events: list[Event], stream: Stream) -> Restream:
+    answer, events_of = messages_events(events, stream)
+
+    def encode(edited: dict[str, Any]) -> list[bytes]:
+        return [_frame(event, event["type"]) for event in events_of(edited)]
+
+    return Restream(anthropic_messages.API, answer, encode)
+
+
+def messages_events(
+    events: list[Event], stream: Stream
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]]:
+    """A Messages stream's whole message, and how to write a message back as its events
+    (framed as SSE here; as Bedrock's chunks by evidence.reframe)."""
     start: dict[str, Any] = {}
     delta: dict[str, Any] = {}
     delta_usage: dict[str, Any] = {}
@@ -213,7 +227,7 @@ def _messages(events: list[Event], stream: Stream) -> Restream:
     answer = {**start, "content": blocks, **delta, "usage": usage}
     start_usage = start.get("usage")
 
-    def encode(edited: dict[str, Any]) -> list[bytes]:
+    def events_of(edited: dict[str, Any]) -> list[dict[str, Any]]:
         head = {**edited, "content": [], "stop_reason": None, "stop_sequence": None}
         if start_usage is not None:
             head["usage"] = start_usage
@@ -225,9 +239,9 @@ def _messages(events: list[Event], stream: Stream) -> Restream:
         usage = {name: wanted.get(name, value) for name, value in delta_usage.items()}
         out.append({"type": "message_delta", "delta": stop, "usage": usage})
         out.append({"type": "message_stop"})
-        return [_frame(event, event["type"]) for event in out]
+        return out
 
-    return Restream(anthropic_messages.API, answer, encode)
+    return answer, events_of
 
 
 def _input(value: Any) -> Any:
@@ -235,7 +249,7 @@ def _input(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value) if value else {}
+        return boundedjson.loads(value) if value else {}
     except ValueError:
         raise NotRestreamable(f"a tool_use input is not JSON: {value[:60]!r}") from None
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from freezeframe.storage import Header, RecordedResponse
+from freezeframe.storage import Header, RecordedResponse, boundedjson
 
 RETRY_HEADERS = frozenset({b"retry-after", b"retry-after-ms"})
 SMALLEST_RETRY = b"0"
@@ -95,7 +95,7 @@ def replay_rewrites(request_body: bytes, response: RecordedResponse | None) -> l
 def jsonrpc_id(body: bytes) -> bytes | None:
     """The compact JSON token of a JSON-RPC request's ``id``, or None if it has none."""
     try:
-        message = json.loads(body)
+        message = boundedjson.loads(body)
     except ValueError:
         return None
     if not isinstance(message, dict) or "method" not in message or "id" not in message:

@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
+from freezeframe.evidence.bodies import parse_json, response_body
 from freezeframe.evidence.conversation import (
     Conversation,
     context_document,
@@ -42,7 +43,8 @@ from freezeframe.evidence.loops import Loop, find_loops
 from freezeframe.evidence.matching import RequestContent, content_match, request_content
 from freezeframe.evidence.mcp import McpMessage, mcp_of
 from freezeframe.evidence.messages import ToolCall
-from freezeframe.storage import Exchange
+from freezeframe.evidence.streams import error_text
+from freezeframe.storage import Exchange, Outcome
 
 MODEL = "model"
 MCP = "mcp"
@@ -118,6 +120,9 @@ class Step:
     """An MCP message: its method, and a ``tools/call``'s call and result."""
     executes: Executes | None
     """The requested call this exchange ran, when it ran one."""
+    failure: str | None = None
+    """Why the step failed, in one line: an error status and the error the answer carried,
+    an answer cut off or never come, an MCP tool's error result; None when it did not."""
 
     @property
     def linked(self) -> bool:
@@ -230,8 +235,12 @@ def _id_name(conversation: Conversation) -> str:
     """The field that carries the call's id back, in this API's words."""
     if conversation.api == "openai.responses":
         return "call_id"
-    if conversation.provider == "anthropic":
+    if conversation.api in ("anthropic.messages", "bedrock.invoke"):
         return "tool_use_id"
+    if conversation.api == "bedrock.converse":
+        return "toolUseId"
+    if conversation.api == "gemini.generate-content":
+        return "functionResponse id"
     return "tool_call_id"
 
 
@@ -338,7 +347,46 @@ def _step(read: _Read, calls: tuple[RequestedCall, ...], executes: Executes | No
         calls=calls,
         mcp=read.mcp,
         executes=executes,
+        failure=failure_of(read.exchange, read.conversation, read.mcp),
     )
+
+
+_BROKEN = {
+    Outcome.TRUNCATED: "cut off",
+    Outcome.FAILED: "no answer",
+    Outcome.INCOMPLETE: "in flight when the proxy stopped",
+}
+FAILURE_SHOWN = 200
+"""Characters of an error's text a step shows."""
+
+
+def failure_of(
+    exchange: Exchange, conversation: Conversation | None, mcp: McpMessage | None
+) -> str | None:
+    """Why an exchange failed, for a person reading the run; None when it did not."""
+    response = exchange.response
+    said = None
+    if conversation is not None and conversation.answer is not None:
+        said = conversation.answer.error
+    elif response is not None and response.status >= 400:
+        body = response_body(exchange)
+        said = error_text(parse_json(body.data)) if body is not None and body.data else None
+    if mcp is not None and mcp.result is not None and mcp.result.is_error:
+        said = said or f"the tool answered an error: {mcp.result.text}"
+    broken = _BROKEN.get(exchange.outcome)
+    if broken is not None:
+        why = f"{broken}: {exchange.error}" if exchange.error else broken
+        return _cut(f"{why}{f' ({said})' if said else ''}")
+    if response is not None and response.status >= 400:
+        return _cut(f"HTTP {response.status}{f': {said}' if said else ''}")
+    if said:
+        return _cut(said)
+    return None
+
+
+def _cut(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= FAILURE_SHOWN else line[: FAILURE_SHOWN - 1] + "…"
 
 
 def _title(read: _Read, calls: tuple[RequestedCall, ...]) -> str:
@@ -395,6 +443,7 @@ def step_document(step: Step) -> dict[str, Any]:
         "started_at": step.started_at,
         "duration": step.duration,
         "linked": step.linked,
+        "failure": step.failure,
         "model": None if step.conversation is None else _model_summary(step.conversation),
         "calls": [
             {

@@ -23,10 +23,14 @@ class Stream(Protocol):
 
     end_marker: str
     """What the API sends to say the answer is over, for a note when it never came."""
-    ended: bool
-    """That end came."""
-    error: str | None
-    """An error event's message, when the stream carried one."""
+
+    @property
+    def ended(self) -> bool:
+        """That end came."""
+
+    @property
+    def error(self) -> str | None:
+        """An error event's message, when the stream carried one."""
 
     def feed(self, event: dict[str, JsonValue]) -> None:
         """One event's JSON."""

@@ -15,7 +15,9 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from freezeframe.canonicalize import eventstream
 from freezeframe.evidence.inert import inert
+from freezeframe.storage import boundedjson
 
 BODY_LINES = 40
 BODY_CHARS = 6000
@@ -83,6 +85,8 @@ def _lines(document: dict[str, Any], full: bool) -> Iterator[str]:
     if document["messages"] is not None:
         yield ""
         yield from _messages(document["messages"], full)
+    if document.get("session") is not None:
+        yield from _session(document["session"])
     yield ""
     yield "== replay"
     if not document["rewrites"]:
@@ -125,6 +129,12 @@ def _body(body: dict[str, Any], content_type: str, full: bool) -> Iterator[str]:
     if size == 0:
         yield "body         empty"
         return
+    if "text" not in body and eventstream.is_event_stream(content_type):
+        events, damage = eventstream.json_events(base64.b64decode(body["base64"]))
+        yield f"body         {size:,} bytes, {len(events):,} events, {content_type}"
+        lines = [json.dumps(event, ensure_ascii=False) for event in events]
+        yield from _clipped("\n".join(lines + ([f"({damage})"] if damage else [])), full)
+        return
     if "text" not in body:
         yield f"body         {size:,} bytes, not text" + ("" if full else " (--full: hex)")
         if full:
@@ -133,7 +143,7 @@ def _body(body: dict[str, Any], content_type: str, full: bool) -> Iterator[str]:
     text = body["text"]
     if "json" in content_type.lower():
         try:
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            text = json.dumps(boundedjson.loads(text), indent=2, ensure_ascii=False)
         except ValueError:
             pass
     kind = f", {content_type}" if content_type else ""
@@ -190,6 +200,26 @@ def _messages(messages: Sequence[dict[str, Any]], full: bool) -> Iterator[str]:
         yield f"  {message['at']:9.3f}s {message['from']:>6}: {payload}"
     if len(shown) < len(messages):
         yield f"  … {len(messages) - len(shown)} more; --full shows them all"
+
+
+def _session(session: dict[str, Any]) -> Iterator[str]:
+    """The session key, and a Realtime session's transcript (evidence.document)."""
+    yield f"session key  {session['key']} (the client's messages, minted ids left out)"
+    if session["transcript"] is None:
+        return
+    yield ""
+    yield f"== transcript ({session.get('model') or 'model not named'})"
+    if session.get("system"):
+        yield f"  {'system':>9}: {_one_line(session['system'])}"
+    for turn in session["transcript"]:
+        if turn["text"]:
+            yield f"  {turn['role']:>9}: {_one_line(turn['text'])}"
+        for call in turn["tool_calls"]:
+            yield f"  {turn['role']:>9}: calls {call['name']}({_one_line(call['arguments'])})"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _seconds(value: float | None) -> str:

@@ -5,13 +5,17 @@ https://platform.openai.com/docs/models, Anthropic:
 https://docs.anthropic.com/en/docs/about-claude/models). A model name matches a family when
 it is the family's name or starts with it and a dash (``gpt-4o-2024-08-06`` is ``gpt-4o``),
 the longest such family winning; a ``provider/`` prefix, as routers write names, is left
-out. Any other model has no known window, and nothing is guessed: an unknown model gives
-None, not a default. Anthropic's 1M-token beta (``anthropic-beta: context-1m-...``)
-widens the window of the request that asks for it.
+out, and so is a Bedrock model id's vendor (``anthropic.``, ``amazon.``, behind a
+cross-region ``us.``/``eu.``/``apac.``/``global.``), so
+``us.anthropic.claude-3-5-sonnet-20240620-v1:0`` is ``claude-3``. Any other model has no
+known window, and nothing is guessed: an unknown model gives None, not a default.
+Anthropic's 1M-token beta (``anthropic-beta: context-1m-...``) widens the window of the
+request that asks for it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,8 +39,22 @@ CONTEXT_WINDOWS: Mapping[str, int] = {
     "claude-sonnet-4": 200_000,
     "claude-opus-4": 200_000,
     "claude-haiku-4": 200_000,
+    # Google (https://ai.google.dev/gemini-api/docs/models)
+    "gemini-1.5-pro": 2_097_152,
+    "gemini-1.5-flash": 1_048_576,
+    "gemini-2.0-flash": 1_048_576,
+    "gemini-2.5-pro": 1_048_576,
+    "gemini-2.5-flash": 1_048_576,
+    # Amazon (https://docs.aws.amazon.com/nova/latest/userguide/what-is-nova.html)
+    "nova-pro": 300_000,
+    "nova-lite": 300_000,
+    "nova-micro": 128_000,
 }
 """Tokens of context (prompt and answer together) by model family."""
+
+_BEDROCK_VENDOR = re.compile(
+    r"^(?:(?:us|eu|apac|global)\.)?(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek)\."
+)
 
 LONG_CONTEXT_BETA = "context-1m-"
 LONG_CONTEXT_WINDOW = 1_000_000
@@ -70,7 +88,9 @@ def context_use(
     if anthropic_beta and family.startswith("claude-") and LONG_CONTEXT_BETA in anthropic_beta:
         family, window = f"{family} with the 1M-token beta", LONG_CONTEXT_WINDOW
     input_tokens = _input_tokens(usage)
-    output_tokens = _first(usage, "output_tokens", "completion_tokens")
+    output_tokens = _first(
+        usage, "output_tokens", "completion_tokens", "outputTokens", "candidatesTokenCount"
+    )
     used = None if input_tokens is None else input_tokens + (output_tokens or 0)
     share = None if used is None else used / window
     return ContextUse(window, family, input_tokens, output_tokens, used, share)
@@ -79,7 +99,7 @@ def context_use(
 def _window(model: str | None) -> tuple[str, int] | None:
     if not model:
         return None
-    name = model.rsplit("/", 1)[-1].lower()
+    name = _BEDROCK_VENDOR.sub("", model.rsplit("/", 1)[-1].lower())
     matches = [f for f in CONTEXT_WINDOWS if name == f or name.startswith(f + "-")]
     if not matches:
         return None
@@ -91,10 +111,15 @@ def _input_tokens(usage: Mapping[str, int]) -> int | None:
     """OpenAI counts cached tokens inside ``prompt_tokens``/``input_tokens``; Anthropic's
     ``input_tokens`` leaves out what it read from or wrote to its cache
     (anthropic/types/usage.py), so those are added back."""
-    base = _first(usage, "input_tokens", "prompt_tokens")
+    base = _first(usage, "input_tokens", "prompt_tokens", "inputTokens", "promptTokenCount")
     if base is None:
         return None
-    cached = ("cache_creation_input_tokens", "cache_read_input_tokens")
+    cached = (
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "cacheReadInputTokens",
+        "cacheWriteInputTokens",
+    )
     return base + sum(usage.get(name, 0) for name in cached)
 
 

@@ -35,17 +35,25 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from freezeframe.exchange_formats import signing
 from freezeframe.exchange_formats.errors import FormatError
-from freezeframe.exchange_formats.jsonl import Progress, dumps, header, read_line
+from freezeframe.exchange_formats.jsonl import (
+    Progress,
+    dumps,
+    header,
+    notes_document,
+    read_line,
+    read_notes,
+)
 from freezeframe.exchange_formats.merkle import merkle_root
 from freezeframe.exchange_formats.portable import (
     FORMAT_VERSION,
+    MAX_INTEGER,
     DocumentError,
     bytes_document,
     exchange_document,
     origin_document,
     read_origin,
 )
-from freezeframe.storage import BlobRef, ForkOrigin, Imported, Store, StoreError
+from freezeframe.storage import BlobRef, ForkOrigin, Imported, Note, Store, StoreError, boundedjson
 
 FORMAT = "freezeframe.bundle"
 MANIFEST = "manifest.json"
@@ -53,6 +61,17 @@ SIGNATURE = "manifest.sig"
 EXCHANGES = "exchanges.jsonl"
 RULES = "rules.toml"
 _PIECE = 1024 * 1024
+MAX_MANIFEST = 64 * 1024 * 1024
+"""The largest manifest read (some 400,000 exchanges); its member's size is checked before."""
+MAX_SMALL_PART = 16 * 1024 * 1024
+"""The largest signature or rules file read."""
+MAX_LINE = 128 * 1024 * 1024
+"""The longest exchange line read: a bundle's lines name their bodies, so only a canonical
+form (portable.MAX_INLINE, escaped) and the headers make one long."""
+MAX_WINDOW = 1 << 25
+"""The largest zstd window a body may ask its decompressor for (32 MiB): the exporter packs
+at level 6, whose window is 2 MiB at most, and a frame asking for more is refused, not
+allocated."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +127,8 @@ def export_bundle(
             return {"blake3": ref.digest, "size": ref.size}
 
         origin = store.fork_origin(cassette)
-        lines.write(dumps(header(cassette, origin)).encode("utf-8") + b"\n")
+        notes = store.notes(cassette)
+        lines.write(dumps(header(cassette, origin, notes)).encode("utf-8") + b"\n")
         for summary in store.exchanges(cassette):
             exchange = store.exchange(cassette, summary.seq)
             line = dumps(exchange_document(exchange, body)).encode("utf-8")
@@ -142,6 +162,8 @@ def export_bundle(
             "bodies": len(stored),
             "rules": None if rules_digest is None else {"name": RULES, "blake3": rules_digest},
             "origin": None if origin is None else origin_document(origin),
+            # Case notes: in the signed manifest, so that a signature covers them too.
+            "notes": notes_document(notes),
         }
         signed_text = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8") + b"\n"
         archive.writestr(MANIFEST, signed_text)
@@ -180,7 +202,7 @@ class Bundle:
                 path, "archive", "not a bundle, or cut off (no zip central directory)"
             ) from None
         try:
-            self.manifest_bytes = self._archive.read(MANIFEST)
+            self.manifest_bytes = self._read(MANIFEST, MAX_MANIFEST)
         except KeyError:
             raise FormatError(path, MANIFEST, "missing") from None
         except (zipfile.BadZipFile, OSError) as exc:
@@ -190,9 +212,17 @@ class Bundle:
     def close(self) -> None:
         self._archive.close()
 
+    def _read(self, name: str, cap: int) -> bytes:
+        """A small member whole, refused before reading when the archive says it is larger
+        than ``cap``; zipfile stops reading a member at the size the archive gives it."""
+        size = self._archive.getinfo(name).file_size
+        if size > cap:
+            raise FormatError(self.path, name, f"{size:,} bytes, more than the {cap:,} read")
+        return self._archive.read(name)
+
     def _manifest(self) -> dict[str, Any]:
         try:
-            found = json.loads(self.manifest_bytes)
+            found = boundedjson.loads(self.manifest_bytes)
         except ValueError:
             raise FormatError(self.path, MANIFEST, "not JSON") from None
         if not isinstance(found, dict) or found.get("format") != FORMAT:
@@ -213,6 +243,13 @@ class Bundle:
             for e in entries
         ):
             raise FormatError(self.path, f"{MANIFEST}: $.exchanges", "expected [{seq, blake3}]")
+        for index, entry in enumerate(entries):
+            if not 0 <= entry["seq"] <= MAX_INTEGER:
+                raise FormatError(
+                    self.path,
+                    f"{MANIFEST}: $.exchanges[{index}].seq",
+                    f"{entry['seq']} is out of range (0 to 2^63-1)",
+                )
         for name in ("cassette", "merkle_root"):
             if not isinstance(found.get(name), str):
                 raise FormatError(self.path, f"{MANIFEST}: $.{name}", "expected a string")
@@ -236,7 +273,7 @@ class Bundle:
         if not isinstance(named, dict) or not isinstance(named.get("blake3"), str):
             raise FormatError(self.path, f"{MANIFEST}: $.rules", "expected {name, blake3}")
         try:
-            text = self._archive.read(RULES)
+            text = self._read(RULES, MAX_SMALL_PART)
         except KeyError:
             raise FormatError(self.path, RULES, "named in the manifest, missing") from None
         if blake3.blake3(text).hexdigest() != named["blake3"]:
@@ -244,7 +281,7 @@ class Bundle:
 
     def signature(self) -> dict[str, str] | None:
         try:
-            found = json.loads(self._archive.read(SIGNATURE))
+            found = boundedjson.loads(self._read(SIGNATURE, MAX_SMALL_PART))
         except KeyError:
             return None
         except (ValueError, zipfile.BadZipFile):
@@ -259,9 +296,10 @@ class Bundle:
         entries = self.entries
         try:
             with self._archive.open(EXCHANGES) as source:
-                source.readline()
+                self._line(source, 1)
                 count = 0
-                for number, line in enumerate(source, start=2):
+                number = 1
+                while line := self._line(source, number := number + 1):
                     if count >= len(entries):
                         raise FormatError(
                             self.path, f"{EXCHANGES}: line {number}", "not in the manifest"
@@ -283,14 +321,33 @@ class Bundle:
             missing = entries[count]["seq"]
             raise FormatError(self.path, f"exchange {missing}", "listed in the manifest, missing")
 
+    def _line(self, source: IO[bytes], number: int) -> bytes:
+        line = source.readline(MAX_LINE + 1)
+        if len(line) > MAX_LINE:
+            raise FormatError(
+                self.path, f"{EXCHANGES}: line {number}", f"longer than {MAX_LINE:,} bytes"
+            )
+        return line
+
     def body(self, ref: BlobRef) -> Iterator[bytes]:
-        """A body's bytes, decompressed piece by piece; FormatError if it is missing or
-        damaged (its digest is checked by whoever reads it)."""
+        """A body's bytes, decompressed piece by piece and never past the size its exchange
+        claims; FormatError if it is missing, damaged or unpacks to more (its digest is
+        checked by whoever reads it)."""
         name = f"bodies/{ref.digest}"
         try:
             with self._archive.open(name) as packed:
-                reader = zstandard.ZstdDecompressor().stream_reader(packed)
-                while piece := reader.read(_PIECE):
+                unpacker = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+                reader = unpacker.stream_reader(packed)
+                left = ref.size
+                while piece := reader.read(min(_PIECE, left + 1)):
+                    if len(piece) > left:
+                        raise FormatError(
+                            self.path,
+                            name,
+                            f"damaged: unpacks to more than the {ref.size:,} bytes "
+                            "its exchange claims",
+                        )
+                    left -= len(piece)
                     yield piece
         except KeyError:
             raise FormatError(self.path, name, "missing") from None
@@ -369,7 +426,7 @@ def _check_signature(bundle: Bundle, trust: Path | None) -> tuple[str | None, bo
 
 def _body_refs(path: Path, number: int, line: bytes) -> Iterator[tuple[BlobRef, str]]:
     try:
-        document = json.loads(line)
+        document: Any = boundedjson.loads(line)
         for which in ("request", "response"):
             part = document.get(which)
             if part is None:
@@ -403,6 +460,17 @@ def read_bundle(
         raise
     name = cassette or str(bundle.manifest["cassette"])
     return name, _imported(bundle, name), len(bundle.entries), signed_by, origin
+
+
+def bundle_notes(path: Path, cassette: str) -> list[Note]:
+    """The case notes in a bundle's manifest, for the cassette it is imported as."""
+    bundle = Bundle(path)
+    try:
+        return read_notes(bundle.manifest.get("notes"), cassette)
+    except DocumentError as exc:
+        raise FormatError(path, f"{MANIFEST}: {exc.where}", exc.what) from None
+    finally:
+        bundle.close()
 
 
 def _imported(bundle: Bundle, cassette: str) -> Iterator[Imported]:

@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from freezeframe.evidence.triage import signed_imports
 from freezeframe.exchange_formats import SHAPES
 from freezeframe.exchange_formats.bundle import (
     BundleReport,
+    bundle_notes,
     export_bundle,
     read_bundle,
     verify_bundle,
@@ -19,12 +21,12 @@ from freezeframe.exchange_formats.bundle import (
 from freezeframe.exchange_formats.captured import Keeper
 from freezeframe.exchange_formats.dataset import export_dataset
 from freezeframe.exchange_formats.errors import FormatError
-from freezeframe.exchange_formats.flows import read_flows
 from freezeframe.exchange_formats.har import export_har, read_har
-from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, read_jsonl
+from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, jsonl_notes, read_jsonl
 from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
 from freezeframe.exchange_formats.signing import keygen, load_private
-from freezeframe.storage import ForkOrigin, Imported, Store
+from freezeframe.storage import ForkOrigin, Imported, Note, Store
+from freezeframe.storage.filemode import open_private
 
 __all__ = [
     "BundleReport",
@@ -62,7 +64,7 @@ def export_cassette(
     store.exchanges(cassette)  # CassetteNotFound before any file is made
     partial = path.with_name(f".{path.name}.partial")
     try:
-        with open(partial, "wb") as out:
+        with open_private(partial) as out:
             written: BundleReport | int
             if format == "bundle":
                 written = export_bundle(store, cassette, out, private, rules, progress)
@@ -104,6 +106,8 @@ class Opened:
     """What the file did not have, one line per kind; complete once ``exchanges`` is."""
     origin: ForkOrigin | None = None
     """What the exported cassette was forked from, to import it as a fork of the same."""
+    case_notes: list[Note] = field(default_factory=list)
+    """The exported cassette's case notes, for the cassette it is imported as."""
 
 
 def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper]) -> Opened:
@@ -122,16 +126,23 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
                 "freezeframe verify --bundle FILE --trust NAME.pub"
             ]
         )
-        return Opened("bundle", name, items, total, signer, origin)
+        kept = bundle_notes(path, name)
+        return Opened("bundle", name, signed_imports(items), total, signer, origin, kept)
     if start.startswith(b"{") and b"freezeframe.jsonl" in _first_line(path):
         name, items, origin = read_jsonl(path, cassette)
-        return Opened("jsonl", name, items, None, [], origin)
+        kept = jsonl_notes(path, name)
+        return Opened("jsonl", name, signed_imports(items), None, [], origin, kept)
     name = cassette or path.stem
     notes: list[str] = []
     if start.startswith(b"{"):
-        return Opened("har", name, read_har(path, keeper(name), notes), None, notes)
+        return Opened("har", name, signed_imports(read_har(path, keeper(name), notes)), None, notes)
     if start[:1].isdigit():
-        return Opened("flows", name, read_flows(path, keeper(name), notes), None, notes)
+        # mitmproxy reads its own flow files; the other formats never import it, so that
+        # export and import of freezeframe's formats start at once.
+        from freezeframe.exchange_formats.flows import read_flows
+
+        read = read_flows(path, keeper(name), notes)
+        return Opened("flows", name, signed_imports(read), None, notes)
     raise FormatError(
         path, "start", "not a file freezeframe imports (jsonl, bundle, HAR, mitmproxy flows)"
     )

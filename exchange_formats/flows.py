@@ -9,15 +9,22 @@ times and no run context, which is reported, one line per kind.
 
 from __future__ import annotations
 
+import io
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO, cast
 
 from mitmproxy import exceptions, http
+from mitmproxy.flow import Flow
 from mitmproxy.io import FlowReader
 
 from freezeframe.exchange_formats.captured import Captured, Keeper
 from freezeframe.exchange_formats.errors import FormatError
 from freezeframe.storage import Chunk, Imported, Message, Outcome, RecordedResponse
+
+#: mitmproxy's word for a client that closed its connection (or stream) before the end.
+CLIENT_CLOSED = "Client disconnected."
 
 
 def read_flows(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Imported]:
@@ -25,23 +32,62 @@ def read_flows(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Importe
     UDP, DNS) are skipped and counted in ``notes``."""
     count = skipped = 0
     with open(path, "rb") as source:
-        reader = FlowReader(source)
-        try:
-            for flow in reader.stream():
-                count += 1
-                if not isinstance(flow, http.HTTPFlow):
-                    skipped += 1
-                    continue
-                yield keeper.imported(_captured(flow))
-        except exceptions.FlowReadException as exc:
-            text = " ".join(str(exc).split()).rstrip(".")
-            raise FormatError(path, f"flow {count + 1}", text) from None
+        flows = iter(FlowReader(cast(BinaryIO, _Bounded(source))).stream())
+        while (flow := _next_flow(path, flows, count + 1)) is not None:
+            count += 1
+            if not isinstance(flow, http.HTTPFlow):
+                skipped += 1
+                continue
+            yield keeper.imported(_captured(flow))
     imported = count - skipped
     if skipped:
         notes.append(f"{skipped} flows are not HTTP (TCP, UDP or DNS) and were skipped")
     if imported:
         notes.append(f"{imported} flows have no chunk timing: they replay at once")
         notes.append(f"{imported} flows have no run context")
+
+
+def _next_flow(path: Path, flows: Iterator[Flow], number: int) -> Flow | None:
+    """The next flow of the file, None at its end; FormatError naming flow ``number`` for
+    whatever the reader cannot read. mitmproxy's migration of older formats raises what it
+    meets (KeyError, TypeError) on a damaged flow, and its parser recurses per level."""
+    try:
+        return next(flows, None)
+    except exceptions.FlowReadException as exc:
+        text = " ".join(str(exc).split()).rstrip(".")
+        raise FormatError(path, f"flow {number}", text) from None
+    except RecursionError:
+        raise FormatError(path, f"flow {number}", "nested too deep to read") from None
+    except (MemoryError, OverflowError):
+        raise FormatError(path, f"flow {number}", "a length beyond the file") from None
+    except (KeyError, TypeError, ValueError, AttributeError, UnicodeError) as exc:
+        raise FormatError(
+            path, f"flow {number}", f"not a flow mitmproxy reads ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+class _Bounded(io.RawIOBase):
+    """A flow file whose reads never ask for more than is left in it.
+
+    mitmproxy's tnetstring reader reads as many bytes as a length prefix says, up to twelve
+    digits: a prefix of 10^12 would have the buffer allocated before the short read, so
+    each read is cut to what the file still holds, and the value then fails to parse."""
+
+    def __init__(self, source: io.BufferedReader) -> None:
+        self._source = source
+        self._left = os.fstat(source.fileno()).st_size - source.tell()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        wanted = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._source.read(wanted)
+        self._left -= len(data)
+        return data
+
+    def peek(self, size: int = 0) -> bytes:
+        return self._source.peek(size)[: self._left]
 
 
 def _captured(flow: http.HTTPFlow) -> Captured:
@@ -70,7 +116,7 @@ def _captured(flow: http.HTTPFlow) -> Captured:
     if response is None:
         outcome = Outcome.FAILED
     elif error is not None and flow.websocket is None:
-        outcome = Outcome.TRUNCATED
+        outcome = Outcome.CLIENT_CLOSED if error == CLIENT_CLOSED else Outcome.TRUNCATED
     else:
         outcome = Outcome.COMPLETE
     messages = None

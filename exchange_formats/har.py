@@ -41,6 +41,7 @@ from freezeframe.storage import (
     Outcome,
     RecordedResponse,
     Store,
+    boundedjson,
 )
 
 
@@ -402,13 +403,18 @@ def _version(found: object) -> str:
     )
 
 
+_UNREADABLE = (ValueError, TypeError, OverflowError, KeyError, IndexError, AttributeError)
+"""What a field of the wrong kind or size raises deep in an entry (a number too large for a
+float, a lone surrogate in a header, base64 that is not): one line naming the entry."""
+
+
 def read_har(path: Path, keeper: Keeper, notes: list[str]) -> Iterator[Imported]:
     """The entries of a HAR file as records to import; what the file lacks is added to
     ``notes``, one line per kind, once the entries are read. The file is parsed whole
     (HAR is one JSON document)."""
     try:
         with open(path, "rb") as source:
-            document = json.load(source)
+            document = boundedjson.loads(source.read())
     except ValueError as exc:
         raise FormatError(path, "$", f"not JSON: {exc}") from None
     log = document.get("log") if isinstance(document, dict) else None
@@ -425,10 +431,20 @@ def _imported(
 ) -> Iterator[Imported]:
     untimed = uncontexted = 0
     for index, entry in enumerate(entries):
-        captured, timed = _Entry(path, index, entry).captured()
+        try:
+            captured, timed = _Entry(path, index, entry).captured()
+            imported = keeper.imported(captured)
+        except FormatError:
+            raise
+        except _UNREADABLE as exc:
+            raise FormatError(
+                path,
+                f"$.log.entries[{index}]",
+                f"not an entry freezeframe reads ({type(exc).__name__}: {exc})",
+            ) from None
         untimed += not timed
         uncontexted += not captured.context
-        yield keeper.imported(captured)
+        yield imported
     if untimed:
         notes.append(
             f"{untimed} of {len(entries)} entries have no chunk timing: they replay at once"

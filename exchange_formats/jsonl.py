@@ -10,7 +10,7 @@ line too long to hold is read back in pieces (exchange_formats.longlines).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,12 +24,13 @@ from freezeframe.exchange_formats.portable import (
     Spooled,
     bytes_document,
     exchange_document,
+    kind_of,
     origin_document,
     read_origin,
     ref_document,
 )
 from freezeframe.exchange_formats.streaming import Streamed
-from freezeframe.storage import BlobRef, Exchange, ForkOrigin, Imported, Store
+from freezeframe.storage import BlobRef, Exchange, ForkOrigin, Imported, Note, Store, boundedjson
 
 FORMAT = "freezeframe.jsonl"
 
@@ -37,12 +38,57 @@ Progress = Callable[[int], None]
 """Told how many more exchanges are done."""
 
 
-def header(cassette: str, origin: ForkOrigin | None) -> dict[str, Any]:
-    """The first line: the format, and the cassette with, for a fork, what it came from."""
-    found = {"cassette": cassette, "format": FORMAT, "format_version": FORMAT_VERSION}
+def header(cassette: str, origin: ForkOrigin | None, notes: Sequence[Note] = ()) -> dict[str, Any]:
+    """The first line: the format, and the cassette with, for a fork, what it came from,
+    and its case notes when it has any."""
+    found: dict[str, Any] = {
+        "cassette": cassette,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+    }
     if origin is not None:
         found["origin"] = origin_document(origin)
+    if notes:
+        found["notes"] = notes_document(notes)
     return found
+
+
+def notes_document(notes: Sequence[Note]) -> list[dict[str, Any]]:
+    """Case notes as an export carries them (the cassette is the file's own)."""
+    return [{"seq": n.seq, "at": n.at, "text": n.text} for n in notes]
+
+
+def read_notes(found: object, cassette: str) -> list[Note]:
+    """An export's case notes, for the cassette it is imported as; DocumentError naming
+    the note that is not one."""
+    if found is None:
+        return []
+    if not isinstance(found, list):
+        raise DocumentError("$.notes", f"expected a list, found {kind_of(found)}")
+    notes = []
+    for index, item in enumerate(found):
+        where = f"$.notes[{index}]"
+        if not isinstance(item, dict):
+            raise DocumentError(where, f"expected an object, found {kind_of(item)}")
+        seq, at, text = item.get("seq"), item.get("at"), item.get("text")
+        if not (seq is None or (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0)):
+            raise DocumentError(f"{where}.seq", "expected a seq (a number from 0) or null")
+        if not isinstance(at, int | float) or isinstance(at, bool):
+            raise DocumentError(f"{where}.at", "expected a number (epoch seconds)")
+        if not isinstance(text, str):
+            raise DocumentError(f"{where}.text", f"expected a string, found {kind_of(text)}")
+        notes.append(Note(cassette, seq, float(at), text))
+    return notes
+
+
+def jsonl_notes(path: Path, cassette: str) -> list[Note]:
+    """The case notes in a jsonl export's header, for the cassette it is imported as."""
+    with open(path, "rb") as source:
+        first = source.readline()
+    try:
+        return read_notes(json.loads(first).get("notes"), cassette)
+    except DocumentError as exc:
+        raise FormatError(path, f"line 1: {exc.where}", exc.what) from None
 
 
 def dumps(document: object) -> str:
@@ -52,7 +98,8 @@ def dumps(document: object) -> str:
 
 def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress) -> int:
     """Write the cassette to ``out``; returns how many exchanges were written."""
-    out.write(dumps(header(cassette, store.fork_origin(cassette))).encode("utf-8") + b"\n")
+    first = header(cassette, store.fork_origin(cassette), store.notes(cassette))
+    out.write(dumps(first).encode("utf-8") + b"\n")
     count = 0
     for summary in store.exchanges(cassette):
         write_exchange(store, store.exchange(cassette, summary.seq), out)
@@ -94,7 +141,7 @@ def read_jsonl(
 
 def _header(path: Path, line: bytes) -> tuple[str, ForkOrigin | None]:
     try:
-        document = json.loads(line)
+        document = boundedjson.loads(line)
     except ValueError:
         raise FormatError(path, "line 1", "not a freezeframe jsonl header") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -148,7 +195,7 @@ def read_line(
     if not line.endswith(b"\n"):
         raise FormatError(path, where, "the line is cut off (the file is truncated)")
     try:
-        document = json.loads(line)
+        document = boundedjson.loads(line)
     except ValueError as exc:
         raise FormatError(path, where, f"not JSON: {exc}") from None
 

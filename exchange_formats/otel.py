@@ -23,7 +23,6 @@ from importlib.metadata import version
 from typing import IO, Any
 
 import blake3
-import httpx
 
 from freezeframe.evidence import Conversation, conversations_of
 from freezeframe.evidence.messages import Message, ToolCall
@@ -45,9 +44,20 @@ _FINISH = {
     "stop_sequence": "stop",
     "max_tokens": "length",
     "completed": "stop",
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
 }
 """Providers' finish reasons in the conventions' words for an output message (the span's
 ``gen_ai.response.finish_reasons`` keeps the provider's own)."""
+
+_SYSTEM = {"azure.ai.openai": "az.ai.openai"}
+"""``gen_ai.system`` (deprecated by ``gen_ai.provider.name``, which collectors still read):
+the same names but Azure's, which it spelled ``az.ai.openai``."""
+
+_INPUT_TOKENS = ("prompt_tokens", "input_tokens", "inputTokens", "promptTokenCount")
+_OUTPUT_TOKENS = ("completion_tokens", "output_tokens", "outputTokens", "candidatesTokenCount")
+"""Usage counts by each API's name for them: OpenAI Chat, Anthropic and Responses, Bedrock
+Converse, Gemini."""
 
 Send = Callable[[bytes], None]
 """Takes one ExportTraceServiceRequest as JSON."""
@@ -87,6 +97,8 @@ def post_to(endpoint: str) -> Iterator[Send]:
     url = endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/")
     if not url.endswith("/v1/traces"):
         url += "/v1/traces"
+    import httpx  # only to send: writing spans to a file needs no HTTP client
+
     with httpx.Client(timeout=30) as client:
 
         def send(line: bytes) -> None:
@@ -189,6 +201,7 @@ def _gen_ai(c: Conversation) -> list[dict[str, Any]]:
     attributes = [
         _attribute("gen_ai.operation.name", operation),
         _attribute("gen_ai.provider.name", c.provider),
+        _attribute("gen_ai.system", _SYSTEM.get(c.provider, c.provider)),
         _attribute("gen_ai.input.messages", json.dumps(_input_messages(c), ensure_ascii=False)),
     ]
     if c.model:
@@ -203,8 +216,8 @@ def _gen_ai(c: Conversation) -> list[dict[str, Any]]:
     if answer.finish_reason:
         attributes.append(_attribute("gen_ai.response.finish_reasons", [answer.finish_reason]))
     usage = answer.usage
-    input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
-    output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
+    input_tokens = next((usage[n] for n in _INPUT_TOKENS if n in usage), None)
+    output_tokens = next((usage[n] for n in _OUTPUT_TOKENS if n in usage), None)
     if input_tokens is not None:
         attributes.append(_attribute("gen_ai.usage.input_tokens", input_tokens))
     if output_tokens is not None:

@@ -11,6 +11,8 @@ inline (``{"blake3", "size"}`` alone), and its bodies live beside the documents.
 from __future__ import annotations
 
 import base64
+import functools
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -36,6 +38,14 @@ from freezeframe.storage.records import check_facts
 
 FORMAT_VERSION = 1
 """The version of the exchange document; a newer one is refused with "upgrade freezeframe"."""
+
+MAX_BODY = 64 * 1024**3
+"""The hard cap on one body an import reads (64 GiB), whatever its document claims; a body is
+read up to the size it claims and no further, so a zstd bomb stops there."""
+MAX_INLINE = 64 * 1024 * 1024
+"""The most a canonical form or a WebSocket message, each read whole into memory, may hold."""
+MAX_INTEGER = 2**63 - 1
+"""The largest seq, occurrence, port or offset a store column holds (a signed 64-bit one)."""
 
 BodyReader = Callable[[BlobRef], Iterable[bytes]]
 """Reads a body kept outside the document (a large one, or any body of a bundle)."""
@@ -208,12 +218,31 @@ class Reading:
             raise self.fail(f"{path}.{name}", f"expected {wanted}, found {kind_of(value)}")
         return value
 
+    def integer(self, parent: Mapping[str, Any], name: str, path: str) -> int:
+        """A whole number a store column can hold: 0 up to MAX_INTEGER."""
+        value: int = self.get(parent, name, path, int)
+        return self.in_range(value, f"{path}.{name}")
+
+    def in_range(self, value: int, at: str) -> int:
+        if not 0 <= value <= MAX_INTEGER:
+            raise self.fail(at, f"{value} is out of range (0 to 2^63-1)")
+        return value
+
     def number(self, parent: Mapping[str, Any], name: str, path: str) -> float:
-        return float(self.get(parent, name, path, int, float))
+        return self._float(self.get(parent, name, path, int, float), f"{path}.{name}")
 
     def maybe_number(self, parent: Mapping[str, Any], name: str, path: str) -> float | None:
         value = self.get(parent, name, path, int, float, type(None))
-        return None if value is None else float(value)
+        return None if value is None else self._float(value, f"{path}.{name}")
+
+    def _float(self, value: int | float, at: str) -> float:
+        try:
+            found = float(value)
+        except OverflowError:
+            found = math.inf
+        if not math.isfinite(found):
+            raise self.fail(at, "out of range for a number of seconds")
+        return found
 
     def headers(self, parent: Mapping[str, Any], name: str, path: str) -> tuple[Header, ...]:
         found = []
@@ -244,13 +273,16 @@ class Reading:
         document = self.get(parent, name, path, dict)
         digest = self.get(document, "blake3", at, str)
         size = self.get(document, "size", at, int)
+        cap = MAX_INLINE if inline else MAX_BODY
+        if not 0 <= size <= cap:
+            raise self.fail(f"{at}.size", f"{size} bytes is out of range (0 to {cap:,})")
         spooled = self._spooled_reader(document, at)
         if spooled is not None:
             ref = BlobRef(digest, size)
             if not inline and size > INLINE_LIMIT:
                 self._streams.append((ref, spooled))
                 return b"", ref
-            data = b"".join(spooled())
+            data = b"".join(at_most(spooled(), size))
         elif "text" in document:
             data = self.get(document, "text", at, str).encode("utf-8", "surrogatepass")
         elif "base64" in document:
@@ -262,9 +294,14 @@ class Reading:
             ref = BlobRef(digest, size)
             if not inline and size > INLINE_LIMIT:
                 reader = self._bodies
-                self._streams.append((ref, lambda: reader(ref)))
+                self._streams.append((ref, lambda: at_most(reader(ref), ref.size)))
                 return b"", ref
-            data = b"".join(self._bodies(ref))
+            try:
+                data = b"".join(at_most(self._bodies(ref), size))
+            except ValueError as exc:
+                if hasattr(exc, "where"):  # the reader's own error, naming its file
+                    raise
+                raise self.fail(at, str(exc)) from None
         else:
             raise self.fail(at, "holds neither text nor base64")
         if len(data) != size or blake3.blake3(data).hexdigest() != digest:
@@ -280,14 +317,15 @@ class Reading:
             if isinstance(value, str) and value in self._spooled:
                 spool = self._spooled[value]
                 pieces = spool.utf8 if kind == "text" else spool.base64
-                return _located(pieces, f"{self.where}{at}.{kind}", self._locate)
+                bounded = functools.partial(_bounded, pieces, int(document["size"]))
+                return _located(bounded, f"{self.where}{at}.{kind}", self._locate)
         return None
 
     def imported(self, cassette: str) -> Imported:
         """The exchange to import into ``cassette``."""
         d = self.document
-        seq = self.get(d, "seq", "", int)
-        occurrence = self.get(d, "occurrence", "", int)
+        seq = self.integer(d, "seq", "")
+        occurrence = self.integer(d, "occurrence", "")
         request = self.get(d, "request", "", dict)
         request_body, request_ref = self.body(request, "body", ".request")
         canonical, _ = self.body(d, "canonical", "", inline=True)
@@ -299,7 +337,7 @@ class Reading:
             for index, pair in enumerate(self.get(answer, "chunks", at, list)):
                 if not (isinstance(pair, list) and len(pair) == 2):
                     raise self.fail(f"{at}.chunks[{index}]", "expected [offset, seconds]")
-                chunks.append(Chunk(int(pair[0]), float(pair[1])))
+                chunks.append(self._chunk(pair, f"{at}.chunks[{index}]"))
             response = RecordedResponse(
                 status=self.get(answer, "status", at, int),
                 reason=self.get(answer, "reason", at, str),
@@ -323,12 +361,12 @@ class Reading:
         exchange = NewExchange(
             cassette=cassette,
             key=self.get(d, "key", "", str),
-            key_scheme=self.get(d, "key_scheme", "", int),
+            key_scheme=self.integer(d, "key_scheme", ""),
             canonical=canonical,
             method=self.get(request, "method", ".request", str),
             scheme=self.get(request, "scheme", ".request", str),
             host=self.get(request, "host", ".request", str),
-            port=self.get(request, "port", ".request", int),
+            port=self.integer(request, "port", ".request"),
             path=self.get(request, "path", ".request", str),
             http_version=self.get(request, "http_version", ".request", str),
             request_headers=self.headers(request, "headers", ".request"),
@@ -347,6 +385,14 @@ class Reading:
             origin=self._origin(d),
         )
         return Imported(exchange, self._drift(d), tuple(self._streams))
+
+    def _chunk(self, pair: list[Any], at: str) -> Chunk:
+        offset, seconds = pair
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise self.fail(at, "expected [offset, seconds]")
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            raise self.fail(at, "expected [offset, seconds]")
+        return Chunk(self.in_range(offset, at), self._float(seconds, at))
 
     def _messages(self, d: Mapping[str, Any]) -> tuple[Message, ...] | None:
         found = self.get(d, "messages", "", list, type(None))
@@ -390,10 +436,25 @@ class Reading:
         return Origin(
             kind=self.get(found, "kind", at, str),
             cassette=self.get(found, "cassette", at, str),
-            seq=self.get(found, "seq", at, int),
+            seq=self.integer(found, "seq", at),
             chain=self.get(found, "chain", at, str),
             changes=tuple(str(change) for change in self.get(found, "changes", at, list)),
         )
+
+
+def at_most(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """``pieces`` up to ``size`` bytes; ValueError as soon as they run past it, so a body
+    whose compressed form unpacks to far more than it claims is never read further."""
+    left = size
+    for piece in pieces:
+        if len(piece) > left:
+            raise ValueError(f"holds more than the {size:,} bytes its size says")
+        left -= len(piece)
+        yield piece
+
+
+def _bounded(pieces: Callable[[], Iterator[bytes]], size: int) -> Iterator[bytes]:
+    return at_most(pieces(), size)
 
 
 def _located(

@@ -9,16 +9,18 @@ for a proxy whose files are mounted somewhere else; nothing here ever creates a 
 
 from __future__ import annotations
 
+import http.client
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from freezeframe.proxy.settings import CA_FILENAME, Address
-from freezeframe.proxy.trust import CLIENT_BUNDLE, write_bundle
 
 HEALTH_TIMEOUT_S = 3.0
+LOOKUP_TIMEOUT_S = 1.0
+"""How long a read command waits for a proxy that took the connection to answer: on this
+machine a proxy answers /health in milliseconds, and no proxy refuses at once."""
 
 
 class NoProxyFound(Exception):
@@ -49,14 +51,7 @@ def admin_headers(token: str | None) -> dict[str, str]:
 
 def running(admin: Address, token: str | None = None) -> dict[str, Any]:
     """The ``/health`` document of the proxy whose admin API is at ``admin``."""
-    url = f"{admin_url(admin)}/health"
-    try:
-        response = httpx.get(
-            url, timeout=HEALTH_TIMEOUT_S, trust_env=False, headers=admin_headers(token)
-        )
-        document = response.json()
-    except (httpx.HTTPError, ValueError):
-        document = None
+    document = _health(admin, token, HEALTH_TIMEOUT_S)
     if isinstance(document, dict) and "proxy" not in document and "admin_token" in document:
         given = "the one given is wrong" if token else "none was given"
         raise TokenNeeded(
@@ -69,6 +64,57 @@ def running(admin: Address, token: str | None = None) -> dict[str, Any]:
             "or pass --admin"
         )
     return document
+
+
+def _health(admin: Address, token: str | None, timeout: float) -> Any:
+    """The JSON of ``GET /health``, or None when nothing answers it with JSON. The standard
+    library's client, not httpx: the read commands ask this first and must answer at once,
+    and a loopback GET needs no proxy settings, pool or HTTP/2."""
+    host = admin.url_host.strip("[]")
+    connection = http.client.HTTPConnection(host, admin.port, timeout=timeout)
+    try:
+        connection.request("GET", "/health", headers=admin_headers(token))
+        return json.loads(connection.getresponse().read())
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True, slots=True)
+class RunningStore:
+    """The store and data dir of the proxy answering at ``admin`` (its URL, password masked)."""
+
+    admin: str
+    data_dir: Path
+    url: str
+
+
+def store_of_running(admin: Address, token: str | None = None) -> RunningStore | None:
+    """Where the proxy at ``admin`` keeps its store, or None when no proxy answers there.
+
+    Read commands run from another directory than the proxy's found no store, or an old
+    one, and listed nothing: the running proxy's store is the one its traffic went to.
+    Raises TokenNeeded when the proxy answers but keeps that to clients with its token, and
+    NoProxyFound when its store's URL holds a password it does not show."""
+    document = _health(admin, token, LOOKUP_TIMEOUT_S)
+    if not isinstance(document, dict):
+        return None
+    if "store" not in document:
+        if "admin_token" in document:
+            given = "the one given is wrong" if token else "none was given"
+            raise TokenNeeded(
+                f"the freezeframe at {admin_url(admin)} asks for its admin token and {given}; "
+                "set FREEZEFRAME_ADMIN_TOKEN, or pass --data-dir or --store"
+            )
+        return None
+    url = str(document["store"])
+    if ":***@" in url:
+        raise NoProxyFound(
+            f"the freezeframe at {admin_url(admin)} reads the store {url}, whose password it "
+            "does not show: pass --store (or set FREEZEFRAME_STORE)"
+        )
+    return RunningStore(admin_url(admin), Path(str(document.get("data_dir", "."))), url)
 
 
 def proxy_url(document: dict[str, Any]) -> str:
@@ -91,6 +137,8 @@ def trust_of_running(document: dict[str, Any], admin: Address) -> Trust:
 
 def trust_in(data_dir: Path) -> Trust:
     """The CA in ``data_dir`` and its bundle, written from it if absent (never a new CA)."""
+    from freezeframe.proxy.trust import CLIENT_BUNDLE, write_bundle
+
     ca = data_dir / CA_FILENAME
     if not ca.is_file():
         raise NoProxyFound(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from mitmproxy import options
 
 from freezeframe.addons import AddressBook, Routing, default_addons
+from freezeframe.addons.proxycredentials import DropProxyCredentials
 from freezeframe.addons.state import RuntimeState
 from freezeframe.evidence.perturb import Perturber
 from freezeframe.proxy.keys import key_config
@@ -67,6 +68,7 @@ def build_master(
         proxyserver.Proxyserver(),
         next_layer.NextLayer(),
         tlsconfig.TlsConfig(),
+        DropProxyCredentials(),  # before UpstreamAuth, which sets the upstream proxy's own
         upstream_auth.UpstreamAuth(),
         *default_addons(
             store,

@@ -4,11 +4,17 @@ The counts already exist (the runtime tally, the store writer's totals); a scrap
 them, so nothing on the request path changes for metrics and nothing is counted twice.
 Each proxy has its own registry: two proxies in one process (the tests) do not mix.
 Label values are hosts and cassette names, which a deployment has few of; a request's
-path or key is never a label.
+path or key is never a label. Failures are counted by kind (evidence.signatures.KINDS, a
+fixed set), never by signature, whose text has no bound; they are read from the store's
+stored signatures (evidence.triage), again only once this proxy wrote more exchanges or
+FAILURES_EVERY_S seconds have passed.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -21,7 +27,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from freezeframe.addons.state import Tally
-from freezeframe.storage import Store
+from freezeframe.evidence.signatures import KINDS
+from freezeframe.evidence.triage import stored_occurrences
+from freezeframe.storage import Store, StoreError
+
+FAILURES_EVERY_S = 30.0
+"""How long a count of failures by kind is reused while this proxy writes nothing new: a
+scrape every few seconds does not read the store's signatures each time."""
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -30,6 +42,8 @@ class _Collector(Collector):
     def __init__(self, tally: Tally, store: Store) -> None:
         self._tally = tally
         self._store = store
+        self._lock = threading.Lock()
+        self._failures: tuple[float, int, Counter[str]] | None = None
 
     def collect(self) -> Iterator[Metric]:
         counts = self._tally.counts()
@@ -77,6 +91,36 @@ class _Collector(Collector):
                 family.add_metric((cassette,), n)
             yield family
         yield from self._store_metrics()
+        yield from self._failure_metrics()
+
+    def _failure_metrics(self) -> Iterator[Metric]:
+        counted = self._failure_counts()
+        if counted is None:
+            return  # the store did not answer: no figure rather than a wrong one
+        family = GaugeMetricFamily(
+            "freezeframe_failures",
+            "Failures in the store's runs, by kind (as freezeframe triage groups them).",
+            labels=("kind",),
+        )
+        for kind in KINDS:
+            family.add_metric((kind,), counted.get(kind, 0))
+        yield family
+
+    def _failure_counts(self) -> Counter[str] | None:
+        """Failures by kind: counted again once this proxy has written more exchanges, or
+        FAILURES_EVERY_S after the last count (for what other processes wrote)."""
+        with self._lock:
+            now, written = time.monotonic(), self._store.stats().exchanges
+            if self._failures is not None:
+                at, counted_at, found = self._failures
+                if counted_at == written and now - at < FAILURES_EVERY_S:
+                    return found
+            try:
+                found = Counter(o.kind for o in stored_occurrences(self._store.triage_rows()))
+            except StoreError:
+                return None
+            self._failures = (now, written, found)
+            return found
 
     def _store_metrics(self) -> Iterator[Metric]:
         stats = self._store.stats()

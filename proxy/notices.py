@@ -8,9 +8,8 @@ closest first.
 
 from __future__ import annotations
 
-import difflib
-
 from freezeframe.storage import Store
+from freezeframe.storage.names import closest_names
 
 NAMES_SHOWN = 5
 
@@ -22,7 +21,7 @@ def empty_cassette(store: Store, cassette: str) -> str | None:
     names = store.cassette_names()
     if not names:
         return f"cassette {cassette!r} has no recordings, and the store has no cassettes yet"
-    close = difflib.get_close_matches(cassette, names, n=NAMES_SHOWN, cutoff=0.6)
+    close = closest_names(cassette, names, NAMES_SHOWN)
     shown = close + [name for name in names if name not in close]
     more = len(shown) - NAMES_SHOWN
     known = ", ".join(shown[:NAMES_SHOWN]) + (f", and {more} more" if more > 0 else "")

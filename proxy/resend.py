@@ -11,6 +11,7 @@ Origin naming the exchange it was resent from.
 
 from __future__ import annotations
 
+import copy
 import json
 import ssl
 import time
@@ -19,9 +20,15 @@ from dataclasses import dataclass
 
 import httpx
 
-from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.canonicalize import KeyConfig, canonicalize, eventstream
 from freezeframe.canonicalize.diff import json_differences
+from freezeframe.canonicalize.jsonbody import encode_json_utf8
+from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.evidence.answers import reassembled
+from freezeframe.evidence.apis import ApiReader, api_of
+from freezeframe.evidence.bodies import json_text, media_type
 from freezeframe.evidence.editing import Assignment, EditError
+from freezeframe.evidence.mcp_headers import MirrorError, mirror
 from freezeframe.evidence.recording import new_exchange
 from freezeframe.evidence.requests import WireRequest
 from freezeframe.storage import (
@@ -31,6 +38,7 @@ from freezeframe.storage import (
     Outcome,
     RecordedResponse,
     Store,
+    boundedjson,
 )
 from freezeframe.storage.encodings import content_codings, decode_body, encode
 from freezeframe.storage.redaction import Redactor
@@ -141,7 +149,9 @@ def resend(
         seq=slot.seq,
         status=response.status if response else None,
         outcome=outcome.value,
-        differences=_differences(exchange.response, response),
+        differences=_differences(
+            exchange.response, response, api_of(exchange.method, exchange.path)
+        ),
     )
 
 
@@ -158,14 +168,15 @@ def _request(
         for name, value in exchange.request_headers
         if name.lower() not in _HOP_BY_HOP and name.lower() not in replaced
     ]
-    sent += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    given = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     body = exchange.request_body
     if sets:
         found = decode_body(body, exchange.request_headers)
         try:
-            document = json.loads(found.data if found.whole else b"")
+            document = boundedjson.loads(found.data if found.whole else b"")
         except ValueError:
             raise EditError(f"{where}: --set edits a JSON request, and this one is not") from None
+        recorded = copy.deepcopy(document)
         for assignment in sets:
             places = assignment.path.find(document)
             if not places:
@@ -180,6 +191,12 @@ def _request(
                     document = assignment.value
         raw = json.dumps(document, ensure_ascii=False).encode()
         body = encode(raw, content_codings(exchange.request_headers))
+        if is_json_rpc_request(recorded):
+            try:  # MCP's mirrored headers (Mcp-Method, Mcp-Name, Mcp-Param-*) follow the body
+                sent = mirror(sent, recorded, document)
+            except MirrorError as exc:
+                raise EditError(f"{where}: {exc}") from None
+    sent += given
     for name, value in sent:
         if MARKER in value:
             raise EditError(
@@ -192,15 +209,41 @@ def _request(
 
 
 def _differences(
-    recorded: RecordedResponse | None, new: RecordedResponse | None
+    recorded: RecordedResponse | None, new: RecordedResponse | None, api: ApiReader | None
 ) -> tuple[tuple[str, str, str], ...]:
+    """How the new answer differs from the recorded one: status, then the body's JSON paths.
+    Two streamed answers of a model API are compared reassembled, as whole answers: the same
+    paths a whole answer's diff names (``$.choices[0].message.content``), not SSE bytes."""
     if recorded is None or new is None:
         return (("answer", "none" if recorded is None else str(recorded.status),
                  "none" if new is None else str(new.status)),)  # fmt: skip
     found: list[tuple[str, str, str]] = []
     if recorded.status != new.status:
         found.append(("status", str(recorded.status), str(new.status)))
-    old_body = decode_body(recorded.body, recorded.headers).data
-    new_body = decode_body(new.body, new.headers).data
-    found += [(d.path, d.recorded, d.live) for d in json_differences(new_body, old_body)]
+    old_body, new_body = _comparable(recorded), _comparable(new)
+    streamed = media_type(recorded.headers) == media_type(new.headers) == "text/event-stream"
+    if api is not None and streamed:
+        old_body = encode_json_utf8(reassembled(api, old_body))
+        new_body = encode_json_utf8(reassembled(api, new_body))
+    found += [
+        (d.path, d.recorded, d.live)
+        for d in json_differences(new_body, old_body)
+        if not d.path.endswith(VOLATILE_ANSWER_FIELDS)
+    ]
     return tuple(found)
+
+
+VOLATILE_ANSWER_FIELDS = (".responseId",)
+"""Answer fields new on every call whatever was asked (Gemini's ``responseId``): a resent
+answer differs in them always, which says nothing about the answer."""
+
+
+def _comparable(response: RecordedResponse) -> bytes:
+    """The decoded body; an AWS event stream as the JSON list of its events (as boto3 reads
+    them, Bedrock's random padding left out), so a difference names the event that changed."""
+    body = decode_body(response.body, response.headers).data
+    content_type = b", ".join(v for n, v in response.headers if n.lower() == b"content-type")
+    if eventstream.is_event_stream(content_type.decode("latin-1")):
+        events, _ = eventstream.json_events(body)
+        return json_text(events).encode()
+    return body

@@ -237,7 +237,9 @@ async def _run(
     assert isinstance(capture, Capture)
     embedded.capture = capture
     embedded.journal = state.journal
-    admin = AdminServer(create_app(store, state, settings), settings.admin)
+    admin = AdminServer(
+        create_app(store, state, settings), settings.admin, settings.admin_trusted_proxies
+    )
     admin_task: asyncio.Task[None] | None = None
     sweeper: asyncio.Task[None] | None = None
     try:

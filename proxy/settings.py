@@ -13,16 +13,20 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urlsplit
 
-from cryptography import x509
-
 from freezeframe.addons.state import RECORDED_PACE, Mode, parse_pace
-from freezeframe.canonicalize import Route
-from freezeframe.evidence.perturb import Perturbation, parse_spec
-from freezeframe.proxy.keys import key_config, rules_path
-from freezeframe.storage import Store, StoreNotFound, open_store
 from freezeframe.storage.names import validate_cassette_name
+
+if TYPE_CHECKING:
+    from freezeframe.canonicalize import Route
+    from freezeframe.evidence.perturb import Perturbation
+    from freezeframe.storage import Store
+
+# The command line reads the defaults and Address from here for every command, `--help`
+# too; the validators that need cryptography, the key rules or the perturbation grammar
+# import them when they run, so that reading a store never pays for them.
 
 DEFAULT_DATA_DIR = "./.freezeframe"
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -200,6 +204,10 @@ class Settings:
     admin_hosts: tuple[str, ...] = ()
     """``--admin-host``: more names the admin port answers to (``Host``), beside its address
     and the loopback names."""
+    admin_trusted_proxies: tuple[str, ...] = ()
+    """``--admin-trusted-proxy``: addresses (or networks) of reverse proxies in front of the
+    admin port whose ``X-Forwarded-For`` names the client; from anyone else it is ignored,
+    so a guesser cannot pick a new address for every wrong token."""
 
     @property
     def store_url(self) -> str:
@@ -226,6 +234,8 @@ def parse_live(value: str) -> Route:
         raise ValueError(
             f"--live {value!r}: expected HOST[:PORT][/PATH-GLOB], e.g. api.openai.com/v1/*"
         )
+    from freezeframe.canonicalize import Route
+
     return Route(
         number=0,
         host=host.lower(),
@@ -314,6 +324,19 @@ def check_admin_host(value: str) -> str:
     return f"[{bare}]" if address.version == 6 else bare
 
 
+def check_trusted_proxy(value: str) -> str:
+    """``--admin-trusted-proxy ADDR``: an IP address or network (CIDR), as uvicorn's
+    ``forwarded_allow_ips`` takes it; ``*`` is refused, since it trusts every client."""
+    text = value.strip()
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise ValueError(
+            f"--admin-trusted-proxy {value!r}: expected an IP address or network of the "
+            "reverse proxy in front of the admin port, e.g. 10.0.0.7 or 10.0.0.0/24"
+        ) from None
+
+
 def check_certificates(path: Path, what: str) -> None:
     """Refuse a file that is not one or more PEM certificates, naming it and what is wrong:
     mitmproxy would otherwise start and fail every upstream handshake later."""
@@ -321,6 +344,8 @@ def check_certificates(path: Path, what: str) -> None:
         data = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+    from cryptography import x509
+
     try:
         with warnings.catch_warnings():  # cryptography's notes on odd but usable certificates
             warnings.simplefilter("ignore")
@@ -339,6 +364,8 @@ def open_existing(data_dir: str | Path, store: str | None) -> Store:
     """The store a command reads (``store``, else the one in ``data_dir``), which must exist:
     a mistyped --data-dir says so instead of creating an empty store and listing nothing. Use
     it as a context manager: the store closes however the command ends."""
+    from freezeframe.storage import StoreNotFound, open_store
+
     try:
         return open_store(store or default_store_url(Path(data_dir).expanduser()), create=False)
     except StoreNotFound as exc:
@@ -372,8 +399,12 @@ def build(
     seed: str | None = None,
     admin_token: str | None = None,
     admin_hosts: tuple[str, ...] = (),
+    admin_trusted_proxies: tuple[str, ...] = (),
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
+    from freezeframe.evidence.perturb import parse_spec
+    from freezeframe.proxy.keys import key_config, rules_path
+
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
     if ca is not None:
         check_certificates(ca, "upstream CA")
@@ -419,4 +450,7 @@ def build(
         seed=_seed(seed) if seed else None,
         admin_token=check_admin_token(admin_token, admin_address),
         admin_hosts=tuple(check_admin_host(name) for name in admin_hosts if name.strip()),
+        admin_trusted_proxies=tuple(
+            check_trusted_proxy(value) for value in admin_trusted_proxies if value.strip()
+        ),
     )

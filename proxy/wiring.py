@@ -11,7 +11,7 @@ Some runtimes ignore the proxy variables unless told: Node.js reads them only wi
 ``NODE_USE_ENV_PROXY=1`` (``fetch`` from v24.0.0 and v22.21.0, ``http``/``https`` from
 v24.5.0 and v22.21.0; earlier versions ignore it), and the JVM reads system properties,
 given here through ``JAVA_TOOL_OPTIONS``, with a PKCS#12 trust store since it reads no PEM.
-Deno adds ``DENO_CERT`` to its store. The README's runtime table says which client needs
+Deno adds ``DENO_CERT`` to its store. docs/clients.md's runtime table says which client needs
 what; a client none of this reaches is recorded with ``exec --capture transparent``.
 """
 

@@ -41,11 +41,14 @@ from freezeframe.storage.records import (
     KeyChange,
     Miss,
     NewExchange,
+    Note,
     Rekeyed,
     Removed,
     RunOverview,
     SearchHit,
+    Signals,
     Slot,
+    TriageRow,
     VerifyReport,
 )
 from freezeframe.storage.stats import WriterStats
@@ -204,6 +207,18 @@ class Store(ABC):
         as b"" with a body_ref to read_blob() instead. A recording that was
         submitted but not yet written is waited for.
         """
+
+    @abstractmethod
+    def preload(self, cassette: str) -> int:
+        """Load the cassette's recordings, in one query, for lookup() to answer from memory
+        (storage.replaytable); how many it holds. Once loaded, a cassette is not read again
+        until unload(): call it as often as convenient. A recording not held (recorded
+        since, or past the table's size) is still found by lookup() in the store."""
+
+    @abstractmethod
+    def unload(self) -> None:
+        """Forget every preloaded cassette, so that the next preload() reads what other
+        processes changed since (replay starting from the top)."""
 
     @abstractmethod
     def blob_writer(self) -> BlobWriter:
@@ -372,6 +387,44 @@ class Store(ABC):
         it counts positions in memory and would carry on where it was. Raises
         CassetteNotFound.
         """
+
+    @abstractmethod
+    def triage_rows(
+        self,
+        *,
+        since: float | None = None,
+        cassettes: Sequence[str] | None = None,
+        traces: bool = False,
+    ) -> list[TriageRow]:
+        """The exchanges that carry a failure of their own or of their run (storage.records.
+        Signals), and with ``traces`` every model call too (its trace read), of
+        ``cassettes`` (every cassette when None), started at ``since`` (epoch seconds) or
+        later, in cassette and seq order. Reads no body: what triage needs is stored."""
+
+    @abstractmethod
+    def unsigned(self, version: int) -> list[tuple[str, int]]:
+        """(cassette, seq) of each exchange whose signals were never worked out, or were
+        worked out by rules older than ``version``: what ``triage --rebuild`` visits."""
+
+    @abstractmethod
+    def store_signals(self, cassette: str, signals: Mapping[int, Signals]) -> None:
+        """Replace the signals of the cassette's exchanges (by seq) in one transaction.
+        Signals are derived, so the chain is not touched."""
+
+    @abstractmethod
+    def add_note(self, note: Note) -> None:
+        """Keep a case note. Raises CassetteNotFound for a cassette the store does not
+        hold, ExchangeNotFound for a seq it does not have."""
+
+    @abstractmethod
+    def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
+        """The notes on ``cassette`` (on every cassette when None), or only those on its
+        exchange ``seq``, oldest first."""
+
+    @abstractmethod
+    def search_notes(self, query: str, cassette: str | None = None, limit: int = 50) -> list[Note]:
+        """The notes holding ``query`` (case-insensitively, whitespace collapsed), newest
+        first, at most ``limit``."""
 
     @abstractmethod
     def close(self) -> None:

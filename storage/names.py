@@ -33,3 +33,12 @@ def validate_cassette_name(name: str) -> str:
             "(starting with a letter or digit, no '..', no '/', no control characters)"
         )
     return name
+
+
+def closest_names(name: str, known: list[str], n: int = 3) -> list[str]:
+    """The names in ``known`` that ``name`` is most likely a typo of, the closest first (none
+    when nothing is close): the proxy warns with them at start, and every command that is
+    given a cassette the store does not hold suggests them."""
+    import difflib
+
+    return difflib.get_close_matches(name, known, n=n, cutoff=0.6)

@@ -11,6 +11,7 @@ streamed through the store (Store.blob_writer, Store.read_blob).
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 Header = tuple[bytes, bytes]
 """One raw header line: name and value as received, order and duplicates kept."""
@@ -63,6 +64,10 @@ class Outcome(StrEnum):
     """No response at all: refused, reset, TLS failure or timeout."""
     INCOMPLETE = "incomplete"
     """The proxy was stopped while the exchange was in flight."""
+    CLIENT_CLOSED = "client_closed"
+    """The client closed before the answer ended, having read what it wanted (an MCP client
+    closes each POST's SSE answer once its result came). The upstream cut nothing, so this
+    is no failure: what arrived is kept, and replay serves it and ends it cleanly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +173,54 @@ class Origin:
 
 
 @dataclass(frozen=True, slots=True)
+class Signals:
+    """What triage reads of an exchange, worked out when it was recorded or imported
+    (evidence.signatures) and stored with it, so that triage never reads a body.
+
+    Derived, like facts: not chained, and computed again under a newer ``version``."""
+
+    version: int
+    """The version of the rules that computed them."""
+    kind: str | None
+    """The failure kind; None when the exchange itself shows no failure."""
+    signature: str | None
+    """The failure, one line a person can read, its variable parts masked."""
+    trace: str | None
+    """A model call's trace for run-level readings (evidence.signatures.Trace); None for
+    other calls."""
+    run_failures: str | None = None
+    """The failures only the run shows, found when this exchange came (a loop's third call,
+    the call that dropped context, the call that went on past a tool's error), one a line
+    (evidence.triage.RunReaders); None when none."""
+
+
+class TriageRow(NamedTuple):
+    """One exchange as triage reads it: where, when, in which run, and its signals. A
+    named tuple: triage reads one per model call of a store, so it is made cheaply."""
+
+    cassette: str
+    seq: int
+    run_id: str | None
+    started_at: float
+    kind: str | None
+    signature: str | None
+    trace: str | None
+    run_failures: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A case note: a ticket, a verdict, a lead, on a cassette or one of its exchanges."""
+
+    cassette: str
+    seq: int | None
+    """The exchange it is about; None for the whole cassette."""
+    at: float
+    """When it was written, epoch seconds."""
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class NewExchange:
     """One exchange to record, already redacted of secrets by the caller."""
 
@@ -209,6 +262,9 @@ class NewExchange:
     """The WebSocket messages, in the order they crossed; None when not a WebSocket."""
     origin: Origin | None = None
     """Set for an exchange copied from another (see Origin); None for one recorded."""
+    signals: Signals | None = None
+    """What triage reads of it (evidence.signatures.with_signals); None: not worked out
+    yet (``freezeframe triage --rebuild`` does it later)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,6 +454,9 @@ class Edit:
     """The metadata of the new answer, worked out by the caller as for a recording."""
     changes: tuple[str, ...]
     """What was changed, one line each, for show and the case file to say."""
+    messages: tuple[Message, ...] | None = None
+    """A WebSocket's messages as edited; None keeps the recorded ones. With them, the
+    recorded outcome and ending (the close) are kept too: the session ends as it did."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,6 +501,9 @@ class RunOverview:
     """When the first exchange started (epoch seconds)."""
     last_end: float | None
     """When the last one ended."""
+    failed: int = 0
+    """Exchanges that failed: an error status (400 and up), or an answer that was cut off,
+    never came, or was in flight when the proxy stopped."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,31 +9,125 @@ reveals nothing about the key to anyone without the install's key file.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlencode
+from typing import Any
+from urllib.parse import (
+    parse_qsl,
+    quote,
+    quote_from_bytes,
+    quote_plus,
+    unquote_to_bytes,
+    urlencode,
+)
 
 import blake3
 import re2
 
 Header = tuple[bytes, bytes]
 
-#: Headers that carry credentials or session state (the contract's list).
+#: Headers that carry credentials or session state (the contract's list). ``Authorization``
+#: covers SigV4 (the access key id sits in its ``Credential=``) and OAuth bearer tokens; AWS
+#: sends the session token of temporary credentials apart, and Gemini its API key.
 SECRET_HEADERS: frozenset[str] = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+        "set-cookie",
+        "x-amz-security-token",
+        "x-goog-api-key",
+        "x-auth-token",
+    }
 )
 
 #: Query parameters that APIs use for keys when a header is not an option (Google's
-#: ``key=``, many tools' ``api_key=`` / ``access_token=``).
-SECRET_QUERY: frozenset[str] = frozenset({"key", "api_key", "apikey", "api-key", "access_token"})
+#: ``key=``, many tools' ``api_key=`` / ``access_token=``, and a presigned AWS URL's session
+#: token and credential scope, which names the access key id).
+SECRET_QUERY: frozenset[str] = frozenset(
+    {"key", "api_key", "apikey", "api-key", "access_token"}
+    | {"x-amz-security-token", "x-amz-credential"}
+)
 
 #: Key shapes that must not survive in a body either, e.g. an agent that echoes its
 #: configuration into a tool call. OpenAI (``sk-``, ``sk-proj-``) and Anthropic
 #: (``sk-ant-``) keys; long enough not to hit ordinary prose.
-DEFAULT_BODY_PATTERNS: tuple[str, ...] = (r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}",)
+_DASH = r"(?:-|\\u002[dD]|%2[dD])"
+"""A dash as written raw, JSON-escaped (``\u002d``) or percent-encoded (``%2D``)."""
+
+DEFAULT_BODY_PATTERNS: tuple[str, ...] = (
+    # OpenAI and Anthropic keys, in any spelling of their dashes.
+    rf"sk{_DASH}(?:[A-Za-z0-9_]|{_DASH}){{20,}}",
+    # The shapes secret scanners (gitleaks, GitHub's) know, by their published prefixes.
+    r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",  # AWS access key ids
+    r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",  # GitHub tokens
+    r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",  # GitHub fine-grained tokens
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,250}",  # Slack tokens
+    r"\bxapp-[0-9]+-[A-Za-z0-9-]{10,250}",  # Slack app tokens
+    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?s:.)*?-----END[A-Z0-9 ]{0,40}"
+    r"PRIVATE KEY(?: BLOCK)?-----",  # PEM and PGP private-key blocks
+)
+"""Key shapes that must not survive in a body either, e.g. an agent that echoes its
+configuration into a tool call; long and specific enough not to hit ordinary prose."""
+
+CREDENTIAL_FIELD_PATTERNS: tuple[str, ...] = (
+    r'"(?:SecretAccessKey|secretAccessKey|SessionToken|sessionToken|Token)"\s*:\s*"([^"]{8,})"',
+    r"<(?:SecretAccessKey|SessionToken)>([^<]{8,})</",
+)
+"""Fields that hand out AWS's temporary credentials: STS answers in XML, IAM Identity
+Center's GetRoleCredentials and instance metadata in JSON. A pattern with a group replaces
+the group alone, so the field that holds a secret stays readable (and its document
+well-formed)."""
+
+_SHAPES = "|".join(f"(?:{pattern})" for pattern in DEFAULT_BODY_PATTERNS)
+"""The shapes as one pattern, so a body is scanned for all of them in one pass: RE2 skips
+ahead to a single literal prefix (``sk``) by itself, but an alternation of prefixes or a word
+boundary makes it read every byte, and seven such passes cost seven times one."""
+
+SECRET_FIELDS: frozenset[str] = frozenset(
+    {
+        "password",
+        "passwd",
+        "client_secret",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "api_key",
+        "apikey",
+    }
+)
+"""JSON members and form fields whose value is a secret whatever it looks like."""
+TOKEN_FIELDS: frozenset[str] = frozenset({"token", "secret"})
+"""Fields whose value is scrubbed when it looks like a credential (16 or more characters of
+base64, hex or URL-safe text): ``token`` is also what a logprob's text is called."""
+
+
+def _names(names: Iterable[str]) -> bytes:
+    return b"|".join(re.escape(name.encode()) for name in sorted(names))
+
+
+_FIELD_VALUES: tuple[str, ...] = tuple(
+    pattern.decode("latin-1")
+    for pattern in (
+        # "password": "…", as JSON writes a member (the value as written, escapes and all)
+        rb'("(?i:' + _names(SECRET_FIELDS) + rb')"\s*:\s*")((?:[^"\\]|\\.)+)(")',
+        rb'("(?i:' + _names(TOKEN_FIELDS) + rb')"\s*:\s*")([A-Za-z0-9._~+/=\-]{16,})(")',
+        # password=… in a form body
+        rb"((?:^|[&?])(?i:" + _names(SECRET_FIELDS) + rb")=)([^&#\s\"'<>\\]+)()",
+        rb"((?:^|[&?])(?i:" + _names(TOKEN_FIELDS) + rb")=)([A-Za-z0-9._~+/=%\-]{16,})()",
+    )
+)
+"""Patterns whose second group is a secret field's value; the first and third are kept."""
+
+_QUERY_IN_HEADER = re.compile(rb"([?&;](?i:" + _names(SECRET_QUERY) + rb")=)([^&#\s;,>\"']+)")
+"""A secret query parameter inside a header's URL (a Referer, a Location, a Link)."""
 
 # User patterns run on every body recorded, so on RE2, which matches in time linear in the
 # body whatever the pattern: a backtracking one could hold the proxy on one body for minutes.
@@ -44,6 +138,8 @@ _BYTES.encoding = re2.Options.Encoding.LATIN1
 _TEXT = re2.Options()
 _TEXT.log_errors = False
 _AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.DOTALL)
+_SIGV4_CREDENTIAL = re.compile(rb"^AWS4-[A-Z0-9-]+ +Credential=([A-Za-z0-9]+)/")
+"""SigV4's Authorization: Credential=<access key id>/<date>/<region>/<service>/aws4_request."""
 _MARKER_PREFIX = b"[redacted:"
 KEY_BYTES = 32
 #: Shorter values are too likely to occur by chance in an answer to be scrubbed from it.
@@ -64,7 +160,7 @@ class Redactor:
         self._key = key
         self._headers = SECRET_HEADERS | {h.strip().lower() for h in headers if h.strip()}
         compiled = []
-        for pattern in (*DEFAULT_BODY_PATTERNS, *patterns):
+        for pattern in (_SHAPES, *CREDENTIAL_FIELD_PATTERNS, *patterns):
             try:
                 compiled.append(
                     (
@@ -80,6 +176,9 @@ class Redactor:
                 ) from None
         self._patterns = tuple(on_bytes for on_bytes, _ in compiled)
         self._text_patterns = tuple(on_text for _, on_text in compiled)
+        self._fields = tuple(
+            re2.compile(p.encode("latin-1"), options=_BYTES) for p in _FIELD_VALUES
+        )
 
     def fingerprint(self, secret: bytes) -> str:
         return blake3.blake3(secret, key=self._key).hexdigest()[:16]
@@ -104,14 +203,29 @@ class Redactor:
         return tuple(
             (name, self.header_value(value))
             if self.is_secret_header(name)
-            else (name, self._scrub(value, known))
+            else (name, self._query_in_header(self._scrub(value, known)))
             for name, value in fields
         )
 
+    def _query_in_header(self, value: bytes) -> bytes:
+        """A key in the query of a URL a header carries (``Referer: …?key=…``)."""
+        if b"=" not in value:
+            return value
+        return _QUERY_IN_HEADER.sub(
+            lambda m: m.group(1) + self._marker_unless_marked(unquote_to_bytes(m.group(2))),
+            value,
+        )
+
+    def _marker_unless_marked(self, value: bytes) -> bytes:
+        return value if value.startswith(_MARKER_PREFIX) else self.marker(value)
+
     def _scrub(self, value: bytes, known: Sequence[bytes]) -> bytes:
+        """Every known secret, in each spelling it may come back in (see ``spellings``),
+        replaced by a marker fingerprinting the secret itself."""
         for secret in known:
-            if secret in value:
-                value = value.replace(secret, self._fitted_marker(secret))
+            for spelling in spellings(secret):
+                if spelling in value:
+                    value = value.replace(spelling, self._fitted_marker(secret, len(spelling)))
         return value
 
     def body(self, data: bytes, known: Sequence[bytes] = ()) -> bytes:
@@ -122,8 +236,21 @@ class Redactor:
         """
         data = self._scrub(data, known)
         for pattern in self._patterns:
-            data = pattern.sub(lambda m: self._fitted_marker(m.group(0)), data)
+            data = pattern.sub(lambda m: _in_group(m, self._fitted_marker), data)
+        json_fields, form_fields = self._fields[:2], self._fields[2:]
+        for field in json_fields if b'"' in data else ():
+            data = field.sub(self._field_value, data)
+        for field in form_fields if _may_be_form(data) else ():
+            data = field.sub(self._field_value, data)
         return data
+
+    def _field_value(self, match: Any) -> bytes:
+        """A secret field's value replaced, the field's name kept; a marker left alone, so
+        redacting twice changes nothing."""
+        value: bytes = match.group(2)
+        if value.startswith((_MARKER_PREFIX, b"[r:")) or value.strip(b"*") == b"":
+            return bytes(match.group(0))
+        return bytes(match.group(1)) + self._fitted_marker(value) + bytes(match.group(3))
 
     def secret_values(self, fields: Sequence[Header], target: str) -> tuple[bytes, ...]:
         """The raw secrets a request carries, longest first, to scrub from its answer."""
@@ -135,6 +262,11 @@ class Redactor:
             match = _AUTH_SCHEME.match(value)
             if match:
                 found.add(match.group(2))
+            credential = _SIGV4_CREDENTIAL.search(value)
+            if credential:
+                # SigV4: its access key id; the rest (signed header names) is no secret.
+                found.add(credential.group(1))
+                continue
             for part in value.split(b";"):
                 found.add(part.partition(b"=")[2].strip())
         _, _, query = target.partition("?")
@@ -145,14 +277,18 @@ class Redactor:
             sorted((s for s in found if len(s) >= MIN_ECHOED_SECRET), key=len, reverse=True)
         )
 
-    def _fitted_marker(self, secret: bytes) -> bytes:
+    def _fitted_marker(self, secret: bytes, length: int | None = None) -> bytes:
+        """The secret's marker fitted to ``length`` bytes (the secret's own by default, or
+        that of the spelling it replaces)."""
+        length = len(secret) if length is None else length
         marker = self.marker(secret)
-        if len(secret) >= len(marker):
-            return marker + b"*" * (len(secret) - len(marker))
-        room = len(secret) - len(b"[r:]")
+        if length >= len(marker):
+            return marker + b"*" * (length - len(marker))
+        room = length - len(b"[r:]")
         if room < 4:
-            return b"*" * len(secret)
-        return b"[r:" + self.fingerprint(secret)[:room].encode() + b"]"
+            return b"*" * length
+        short = b"[r:" + self.fingerprint(secret)[:room].encode() + b"]"
+        return short + b"*" * (length - len(short))
 
     def text(self, value: str) -> str:
         """For log lines and error messages, which never see raw bytes.
@@ -164,11 +300,13 @@ class Redactor:
         """
         try:
             for pattern in self._text_patterns:
-                value = pattern.sub(lambda m: self.marker(m.group(0).encode()).decode(), value)
+                value = pattern.sub(
+                    lambda m: _in_group(m, lambda t: self.marker(t.encode()).decode()), value
+                )
         except UnicodeEncodeError:
             data = value.encode("utf-8", "surrogatepass")
             for on_bytes in self._patterns:
-                data = on_bytes.sub(lambda m: self.marker(m.group(0)), data)
+                data = on_bytes.sub(lambda m: _in_group(m, self.marker), data)
             try:
                 return data.decode("utf-8", "surrogatepass")
             except UnicodeDecodeError:
@@ -188,6 +326,49 @@ class Redactor:
             for name, value in pairs
         ]
         return self.text(base + "?" + urlencode(redacted, quote_via=quote, safe="[]:"))
+
+
+def _in_group[T: (bytes, str)](match: Any, replace: Callable[[T], T]) -> T:
+    """The match with its secret replaced: group 1 where the pattern has one, else all."""
+    whole: T = match.group(0)
+    if not match.re.groups or match.group(1) is None:
+        return replace(whole)
+    start, end = match.start(1) - match.start(0), match.end(1) - match.start(0)
+    return whole[:start] + replace(match.group(1)) + whole[end:]
+
+
+def _may_be_form(data: bytes) -> bool:
+    """Whether a body may be form fields (``a=1&b=2``): it has an ``=`` and does not open
+    as JSON does. A JSON body's secret fields are found by the JSON patterns instead."""
+    return b"=" in data and data[:64].lstrip()[:1] not in (b"{", b"[", b'"')
+
+
+@lru_cache(maxsize=1024)
+def spellings(secret: bytes) -> tuple[bytes, ...]:
+    """The ways a secret comes back in an answer, longest first: raw, URL-encoded (upper and
+    lower case hex, as a "next page" link or an error message quotes it), form-encoded, and
+    JSON-escaped (``\\/``, ``\\uXXXX``). Longest first, so a spelling is replaced whole
+    before a raw run inside it could be."""
+    found = {
+        secret,
+        quote_from_bytes(secret, safe=b"").encode("ascii"),
+        quote_from_bytes(secret, safe=b"-._~").encode("ascii"),
+        quote_plus(secret, safe="").encode("ascii"),
+    }
+    found |= {_lower_hex(spelling) for spelling in tuple(found)}
+    try:
+        text = secret.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        for ascii_only in (True, False):
+            escaped = json.dumps(text, ensure_ascii=ascii_only)[1:-1].encode("utf-8")
+            found |= {escaped, escaped.replace(b"/", b"\\/")}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _lower_hex(spelling: bytes) -> bytes:
+    return re.sub(rb"%[0-9A-F]{2}", lambda m: m.group(0).lower(), spelling)
 
 
 def load_or_create_key(path: Path) -> bytes:

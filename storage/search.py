@@ -9,18 +9,28 @@ binary body not at all. Values are deduplicated by the store, so an agent's conv
 every request repeats, costs its new messages only. What the exchange says about itself (URL,
 models, ids, run context, error) is indexed as metadata.
 
-Nothing here knows a provider: the shapes are JSON and SSE, nothing more.
+Nothing here knows a provider: the shapes are JSON, SSE, a stream sent as one JSON array,
+and AWS event streams (whose payloads are JSON), nothing more.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from freezeframe.storage import boundedjson
 from freezeframe.storage.encodings import decode_body
-from freezeframe.storage.records import Exchange, FactValue, Header, NewExchange, RecordedResponse
+from freezeframe.storage.records import (
+    Exchange,
+    FactValue,
+    Header,
+    Message,
+    NewExchange,
+    RecordedResponse,
+)
 
 MAX_TEXT = 64 * 1024
 """Characters kept of one value; the rest of a longer one is not searchable."""
@@ -29,6 +39,7 @@ MAX_VALUES = 4096
 MAX_BODY = 16 * 1024 * 1024
 """Decoded bytes read of one body; a larger one is indexed by its metadata only."""
 
+_AUDIO_EVENTS = ("audio.delta", "audio_buffer.append")
 _SEARCHED_FACTS = (
     "model",
     "answered_model",
@@ -68,6 +79,9 @@ def searchable(exchange: NewExchange | Exchange) -> list[Searchable]:
         add("request", _values(exchange.request_body, exchange.request_headers))
     if exchange.response is not None:
         found.update(dict.fromkeys((v.part, v.text) for v in answer_values(exchange.response)))
+    if exchange.messages:
+        add("request", _message_values(m for m in exchange.messages if m.from_client))
+        add("response", _message_values(m for m in exchange.messages if not m.from_client))
     return [Searchable(part, text) for part, text in found]
 
 
@@ -81,6 +95,18 @@ def answer_values(response: RecordedResponse) -> list[Searchable]:
         if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
     )
     return [Searchable("response", text) for text in found]
+
+
+def transcript_values(messages: Iterable[Message], *, client: bool) -> list[Searchable]:
+    """The distinct values of one side of a WebSocket's messages (an edited session's server
+    side is indexed this way)."""
+    part = "request" if client else "response"
+    found = dict.fromkeys(
+        text
+        for n, value in enumerate(_message_values(m for m in messages if m.from_client is client))
+        if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
+    )
+    return [Searchable(part, text) for text in found]
 
 
 def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:
@@ -111,6 +137,9 @@ def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
     decoded = decode_body(body, headers, MAX_BODY).data  # what decodes, cut or capped
     if not decoded:
         return
+    if _is_media(headers, b"application/vnd.amazon.eventstream"):
+        yield from _joined(_event_stream_payloads(decoded))
+        return
     try:
         text = decoded.decode("utf-8")
     except UnicodeDecodeError:
@@ -119,18 +148,74 @@ def _values(body: bytes, headers: Sequence[Header]) -> Iterator[str]:
         yield from _stream_values(text)
         return
     try:
-        document = json.loads(text)
+        document = boundedjson.loads(text)
     except ValueError:
         yield text
+        return
+    if isinstance(document, list) and document and all(isinstance(i, dict) for i in document):
+        # A stream sent as one JSON array (Gemini's without alt=sse): pieces joined by path.
+        yield from _joined(document)
         return
     yield from _leaves(document)
 
 
 def _is_event_stream(headers: Sequence[Header]) -> bool:
+    return _is_media(headers, b"text/event-stream")
+
+
+def _is_media(headers: Sequence[Header], media_type: bytes) -> bool:
     return any(
-        name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+        name.lower() == b"content-type" and value.lower().startswith(media_type)
         for name, value in headers
     )
+
+
+_PADDING = "p"
+"""Bedrock's random padding field in each event: noise, never indexed."""
+
+
+def _event_stream_payloads(data: bytes) -> Iterator[object]:
+    """The JSON payloads of an AWS event stream (Bedrock's streamed answers), a ``chunk``'s
+    base64 ``bytes`` decoded to the model's own event, padding left out.
+
+    Only the framing lengths are read (total, headers; canonicalize.eventstream is the full
+    codec, and storage may not import it): a message whose lengths do not fit ends the walk.
+    """
+    at = 0
+    while at + 16 <= len(data):
+        total = int.from_bytes(data[at : at + 4], "big")
+        headers = int.from_bytes(data[at + 4 : at + 8], "big")
+        if total < 16 + headers or at + total > len(data):
+            return
+        payload = data[at + 12 + headers : at + total - 4]
+        at += total
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        value.pop(_PADDING, None)
+        chunk = value.get("bytes")
+        if isinstance(chunk, str):
+            try:
+                value = json.loads(base64.b64decode(chunk, validate=True))
+            except ValueError:
+                continue
+        yield value
+
+
+def _joined(events: Iterable[object]) -> Iterator[str]:
+    """The leaves of a stream's events, the strings at one path joined in event order."""
+    joined: dict[str, list[str]] = {}
+    for event in events:
+        for path, leaf, is_string in _paths(event):
+            if is_string:
+                joined.setdefault(path, []).append(leaf)
+            else:
+                yield leaf
+    for pieces in joined.values():
+        yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
 
 
 def _leaves(value: object) -> Iterator[str]:
@@ -158,7 +243,7 @@ def _stream_values(text: str) -> Iterator[str]:
             continue
         data = line[5:].strip()
         try:
-            event = json.loads(data)
+            event = boundedjson.loads(data)
         except ValueError:
             if data and data != "[DONE]":
                 yield data
@@ -171,6 +256,32 @@ def _stream_values(text: str) -> Iterator[str]:
     for pieces in joined.values():
         # A value every event repeats (an id, the model) is one value; the pieces of a
         # streamed text are joined into it.
+        yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
+
+
+def _message_values(messages: Iterable[Message]) -> Iterator[str]:
+    """A WebSocket's JSON text messages as an SSE stream's events: the strings at one path of
+    one event ``type`` joined in order (a Realtime answer's text deltas make its text).
+    Audio, which these APIs send as base64 in ``…audio.delta`` and ``…audio_buffer.append``
+    events, is not text and is left out, as are binary messages."""
+    joined: dict[tuple[str, str], list[str]] = {}
+    for message in messages:
+        if not message.text:
+            continue
+        try:
+            event = json.loads(message.data)
+        except ValueError:
+            yield message.data.decode("utf-8", "replace")
+            continue
+        kind = event.get("type") if isinstance(event, dict) else None
+        if isinstance(kind, str) and kind.endswith(_AUDIO_EVENTS):
+            continue
+        for path, leaf, is_string in _paths(event):
+            if is_string:
+                joined.setdefault((str(kind), path), []).append(leaf)
+            else:
+                yield leaf
+    for pieces in joined.values():
         yield pieces[0] if len(set(pieces)) == 1 else "".join(pieces)
 
 

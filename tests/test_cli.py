@@ -237,8 +237,6 @@ def test_explain_rejects_a_bad_url_in_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "env", "fragment"),
     [
-        (["--mode", "bogus"], {}, "unknown mode 'bogus'"),
-        ([], {"FREEZEFRAME_MODE": "rewind"}, "unknown mode 'rewind'"),
         (["--cassette", "a/b"], {}, "invalid cassette name"),
         (["--listen", "localhost:http"], {}, "listen address"),
         (["--store", "postgresql://u:pw@127.0.0.1:1/x"], {}, "cannot open store"),

@@ -1,9 +1,12 @@
-"""The README is the user-facing surface: every command, flag and variable must be in it,
-with the environment variable and default the code really uses (datasette's test_docs)."""
+"""The README and docs/ are the user-facing surface: every command, flag and variable must be
+in them, with the environment variable and default the code really uses (datasette's
+test_docs); the CLI reference is generated from the click app and must match it; every shell
+block is run by a test or says it is illustrative."""
 
 from __future__ import annotations
 
 import re
+import runpy
 import subprocess
 from pathlib import Path
 
@@ -12,13 +15,19 @@ import pytest
 
 from freezeframe import cli
 
-README = (Path(__file__).parents[1] / "README.md").read_text()
+ROOT = Path(__file__).parents[1]
+README = (ROOT / "README.md").read_text()
+DOCS = {path.name: path.read_text() for path in sorted((ROOT / "docs").glob("*.md"))}
+SETTINGS = DOCS["settings.md"]
+#: A fenced block of commands must be followed by one of these, naming the test that runs it.
+MARKER = re.compile(r"<!-- (illustrative\b[^>]*|run-by: (?P<file>[\w/.]+)::(?P<test>\w+)) -->")
+SHELL_FENCE = re.compile(r"^```(sh|console|bash|shell)\n.*?^```\n(?P<after>\n*[^\n]*)", re.M | re.S)
 
 
 def settings_rows() -> dict[str, tuple[str, str]]:
-    """flag -> (environment variable, default) from the README's settings table."""
+    """flag -> (environment variable, default) from docs/settings.md's table."""
     rows = {}
-    for line in README.splitlines():
+    for line in SETTINGS.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0].startswith("`--"):
             flag = re.match(r"`(--[a-z-]+)", cells[0])
@@ -39,7 +48,7 @@ def test_every_run_setting_is_documented_with_its_variable_and_default(
 ) -> None:
     rows = settings_rows()
     flag = option.opts[0]
-    assert flag in rows, f"{flag} is missing from the README's settings table"
+    assert flag in rows, f"{flag} is missing from docs/settings.md's settings table"
     env, default = rows[flag]
     assert env == option.envvar
     if isinstance(option.default, str) and option.default:
@@ -49,8 +58,39 @@ def test_every_run_setting_is_documented_with_its_variable_and_default(
 @pytest.mark.parametrize("name", sorted(cli.main.commands))
 def test_every_command_is_documented_and_has_help(name: str) -> None:
     command = cli.main.commands[name]
-    assert f"`freezeframe {name}" in README
+    assert f"### `freezeframe {name}`" in DOCS["cli.md"]
     assert command.help and "Example:" in command.help
+
+
+def test_the_cli_reference_is_the_click_app_s_own() -> None:
+    """docs/cli.md below its marker is what scripts/cli_reference.py writes from the app."""
+    generate = runpy.run_path(str(ROOT / "scripts" / "cli_reference.py"))
+    assert DOCS["cli.md"] == generate["page"](DOCS["cli.md"]), (
+        "docs/cli.md is stale: run python scripts/cli_reference.py"
+    )
+
+
+def test_the_readme_is_short_and_links_pages_that_exist() -> None:
+    assert len(README.splitlines()) <= 400
+    for target in re.findall(r"\]\((docs/[\w.-]+\.md)", README):
+        assert (ROOT / target).exists(), target
+    for name, text in DOCS.items():
+        for target in re.findall(r"\]\(([\w.-]+\.(?:md|png))(?:#[\w-]+)?\)", text):
+            assert (ROOT / "docs" / target).exists(), f"docs/{name} links {target}"
+
+
+@pytest.mark.parametrize("name", ["README.md", *(f"docs/{n}" for n in DOCS)])
+def test_every_shell_block_is_run_by_a_test_or_marked_illustrative(name: str) -> None:
+    text = (ROOT / name).read_text()
+    for block in SHELL_FENCE.finditer(text):
+        line = text[: block.start()].count("\n") + 1
+        marker = MARKER.match(block.group("after").strip())
+        assert marker, f"{name}:{line}: a shell block with no run-by or illustrative marker"
+        if marker.group("file"):
+            test_file = ROOT / marker.group("file")
+            assert f"def {marker.group('test')}(" in test_file.read_text(), (
+                f"{name}:{line}: {marker.group('file')} has no {marker.group('test')}"
+            )
 
 
 def test_make_run_installs_only_what_running_needs() -> None:

@@ -115,7 +115,7 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
             "freezeframe: replay miss in cassette "
             "'test_agent::test_the_fixture_names_what_happened': no recording of POST "
             "https://*/tool/counter; nearest is #0 POST https://*/tool/counter, "
-            "differing at $.q",
+            'differing at $.q (recorded "orders", live "refunds")',
             "*- the test's own failure -*",
             "*assert 404 == 200*",
             "*_ test_an_agent_that_swallows_errors _*",
@@ -131,6 +131,78 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
 
     flaky = run(FREEZEFRAME_PERTURB="503@localhost/tool/*", FREEZEFRAME_SEED="1")
     flaky.assert_outcomes(failed=3, passed=1)  # a 503 is no miss: the swallowing agent passes
+    assert upstream.connections == 0
+
+
+IMPORT_TIME_AGENT = """
+import os
+
+import openai
+
+# Built when the module is imported, as most agents build theirs: it reads HTTPS_PROXY and
+# SSL_CERT_FILE now, before any fixture has run.
+client = openai.OpenAI(
+    base_url=os.environ["UPSTREAM_URL"] + "/v1", api_key="sk-test-import-time", max_retries=0
+)
+
+
+def ask():
+    answer = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "where is my order?"}]
+    )
+    return answer.choices[0].message.content
+
+
+def test_an_agent_built_at_import_time(freezeframe):
+    assert ask()
+    assert [e.kind for e in freezeframe.events] == [os.environ["EXPECTED_KIND"]]
+
+
+def test_a_test_without_freezeframe_passes_through():
+    assert ask()
+"""
+
+
+def test_a_client_built_at_import_time_goes_through_the_proxy(
+    pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_import_time=IMPORT_TIME_AGENT)
+    data_dir = tmp_path / "ff"
+
+    def run(*args: str, kind: str) -> pytest.RunResult:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("UPSTREAM_URL", upstream.base_url)
+            patch.setenv("FREEZEFRAME_UPSTREAM_CA", str(upstream_ca_file))
+            patch.setenv("FREEZEFRAME_REPLAY_PACE", "instant")
+            patch.setenv("EXPECTED_KIND", kind)
+            return pytester.runpytest_subprocess(
+                "-p", "no:cacheprovider", f"--freezeframe-data-dir={data_dir}", *args
+            )
+
+    # Without the project saying it uses freezeframe, the client escapes: the test fails on
+    # the upstream's certificate, and freezeframe says why instead of staying silent.
+    escaped = run("-k", "built_at_import", kind="recorded")
+    escaped.assert_outcomes(failed=1)
+    escaped.stdout.fnmatch_lines(
+        [
+            "*nothing this test sent reached freezeframe's proxy: a client built when its "
+            "module was imported*Set freezeframe_mode in the pytest configuration*",
+            "*freezeframe: traffic that went around the proxy*",
+            "*test_import_time.py::test_an_agent_built_at_import_time",
+        ]
+    )
+    assert not [r for r in upstream.requests if r.target == "/v1/chat/completions"]
+
+    recorded = run("--freezeframe-mode=record", kind="recorded")
+    recorded.assert_outcomes(passed=2)
+    asked = [r for r in upstream.requests if r.target == "/v1/chat/completions"]
+    assert len(asked) == 2  # the plain test's call passed through the proxy, live
+    upstream.reset_counters()
+
+    # The ini setting alone puts the environment in place; replay answers with no upstream.
+    pytester.makeini("[pytest]\nfreezeframe_mode = replay\n")
+    replayed = run("-k", "built_at_import", kind="hit")
+    replayed.assert_outcomes(passed=1)
     assert upstream.connections == 0
 
 

@@ -11,17 +11,41 @@ for every session, is never in the key (headers are left out unless named);
 
 Only requests and notifications are recognised: a client's POSTed *response* to a server's
 request keeps its `id`, which comes from the recorded server and so replays unchanged.
+
+Two revisions of the transport are in use, and both key the same way:
+- 2025-11-25 (https://modelcontextprotocol.io/specification/2025-11-25/basic/transports): an
+  `initialize` handshake, a server-minted `Mcp-Session-Id` on every later request, and SSE
+  streams resumed with a `Last-Event-ID` header (a GET). Neither header is in the key: the
+  session id is new in every session, and a resumed stream is the next occurrence of its GET.
+- 2026-07-28, stateless
+  (https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http):
+  no handshake and no session; every request carries `params._meta` with
+  `io.modelcontextprotocol/protocolVersion`, `…/clientInfo` and `…/clientCapabilities`, and
+  mirrors `method` into `Mcp-Method`, `params.name` (or `params.uri`) into `Mcp-Name`, and
+  the tool arguments its schema marks with `x-mcp-header` into `Mcp-Param-{Name}`. The
+  mirrored headers join the key: they equal the body or the server refuses the request
+  (`HeaderMismatch`), so they add nothing volatile, and a call sent without them (refused)
+  and its retry with them (answered) are different requests. Of `_meta`, the client's
+  capabilities stay in the key, since a server answers a client that cannot be asked for
+  input differently; its name and version, the protocol version (keyed by its header) and
+  trace context do not.
 """
 
 from ..jsonbody import JsonValue
 from ..jsonpath import parse_path
 from .profile import Profile
 
+_KEY_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
+_MIRRORED_PARAMS = ("mcp-param-",)
+CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+
 MCP = Profile(
     "mcp",
     tuple(parse_path(path) for path in ("$.id", "$.params._meta")),
     drop_if_empty=(parse_path("$.params"),),
-    key_headers=frozenset({"mcp-protocol-version"}),
+    key_headers=_KEY_HEADERS,
+    keep=(parse_path(f'$.params._meta["{CAPABILITIES}"]'),),
+    key_header_prefixes=_MIRRORED_PARAMS,
 )
 #: A batch (an array of messages). Kept apart from MCP because on a single message `$[*]`
 #: would mean every member, and `$[*].id` would drop a `params.id` that does matter.
@@ -29,7 +53,9 @@ MCP_BATCH = Profile(
     "mcp",
     tuple(parse_path(path) for path in ("$[*].id", "$[*].params._meta")),
     drop_if_empty=(parse_path("$[*].params"),),
-    key_headers=frozenset({"mcp-protocol-version"}),
+    key_headers=_KEY_HEADERS,
+    keep=(parse_path(f'$[*].params._meta["{CAPABILITIES}"]'),),
+    key_header_prefixes=_MIRRORED_PARAMS,
 )
 
 

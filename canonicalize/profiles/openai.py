@@ -120,6 +120,11 @@ COMPLETIONS_KEEP = _OUTPUT_STREAM | {
 }
 COMPLETIONS_DROP = frozenset({"user"})
 
+# The Realtime API's WebSocket (GET …/realtime?model=…, the upgrade request): its body is
+# empty and its query names the model, so nothing is dropped; the session's key is the
+# client's events (canonicalize.realtime). Named so its metadata says which API it is.
+REALTIME = Profile("openai.realtime")
+
 CHAT_COMPLETIONS = Profile("openai.chat-completions", top_level(CHAT_COMPLETIONS_DROP))
 RESPONSES = Profile("openai.responses", top_level(RESPONSES_DROP))
 EMBEDDINGS = Profile("openai.embeddings", top_level(EMBEDDINGS_DROP))
@@ -130,6 +135,7 @@ _BY_PATH_END = (
     ("/completions", COMPLETIONS),
     ("/responses", RESPONSES),
     ("/embeddings", EMBEDDINGS),
+    ("/realtime", REALTIME),
 )
 """Checked in order, so `/chat/completions` is not taken for legacy `/completions`."""
 

@@ -17,7 +17,10 @@ class Profile:
     wrong replay. `key_headers` are headers that change the answer and so join the key;
     `token_list_headers` among them hold comma-separated tokens whose order and repetition
     mean nothing (`anthropic-beta: a,b` is `b,a`). `drop_if_empty` are body members the API
-    reads the same whether empty (`{}`, `[]`) or absent.
+    reads the same whether empty (`{}`, `[]`) or absent. `keep` are places inside a
+    dropped part that stay in the key all the same; `key_header_prefixes` name families of
+    headers (`mcp-param-`) that join the key as `key_headers` do. `drop_body` leaves the whole
+    body out of the key (side traffic whose every byte is minted per run: profiles.telemetry).
     """
 
     name: str
@@ -25,6 +28,9 @@ class Profile:
     drop_if_empty: tuple[JsonPath, ...] = ()
     key_headers: frozenset[str] = frozenset()
     token_list_headers: frozenset[str] = frozenset()
+    keep: tuple[JsonPath, ...] = ()
+    key_header_prefixes: tuple[str, ...] = ()
+    drop_body: bool = False
 
 
 def top_level(names: Iterable[str]) -> tuple[JsonPath, ...]:

@@ -16,7 +16,11 @@ runs, whether a request is answered at all. Two checks:
    files it needs asks for it: a script sends ``Authorization: Bearer TOKEN`` (compared in
    constant time), a browser signs in once at ``/login`` and gets a session cookie
    (``HttpOnly``, ``SameSite=Strict``) holding a random id that this process keeps in
-   memory, never the token. A restart signs every browser out.
+   memory, never the token. A restart signs every browser out. Wrong tokens, posted to the
+   form or sent as a bearer header, count together per client address (``LoginAttempts``):
+   past ten a minute that address gets 429 for either, the right token included, so the
+   answer tells a guesser nothing. The address is the connection's own; ``X-Forwarded-For``
+   is believed only from a proxy named with ``--admin-trusted-proxy`` (admin.server).
 
 Without a token a loopback port stays open to every local program, as before: what keeps
 other sites out is the ``Host`` check here and ``guard``'s same-origin and CSRF rules.
@@ -55,7 +59,8 @@ PUBLIC = frozenset({"/health", "/ca.pem"})
 LOGIN = "/login"
 LOGOUT = "/logout"
 LOGIN_FAILURES = 10
-"""Wrong tokens one client address may post to /login within LOGIN_WINDOW before it gets 429."""
+"""Wrong tokens one client address may offer within LOGIN_WINDOW, posted to /login or sent as
+a bearer header, before it gets 429."""
 LOGIN_WINDOW = 60.0
 MAX_CLIENTS = 10_000
 """Client addresses whose failures are remembered at once; past this the oldest is forgotten."""
@@ -157,12 +162,18 @@ class AdminAccess:
     ``request.state.session`` (the browser's session id, or None)."""
 
     def __init__(
-        self, app: ASGIApp, hosts: frozenset[str], token: str | None, sessions: Sessions
+        self,
+        app: ASGIApp,
+        hosts: frozenset[str],
+        token: str | None,
+        sessions: Sessions,
+        attempts: LoginAttempts | None = None,
     ) -> None:
         self.app = app
         self.hosts = hosts
         self.token = token
         self.sessions = sessions
+        self.attempts = attempts or LoginAttempts()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,7 +194,20 @@ class AdminAccess:
         sid = request.cookies.get(SESSION_COOKIE)
         signed_in = self.sessions.valid(sid)
         state["session"] = sid if signed_in else None
-        allowed = self.token is None or signed_in or bearer_matches(request, self.token)
+        allowed = self.token is None or signed_in
+        if not allowed and self.token is not None and "authorization" in request.headers:
+            client = request.client.host if request.client else ""
+            wait = 0 if path in PUBLIC else self.attempts.wait(client)
+            if wait:
+                await JSONResponse(
+                    {"error": f"too many wrong tokens; try again in {wait} s"},
+                    status_code=429,
+                    headers={"retry-after": str(wait)},
+                )(scope, receive, send)
+                return
+            allowed = bearer_matches(request, self.token)
+            if not allowed and path not in PUBLIC:
+                self.attempts.failed(client)
         state["trusted"] = known_host and allowed
         if allowed or path in PUBLIC or path == LOGIN or path.startswith("/static/"):
             await self.app(scope, receive, send)

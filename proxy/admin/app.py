@@ -34,7 +34,8 @@ from freezeframe.evidence import (
     summary_document,
 )
 from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
-from freezeframe.proxy.admin.access import AdminAccess, Sessions, login_routes
+from freezeframe.evidence.notes import with_notes
+from freezeframe.proxy.admin.access import AdminAccess, LoginAttempts, Sessions, login_routes
 from freezeframe.proxy.admin.casefile import casefile_routes, templates
 from freezeframe.proxy.admin.guard import (
     CSRF_FIELD,
@@ -115,6 +116,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
     data_dir = settings.data_dir.absolute()
     hosts = allowed_hosts(settings.admin, settings.admin_hosts)
     sessions = Sessions()
+    attempts = LoginAttempts()
+    """Wrong tokens, from the form and bearer headers alike, counted together."""
     pages = templates()
     config = key_config(settings.rules)
     about = {
@@ -181,7 +184,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         return Response(settings.ca_path.read_bytes(), media_type="application/x-pem-file")
 
     async def metrics(request: Request) -> Response:
-        return Response(counts.render(), media_type=CONTENT_TYPE)
+        # A thread: a scrape may read the store (failures by kind, proxy.metrics).
+        return Response(await run_in_threadpool(counts.render), media_type=CONTENT_TYPE)
 
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())
@@ -254,7 +258,8 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             found = await run_in_threadpool(store.exchange, name, seq)
         except (CassetteNotFound, ExchangeNotFound) as exc:
             return _error(404, str(exc))
-        return JSONResponse(exchange_document(found))
+        notes = await run_in_threadpool(store.notes, name, seq)
+        return JSONResponse(with_notes(exchange_document(found), notes))
 
     async def cassette_misses(request: Request) -> JSONResponse:
         name = request.path_params["name"]
@@ -333,7 +338,13 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
     return Starlette(
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(AdminAccess, hosts=hosts, token=settings.admin_token, sessions=sessions),
+            Middleware(
+                AdminAccess,
+                hosts=hosts,
+                token=settings.admin_token,
+                sessions=sessions,
+                attempts=attempts,
+            ),
         ],
         routes=[
             Route("/", index),
@@ -351,7 +362,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
             Route("/api/search", search),
             Route("/api/cassettes/{name}/fork", fork, methods=["POST"]),
             Route("/api/cassettes/{name}/{seq:int}/edit", edit, methods=["POST"]),
-            *login_routes(settings.admin_token, sessions, hosts, pages),
+            *login_routes(settings.admin_token, sessions, hosts, pages, attempts),
             *casefile_routes(store, state, config),
         ],
     )

@@ -43,7 +43,17 @@ from freezeframe.evidence import (
 )
 from freezeframe.evidence.compare import compare_runs, diff_document, read_run
 from freezeframe.evidence.inert import inert
+from freezeframe.evidence.notes import note_document, note_hit, with_notes
 from freezeframe.evidence.requests import stored_view
+from freezeframe.evidence.signatures import KINDS
+from freezeframe.evidence.steps import HTTP
+from freezeframe.evidence.triage import (
+    find_groups,
+    parse_duration,
+    run_marks,
+    timeline,
+    triage_document,
+)
 from freezeframe.proxy.admin import present
 from freezeframe.proxy.admin.guard import csrf_token
 from freezeframe.storage import (
@@ -51,6 +61,7 @@ from freezeframe.storage import (
     Exchange,
     ExchangeFilter,
     ExchangeNotFound,
+    ExchangeSummary,
     Outcome,
     RecordedResponse,
     Store,
@@ -97,7 +108,15 @@ def templates() -> Environment:
     environment.filters["ms"] = lambda s: "-" if s is None else f"{float(s) * 1000:.0f} ms"
     environment.filters["size"] = _size
     environment.filters["when"] = _when
+    environment.filters["plural"] = plural
     return environment
+
+
+def plural(count: int, word: str) -> str:
+    """``1 exchange``, ``2 exchanges``, ``2 misses``."""
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}es" if word.endswith(("s", "sh", "ch", "x")) else f"{count} {word}s"
 
 
 def _inert(value: Any) -> Any:
@@ -195,9 +214,12 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             _given(query.get("run_id")), _given(query.get("model")), _given(query.get("status"))
         )
         rows = await run_in_threadpool(store.cassettes, where)
+        health: list[dict[str, Any]] = [{} for _ in rows]
+        if not asked.json:  # the twin is /api/cassettes; misses.json and run.json say the rest
+            health = await run_in_threadpool(lambda: [_health(store, row.name) for row in rows])
         return {
             "document": [cassette_document(row) for row in rows],
-            "rows": rows,
+            "rows": list(zip(rows, health, strict=True)),
             "filters": {k: query.get(k, "") for k in ("run_id", "model", "status")},
         }
 
@@ -224,8 +246,10 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             lambda: store.exchanges(name, where, offset=(number - 1) * PAGE_ROWS, limit=PAGE_ROWS)
         )
         span = (overview.first_at or 0.0, overview.last_end or 1.0)
+        said = await run_in_threadpool(_said, store, name, shown)
         return {
             "name": name,
+            "said": said,
             "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
             "figures": overview,
             "hosts": whole.hosts,
@@ -244,7 +268,32 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         name = validate_cassette_name(asked.name)
         exchanges = await run_in_threadpool(_whole_run, store, name)
         document = steps_document(await run_in_threadpool(agent_steps, exchanges))
-        return {"document": document, "name": name}
+        rows = await run_in_threadpool(lambda: store.triage_rows(cassettes=[name], traces=True))
+        document["triage"] = await run_in_threadpool(run_marks, rows, exchanges)
+        notes = await run_in_threadpool(store.notes, name)
+        document["notes"] = [note_document(n) for n in notes]
+        marked: dict[int, list[dict[str, Any]]] = {}
+        for failure in document["triage"]["failures"]:
+            for seq in failure["spans"]:
+                marked.setdefault(seq, []).append(failure)
+        return {"document": document, "name": name, "marked": marked}
+
+    async def triage_page(request: Request, asked: Asked) -> dict[str, Any]:
+        query = request.query_params
+        filters = {k: query.get(k, "") for k in ("since", "cassette", "kind")}
+        since = _given(filters["since"])
+        window = None if since is None else parse_duration(since)
+        found = await run_in_threadpool(
+            lambda: find_groups(
+                store,
+                since=window,
+                pattern=_given(filters["cassette"]),
+                kind=_given(filters["kind"]),
+            )
+        )
+        document = triage_document(found, detail=True)
+        document["timeline"] = timeline(found)
+        return {"document": document, "filters": filters, "kinds": KINDS}
 
     async def misses_page(request: Request, asked: Asked) -> dict[str, Any]:
         name = validate_cassette_name(asked.name)
@@ -261,11 +310,14 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
             return _problem(request, asked_json(request, request.path_params["seq"]), 404, str(exc))
         except InvalidCassetteName as exc:
             return _problem(request, wants_json(request), 400, str(exc))
-        document = exchange_document(found)
+        notes = await run_in_threadpool(store.notes, name, seq)
+        document = with_notes(exchange_document(found), notes)
         if as_json:
             return JSONResponse(document)
         context = await run_in_threadpool(_exchange_context, store, found, config)
-        return render(request, "exchange.html", document=document, name=name, **context)
+        return render(
+            request, "exchange.html", document=document, name=name, notes=notes, **context
+        )
 
     async def body_download(request: Request) -> Response:
         name, side = request.path_params["name"], request.path_params["side"]
@@ -302,8 +354,9 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         if cassette is not None:
             validate_cassette_name(cassette)
         hits = await run_in_threadpool(store.search, query, cassette) if query else []
+        noted = await run_in_threadpool(store.search_notes, query, cassette) if query else []
         return {
-            "document": [search_document(hit) for hit in hits],
+            "document": [search_document(hit) for hit in hits] + [note_hit(n) for n in noted],
             "q": query,
             "cassette": cassette or "",
         }
@@ -321,7 +374,11 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         names = await run_in_threadpool(store.cassette_names)
         return {"document": document, "a": a, "b": b, "names": names}
 
+    async def favicon(request: Request) -> Response:
+        return Response(present.FAVICON, media_type="image/svg+xml")
+
     return [
+        Route("/favicon.ico", favicon),
         Route("/cassettes", page("cassettes.html", cassettes_page)),
         Route("/cassettes.json", page("cassettes.html", cassettes_page)),
         Route("/cassettes/{name}/steps", page("steps.html", steps_page, "name")),
@@ -333,6 +390,8 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         Route("/cassettes/{name}", page("run.html", run_page, "name")),
         Route("/search", page("search.html", search_page)),
         Route("/search.json", page("search.html", search_page)),
+        Route("/triage", page("triage.html", triage_page)),
+        Route("/triage.json", page("triage.html", triage_page)),
         Route("/compare", page("compare.html", compare_page)),
         Route("/compare.json", page("compare.html", compare_page)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -358,6 +417,36 @@ def _groups(rows: list[present.Row], by_run: bool) -> list[tuple[str | None, lis
     return list(groups.items())
 
 
+def _health(store: Store, name: str) -> dict[str, Any]:
+    """What the cassette list says of each cassette beside its size: how many exchanges
+    failed, how many misses replay noted, and what it was forked from."""
+    origin = store.fork_origin(name)
+    forked = None
+    if origin is not None:
+        forked = {"cassette": origin.cassette, "upto": origin.upto}
+    return {
+        "failed": store.overview(name).failed,
+        "misses": len(store.misses(name)),
+        "forked_from": forked,
+    }
+
+
+def _said(
+    store: Store, name: str, shown: list[ExchangeSummary]
+) -> dict[int, tuple[str, str | None]]:
+    """Per exchange of a waterfall page, what it was (the model's answer or the tool called,
+    as the steps page titles it; plain HTTP's title is its URL, already on the line) and why
+    it failed, if it did. Answers too large to hold are
+    read from their listing alone."""
+    small = [row.seq for row in shown if row.response_bytes <= present.PREVIEW_BYTES]
+    steps = agent_steps([store.exchange(name, seq) for seq in small]).steps
+    return {
+        step.seq: ("" if step.kind == HTTP else step.title, step.failure)
+        for step in steps
+        if step.kind != HTTP or step.failure
+    }
+
+
 def _whole_run(store: Store, name: str) -> list[Exchange]:
     return [store.exchange(name, row.seq) for row in store.exchanges(name)]
 
@@ -367,26 +456,27 @@ def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> di
     the stream chart; bodies kept in the store are read only as far as a preview goes."""
     conversation = conversation_of(exchange)
     response = exchange.response
+    content_type = "" if response is None else present.content_type(response.headers)
     chart = None
-    if response is not None:
+    cut = exchange.outcome is Outcome.TRUNCATED  # the chart shows where
+    if response is not None and (cut or present.streamed(response, content_type)):
         size = response.body_ref.size if response.body_ref is not None else len(response.body)
         chart = present.stream_chart([[c.offset, c.at] for c in response.chunks], size)
-    content_type = ""
-    if response is not None:
-        content_type = next(
-            (v.decode("latin-1") for n, v in response.headers if n.lower() == b"content-type"), ""
-        )
     return {
         "conversation": None if conversation is None else conversation_document(conversation),
-        "request_preview": present.preview(store, exchange.request_body, exchange.request_body_ref),
+        "request_preview": present.preview(
+            store, exchange.request_body, exchange.request_body_ref, exchange.request_headers
+        ),
         "response_preview": None
         if response is None
-        else present.preview(store, response.body, response.body_ref),
+        else present.preview(store, response.body, response.body_ref, response.headers),
         "chart": chart,
         "json_answer": "json" in content_type.lower(),
         "editable": response is not None and response.body_ref is None,
         "edit_body": _editable_text(response),
+        "edit_example": present.example_path(exchange),
         "stripped": canonicalize(stored_view(exchange), config).stripped,
+        "shown_metadata": present.shown_facts(exchange.facts),
     }
 
 

@@ -9,11 +9,21 @@ UTF-8, else as a hex dump.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
-from freezeframe.storage import BlobRef, ExchangeSummary, Store
+from freezeframe.storage import (
+    BlobRef,
+    Exchange,
+    ExchangeSummary,
+    Header,
+    RecordedResponse,
+    Store,
+)
+from freezeframe.storage.encodings import decode_body
 
 PREVIEW_BYTES = 64 * 1024
 """How much of a body a page shows; the rest is a download."""
@@ -179,18 +189,112 @@ class Preview:
     """Only the start is shown: download the rest."""
 
 
-def preview(store: Store, data: bytes, ref: BlobRef | None) -> Preview | None:
+def preview(
+    store: Store, data: bytes, ref: BlobRef | None, headers: Sequence[Header] = ()
+) -> Preview | None:
     """The start of a body held in memory (``data``) or in the store (``ref``): at most
-    PREVIEW_BYTES read, whatever its size. None for an empty body."""
+    PREVIEW_BYTES read, whatever its size. None for an empty body. A JSON body held in
+    memory is shown decoded and indented, as ``show`` prints it."""
     size = ref.size if ref is not None else len(data)
     if size == 0:
         return None
+    if ref is None and "json" in content_type(headers).lower():
+        pretty = _pretty_json(data, headers)
+        if pretty is not None and len(pretty) <= PREVIEW_BYTES:
+            return Preview(size, pretty, None, False)
     head = _head(store.read_blob(ref)) if ref is not None else data[:PREVIEW_BYTES]
     cut = size > len(head)
     text = _utf8_prefix(head, cut)
     if text is not None:
         return Preview(size, text, None, cut)
     return Preview(size, None, hexdump(head[:HEX_BYTES]), True if size > HEX_BYTES else cut)
+
+
+def _pretty_json(data: bytes, headers: Sequence[Header]) -> str | None:
+    decoded = decode_body(data, headers)
+    if not decoded.whole:
+        return None
+    try:
+        return json.dumps(json.loads(decoded.data), indent=2, ensure_ascii=False)
+    except ValueError:
+        return None
+
+
+def content_type(headers: Sequence[Header]) -> str:
+    """The Content-Type header's value, or ""."""
+    return next((v.decode("latin-1") for n, v in headers if n.lower() == b"content-type"), "")
+
+
+def streamed(response: RecordedResponse, kind: str) -> bool:
+    """Whether an answer came as a stream worth charting: server-sent events, or a body in
+    more than one chunk. A whole JSON answer is one chunk, and "Stream: 1 chunk" says nothing."""
+    return "event-stream" in kind.lower() or len(response.chunks) > 1
+
+
+def shown_facts(facts: Mapping[str, object]) -> dict[str, object]:
+    """The metadata worth a line on the page: no empty values, and no ``api`` for a request
+    no provider profile read (``generic.empty`` names how a body was read, not a provider)."""
+    return {
+        name: value
+        for name, value in facts.items()
+        if value not in (None, "", {}, [])
+        and not (name == "api" and str(value).startswith("generic."))
+    }
+
+
+_KNOWN_TEXT_PATHS = (
+    "$.choices[0].message.content",
+    "$.content[0].text",
+    "$.output[0].content[0].text",
+    "$.result.content[0].text",
+)
+
+
+def example_path(exchange: Exchange) -> str:
+    """A ``--set`` line valid for this answer, for the edit form's example: the model's text
+    where the answer has one, else its first string member, else its first member."""
+    fallback = '$.answer="new value"'
+    response = exchange.response
+    if response is None or response.body_ref is not None:
+        return fallback
+    decoded = decode_body(response.body, response.headers)
+    try:
+        value = json.loads(decoded.data)
+    except ValueError:
+        return fallback
+    for path in _KNOWN_TEXT_PATHS:
+        if _at(value, path) is not _MISSING:
+            return f'{path}="new text"'
+    if isinstance(value, dict):
+        named = [(name, member) for name, member in value.items() if name.isidentifier()]
+        for name, member in sorted(named, key=lambda item: not isinstance(item[1], str)):
+            shown = json.dumps(member, ensure_ascii=False)
+            return f"$.{name}={shown if len(shown) <= 40 else '"new value"'}"
+    return fallback
+
+
+_MISSING = object()
+
+
+def _at(value: Any, path: str) -> Any:
+    """The value at a simple ``$.a[0].b`` path (null is a value), or _MISSING."""
+    for step in path.removeprefix("$.").replace("[", ".").replace("]", "").split("."):
+        if isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            return _MISSING
+    return value
+
+
+FAVICON = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
+    b'<rect width="16" height="16" rx="3" fill="#24527a"/>'
+    b'<rect x="4" y="3" width="3" height="10" fill="#fff"/>'
+    b'<rect x="9" y="3" width="3" height="10" fill="#fff"/></svg>'
+)
+"""The case file's icon: a pause sign, as a frozen frame."""
 
 
 def _head(parts: Iterator[bytes]) -> bytes:

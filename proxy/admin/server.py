@@ -12,7 +12,12 @@ from freezeframe.proxy.settings import Address
 
 
 class AdminServer(uvicorn.Server):
-    def __init__(self, app: ASGIApp, address: Address) -> None:
+    def __init__(
+        self, app: ASGIApp, address: Address, trusted_proxies: tuple[str, ...] = ()
+    ) -> None:
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 by default, which would let any
+        # local client name a new address for each wrong token and never meet the login
+        # limit (access.LoginAttempts): forwarding headers count only from a named proxy.
         super().__init__(
             uvicorn.Config(
                 app,
@@ -21,6 +26,8 @@ class AdminServer(uvicorn.Server):
                 log_level="warning",
                 lifespan="off",
                 access_log=False,
+                proxy_headers=bool(trusted_proxies),
+                forwarded_allow_ips=list(trusted_proxies) or None,
             )
         )
 

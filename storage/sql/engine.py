@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from freezeframe.storage.errors import StoreNotFound, StoreUnavailable
+from freezeframe.storage.filemode import create_private
 from freezeframe.storage.sql.migrations import ensure_schema
 
 if TYPE_CHECKING:
@@ -144,6 +145,13 @@ def _sqlite(url: URL, where: str, create: bool) -> Engine:
         raise StoreUnavailable(
             f"cannot open store at {where}: directory {directory} is not writable"
         )
+    if database != "" and not database.startswith("file:"):
+        try:
+            create_private(Path(database))  # SQLite would create it 0644 (umask permitting)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot open store at {where}: cannot create {database}: {exc.strerror or exc}"
+            ) from exc
     engine = create_engine(url)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine

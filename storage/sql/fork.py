@@ -19,11 +19,11 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, text, update
 
-from freezeframe.storage import blobs
+from freezeframe.storage import blobs, transcript
 from freezeframe.storage.chain import GENESIS, exchange_digest, link
 from freezeframe.storage.errors import CassetteNotFound, StoreError
 from freezeframe.storage.records import Edit, Forked, ForkOrigin, Origin
-from freezeframe.storage.search import answer_values
+from freezeframe.storage.search import answer_values, transcript_values
 from freezeframe.storage.sql.bodies import form
 from freezeframe.storage.sql.engine import insert_ignore
 from freezeframe.storage.sql.rows import (
@@ -35,8 +35,8 @@ from freezeframe.storage.sql.rows import (
     origin_json,
     origin_of,
 )
+from freezeframe.storage.sql.schema import SIGNALS, cassettes, exchanges
 from freezeframe.storage.sql.schema import blobs as blobs_table
-from freezeframe.storage.sql.schema import cassettes, exchanges
 from freezeframe.storage.sql.search import SearchIndex
 
 _COPIED = tuple(column.name for column in exchanges.c if column.name not in {"id", "cassette_id"})
@@ -147,7 +147,8 @@ def fork(
             )
         )
         if edit is not None:
-            copy |= _answer_columns(conn, edit)
+            # An edited answer's signals are the old answer's: left to ``triage --rebuild``.
+            copy |= _answer_columns(conn, edit) | dict.fromkeys(SIGNALS)
         canonical = form(conn, row["canonical_digest"]) if row["canonical_digest"] else None
         previous = link(previous, exchange_digest(chain_fields(copy, target, canonical)))
         copy["chain"] = previous
@@ -166,19 +167,28 @@ def _answer_columns(conn: Connection, edit: Edit) -> dict[str, Any]:
     if response.body:
         digest = blobs.digest(response.body)
         conn.execute(insert_ignore(conn.engine, blobs_table), [blob_row(digest, response.body)])
-    return {
-        "outcome": "complete",
-        "error": None,
-        "status": response.status,
-        "reason": response.reason,
-        "response_http_version": response.http_version,
-        "response_headers": headers_json(response.headers),
-        "response_trailers": headers_json(response.trailers),
-        "response_body_digest": digest,
-        "response_bytes": len(response.body),
-        "chunks": json_text([[chunk.offset, chunk.at] for chunk in response.chunks]),
-        "first_byte_at": response.first_byte_at,
-    } | fact_columns(edit.facts)
+    ending: dict[str, Any] = {"outcome": "complete", "error": None}
+    if edit.messages is not None:  # a WebSocket: its transcript edited, its ending kept
+        encoded = transcript.encode(edit.messages)
+        ending = {"messages_digest": blobs.digest(encoded)}
+        conn.execute(
+            insert_ignore(conn.engine, blobs_table), [blob_row(ending["messages_digest"], encoded)]
+        )
+    return (
+        ending
+        | {
+            "status": response.status,
+            "reason": response.reason,
+            "response_http_version": response.http_version,
+            "response_headers": headers_json(response.headers),
+            "response_trailers": headers_json(response.trailers),
+            "response_body_digest": digest,
+            "response_bytes": len(response.body),
+            "chunks": json_text([[chunk.offset, chunk.at] for chunk in response.chunks]),
+            "first_byte_at": response.first_byte_at,
+        }
+        | fact_columns(edit.facts)
+    )
 
 
 def _index_copies(
@@ -196,7 +206,10 @@ def _index_copies(
             {"copy": copy_id, "source": source_id},
         )
         if edit is not None:
-            edited.append((copy_id, target_id, answer_values(edit.response)))
+            values = answer_values(edit.response)
+            if edit.messages is not None:
+                values += transcript_values(edit.messages, client=False)
+            edited.append((copy_id, target_id, values))
     if edited:
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         try:

@@ -29,6 +29,7 @@ from freezeframe.storage.records import (
     Drift,
     ExchangeFilter,
     ExchangeSummary,
+    Outcome,
     RunOverview,
 )
 from freezeframe.storage.sql.rows import to_summary
@@ -140,7 +141,12 @@ def run_overview(conn: Connection, cassette: str, where: ExchangeFilter | None) 
         ),
         params,
     )
+    bad = (Outcome.TRUNCATED.value, Outcome.FAILED.value, Outcome.INCOMPLETE.value)
+    failed = conn.scalar(
+        select(func.count()).where(or_(rows.c.status >= 400, rows.c.outcome.in_(bad))), params
+    )
     return RunOverview(
+        failed=failed or 0,
         exchanges=sum(by_outcome.values()),
         by_outcome=dict(sorted(by_outcome.items())),
         drifted=drifted or 0,

@@ -11,7 +11,7 @@ and so is a WebSocket's transcript when it is not cached: joining its blob too w
 cost every other lookup, and WebSockets are few.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -70,6 +70,7 @@ LOOKUP = _WHOLE.where(
 BY_SEQ = _WHOLE.where(
     cassettes.c.name == bindparam("cassette"), exchanges.c.seq == bindparam("seq")
 )
+CASSETTE = _WHOLE.where(cassettes.c.name == bindparam("cassette")).order_by(exchanges.c.seq)
 
 
 class ExchangeReader:
@@ -100,6 +101,21 @@ class ExchangeReader:
     def by_seq(self, cassette: str, seq: int) -> Exchange | None:
         return self._read(self._by_seq, cassette, {"cassette": cassette, "seq": seq})
 
+    def cassette(self, cassette: str) -> Iterator[Exchange]:
+        """The cassette's exchanges in seq order, each one that its row alone (and the blob
+        cache) can answer: one query for the whole cassette, read as it goes. An exchange
+        whose body must be read by a query of its own is left out, and so is a damaged
+        one: lookup() finds it, and says what is wrong with it when it is asked for."""
+        with self._connect() as conn:
+            for found in conn.execute(CASSETTE, {"cassette": cassette}):
+                row = dict(zip(_NAMES, found, strict=True))
+                try:
+                    exchange = self._whole(row, cassette, second_query=False)
+                except bodies.Damaged:
+                    continue
+                if exchange is not None:
+                    yield exchange
+
     def close(self) -> None:
         self._connections.close()
 
@@ -107,7 +123,11 @@ class ExchangeReader:
         found = self._connections.run(lambda cursor: query.first(cursor, params))
         if found is None:
             return None
-        row = dict(zip(_NAMES, found, strict=True))
+        return self._whole(dict(zip(_NAMES, found, strict=True)), cassette, second_query=True)
+
+    def _whole(self, row: dict[str, Any], cassette: str, *, second_query: bool) -> Exchange | None:
+        """The exchange of ``row``; without ``second_query``, None when a body, form or
+        transcript would take a query of its own."""
         loaded: dict[str, bytes | BlobRef] = {}
         later: dict[bool, set[str]] = {}
         for which, digest, limit in _BLOBS:
@@ -134,6 +154,8 @@ class ExchangeReader:
                 later.setdefault(True, set()).add(name)
             else:
                 loaded[name] = cached
+        if later and not second_query:
+            return None
         if later:
             with self._connect() as conn:
                 for whole, names in later.items():

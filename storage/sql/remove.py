@@ -11,7 +11,14 @@ from sqlalchemy import Connection, delete, func, select
 
 from freezeframe.storage.errors import CassetteNotFound
 from freezeframe.storage.records import Removed
-from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
+from freezeframe.storage.sql.schema import (
+    blob_parts,
+    cassettes,
+    drifts,
+    exchanges,
+    misses,
+    notes,
+)
 from freezeframe.storage.sql.schema import blobs as blobs_table
 from freezeframe.storage.sql.search import forget_exchanges
 
@@ -40,6 +47,7 @@ def remove_cassette(conn: Connection, cassette: str, where: str) -> Removed:
     forget_exchanges(conn, ids)
     conn.execute(delete(drifts).where(drifts.c.cassette_id == cassette_id))
     conn.execute(delete(misses).where(misses.c.cassette == cassette))
+    conn.execute(delete(notes).where(notes.c.cassette == cassette))
     conn.execute(delete(exchanges).where(exchanges.c.cassette_id == cassette_id))
     conn.execute(delete(cassettes).where(cassettes.c.id == cassette_id))
     orphans = deletable(conn, used - set(_still_used(conn, used)))

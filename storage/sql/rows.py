@@ -35,6 +35,7 @@ from freezeframe.storage.records import (
     Origin,
     Outcome,
     RecordedResponse,
+    Signals,
     format_url,
 )
 from freezeframe.storage.sql.schema import CHAINED
@@ -85,6 +86,22 @@ def exchange_row(
         "run_id": exchange.context.get("run-id"),
         "stripped": stripped_json(exchange.stripped),
         **fact_columns(exchange.facts),
+        **signal_columns(exchange.signals),
+    }
+
+
+def signal_columns(signals: Signals | None) -> dict[str, Scalar]:
+    """The signal columns' values; all NULL when they were not worked out."""
+    if signals is None:
+        return dict.fromkeys(
+            ("failure_kind", "signature", "trace", "signature_version", "run_failures")
+        )
+    return {
+        "failure_kind": signals.kind,
+        "signature": signals.signature,
+        "trace": signals.trace,
+        "signature_version": signals.version,
+        "run_failures": signals.run_failures,
     }
 
 

@@ -33,6 +33,10 @@ column written with the value; ``text_uses`` has no rowid on SQLite; and the ``m
 and ``exchanges.run_id`` is indexed, so that a run is found without reading every exchange.
 The migration builds the index again from the stored exchanges; a store older than 5 gets
 this index directly.
+8 adds triage's signals to ``exchanges`` (``failure_kind``, ``signature``, ``trace``,
+``signature_version`` and ``run_failures``, storage.records.Signals; NULL in rows written
+before, which ``freezeframe triage --rebuild`` works out), an index of the failing
+exchanges, and ``notes``, case notes on a cassette or one of its exchanges.
 
 The steps from one version to the next are Alembic revisions (storage.sql.migrations), which
 also creates, migrates and guards the store when it is opened.
@@ -63,7 +67,7 @@ from sqlalchemy import (
 
 from freezeframe.storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _ESCAPED = "\uffff"
 
@@ -250,6 +254,12 @@ exchanges = Table(
     UniqueConstraint("cassette_id", "seq"),
     # Serves lookup(), the hot path: one index probe per replayed request.
     UniqueConstraint("cassette_id", "key", "occurrence"),
+    # Version 8. Triage's signals (storage.records.Signals), derived and so not chained.
+    Column("failure_kind", String(24)),
+    Column("signature", ExactText),
+    Column("trace", Text),
+    Column("signature_version", Integer),
+    Column("run_failures", Text),
     # Version 7. Serves ``ls --run-id`` and the case file's run filter, across cassettes.
     Index("ix_exchanges_run_id", "run_id"),
 )
@@ -312,6 +322,19 @@ misses = Table(
 )
 """Replay's misses, as the client was answered: observations, not part of any chain."""
 
+notes = Table(
+    "notes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # A name, like misses: notes outlive nothing, but a cassette removed takes its own.
+    Column("cassette", ExactText, nullable=False),
+    Column("seq", Integer),  # NULL: about the whole cassette
+    Column("at", Double, nullable=False),
+    Column("text", ExactText, nullable=False),
+    Index(None, "cassette", "seq"),
+)
+"""Version 8. Case notes (storage.records.Note): observations, not part of any chain."""
+
 replay_positions = Table(
     "replay_positions",
     metadata,
@@ -335,6 +358,18 @@ _POSTGRESQL_SEARCH = (
 )
 
 
+TRIAGE_WHERE = "failure_kind IS NOT NULL OR run_failures IS NOT NULL"
+"""The exchanges triage reads: those with a failure of their own or of their run."""
+
+
+def create_triage_index(conn: Connection) -> None:
+    """Version 8. The index triage reads: only the failing exchanges, a few of a store."""
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_exchanges_triage ON exchanges "
+        f"(cassette_id, seq) WHERE {TRIAGE_WHERE}"
+    )
+
+
 def create_search(conn: Connection) -> None:
     """The full-text side of ``texts``, which only the database's own dialect can say."""
     if conn.dialect.name == "sqlite":
@@ -347,10 +382,13 @@ def create_search(conn: Connection) -> None:
 DERIVED = ("message_count", "run_id", "stripped", *FACT_KINDS)
 """Columns derived from what the chain covers, or observed about it: not chained."""
 
+SIGNALS = ("failure_kind", "signature", "trace", "signature_version", "run_failures")
+"""Version 8. Triage's signals: derived, so not chained either."""
+
 CHAINED = tuple(
     c
     for c in exchanges.c
-    if c.name not in {"id", "cassette_id", "chain", "canonical_digest", *DERIVED}
+    if c.name not in {"id", "cassette_id", "chain", "canonical_digest", *DERIVED, *SIGNALS}
 )
 """The columns an exchange's chain digest covers: all that describe the exchange. The
 chain covers the canonical form itself, as ``canonical``, wherever it is stored, and

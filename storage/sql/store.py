@@ -55,17 +55,21 @@ from freezeframe.storage.records import (
     KeyChange,
     Miss,
     NewExchange,
+    Note,
     Rekeyed,
     Removed,
     RunOverview,
     SearchHit,
+    Signals,
     Slot,
+    TriageRow,
     VerifyReport,
     check_facts,
     format_url,
 )
+from freezeframe.storage.replaytable import ReplayTable
 from freezeframe.storage.spool import SpoolWriter
-from freezeframe.storage.sql import bodies, listings, positions, rekey
+from freezeframe.storage.sql import bodies, listings, positions, rekey, triage
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from freezeframe.storage.sql.fork import fork as fork_cassette
@@ -119,6 +123,7 @@ class SqlStore(Store):
         self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
         self._writer = Writer(engine, self._written, where, self._counters.moved)
         self._reader = ExchangeReader(engine, self._cache, self._connect)
+        self._table = ReplayTable()
         self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
@@ -221,7 +226,20 @@ class SqlStore(Store):
             with self._engine.begin() as conn:
                 positions.release(conn, session)
 
+    def preload(self, cassette: str) -> int:
+        if not self._table.loaded(cassette):
+            self._check_open()
+            with unavailable(f"cannot read store {self._where}", self._engine):
+                self._table.fill(cassette, self._reader.cassette(cassette))
+        return len(self._table)
+
+    def unload(self) -> None:
+        self._table.drop()
+
     def lookup(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
+        held = self._table.get(cassette, key, occurrence)
+        if held is not None:
+            return held
         found = self._read(self._reader.lookup, cassette, key, occurrence)
         if found is None and self._counters.is_pending(cassette, key, occurrence):
             self.flush(PENDING_WAIT_S)
@@ -391,6 +409,7 @@ class SqlStore(Store):
             with exclusive(self._engine) as conn:
                 rekey.apply(conn, self._engine, cassette, planned, {c.seq: c for c in changes})
         self._counters.forget(cassette)
+        self._table.drop(cassette)
         return changes
 
     def fork(
@@ -430,6 +449,7 @@ class SqlStore(Store):
             job.done.wait()
             raise
         self._counters.forget(cassette)
+        self._table.drop(cassette)
         if isinstance(job.error, self._engine.dialect.loaded_dbapi.Error):
             what = reason(job.error, self._engine.url)
             raise StoreError(
@@ -458,7 +478,48 @@ class SqlStore(Store):
                 removed = remove_cassette(conn, cassette, self._where)
         self._writer.forget(digests=True)
         self._counters.forget(cassette)
+        self._table.drop(cassette)
         return removed
+
+    def triage_rows(
+        self,
+        *,
+        since: float | None = None,
+        cassettes: Sequence[str] | None = None,
+        traces: bool = False,
+    ) -> list[TriageRow]:
+        self.flush(PENDING_WAIT_S)
+        with self._connect() as conn:
+            names = None if cassettes is None else list(cassettes)
+            return triage.triage_rows(conn, since, names, traces)
+
+    def unsigned(self, version: int) -> list[tuple[str, int]]:
+        self.flush(PENDING_WAIT_S)
+        with self._connect() as conn:
+            return list(triage.unsigned(conn, version))
+
+    def store_signals(self, cassette: str, signals: Mapping[int, Signals]) -> None:
+        with unavailable(f"cannot store signals in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.store_signals(conn, cassette, signals)
+
+    def add_note(self, note: Note) -> None:
+        if note.seq is None:
+            if not self.has_cassette(note.cassette):
+                raise CassetteNotFound(note.cassette, self._where)
+        else:
+            self.exchange(note.cassette, note.seq)  # raises when there is no such exchange
+        with unavailable(f"cannot keep a note in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.add_note(conn, note)
+
+    def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
+        with self._connect() as conn:
+            return triage.list_notes(conn, cassette, seq)
+
+    def search_notes(self, query: str, cassette: str | None = None, limit: int = 50) -> list[Note]:
+        with self._connect() as conn:
+            return triage.find_notes(conn, query, cassette, limit)
 
     def close(self) -> None:
         with self._lock:

@@ -152,10 +152,16 @@ async def test_a_store_that_went_away_is_answered_503_and_never_forwarded(store:
     await record(store, Answer())
     async with Chain(store, Mode.REPLAY) as chain:
         store.close()
-        received = await chain.send(request(), answer=NEVER)
+        # The cassette loaded at start still answers from memory; one not loaded needs the
+        # store, and gets a 503: neither is ever forwarded.
+        loaded = await chain.send(request(), answer=NEVER)
+        other = await chain.send(
+            request(headers=[("x-freezeframe-cassette", "not-loaded")]), answer=NEVER
+        )
 
-    assert received.status == 503
-    assert error_of(received.body)["type"] == "freezeframe_store_unavailable"
+    assert loaded.status == 200 and loaded.body == b'{"ok": true}'
+    assert other.status == 503
+    assert error_of(other.body)["type"] == "freezeframe_store_unavailable"
 
 
 @pytest.mark.asyncio

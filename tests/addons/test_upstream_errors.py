@@ -1,4 +1,4 @@
-"""addons.upstream_errors: an upstream certificate that fails is answered with a JSON error."""
+"""addons.upstream_errors: an upstream that cannot be reached is answered with a JSON error."""
 
 from __future__ import annotations
 
@@ -37,12 +37,18 @@ def test_a_failed_verification_is_answered_naming_its_upstream_and_the_fix() -> 
         addon.done()
 
 
-def test_other_failures_keep_mitmproxys_page_and_done_restores_it() -> None:
+def test_a_refused_connection_is_answered_naming_its_upstream_and_done_restores_the_page() -> None:
     original = _http1.make_error_response
     addon = UpstreamErrors()
     addon.running()
     try:
         addon.error(failed("api.example.com", "connection refused"))
+        page = _http1.make_error_response(502, "connection refused")
+        head, _, body = page.partition(b"\r\n\r\n")
+        message = json.loads(body)["error"]["message"]
+        assert head.startswith(b"HTTP/1.1 502") and b"<html>" not in page
+        assert "api.example.com:8443" in message and "connection refused" in message
+        # a failure no hook noted keeps mitmproxy's own page
         assert b"<html>" in _http1.make_error_response(502, "connection refused")
     finally:
         addon.done()

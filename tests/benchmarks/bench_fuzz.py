@@ -18,7 +18,11 @@ goes to the public function that meets it in the proxy:
 * ``parse_rules`` returns a rule set or raises ``RulesError``, and a rule set it returns keys
   a request in bounded time (its patterns run on RE2);
 * ``read_multipart`` returns or raises ``NotMultipart``; ``answer_facts`` always returns;
-* ``storage.encodings.decode`` never raises and never returns more than its limit.
+* ``storage.encodings.decode`` never raises and never returns more than its limit;
+* ``open_import`` reads hostile bundles (a zstd body past its claimed size, a seq past 2^63,
+  lines and manifests nested 100,000 deep, fields of every wrong kind), HAR files and
+  mitmproxy flow files (tnetstrings nested 200,000 deep, a length prefix of 10^12), each body
+  to its end: it imports or raises ``FormatError``, never anything else.
 
 A crash is any other exception, or a decode past its limit. The slowest input is reported,
 and any input over ``--slow`` seconds is listed. Runs niced by default (``nice -n 10``),
@@ -29,12 +33,15 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import os
 import random
 import sys
+import tempfile
 import time
 import traceback
+import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +52,7 @@ from pathlib import Path
 
 import brotli
 import zstandard
+from blake3 import blake3
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -63,7 +71,11 @@ from freezeframe.canonicalize import (  # noqa: E402
 )
 from freezeframe.canonicalize.model import BodyDigest, FormPart  # noqa: E402
 from freezeframe.canonicalize.multipart import NotMultipart, read_multipart  # noqa: E402
+from freezeframe.exchange_formats import FormatError, Keeper, open_import  # noqa: E402
+from freezeframe.exchange_formats.merkle import merkle_root  # noqa: E402
+from freezeframe.exchange_formats.portable import bytes_document  # noqa: E402
 from freezeframe.storage.encodings import HELD_DECODED, decode  # noqa: E402
+from freezeframe.storage.redaction import KEY_BYTES, Redactor  # noqa: E402
 
 BATCH = 1000
 PATHS = (
@@ -520,14 +532,221 @@ def case_rules(rng: random.Random, config: KeyConfig) -> None:
     canonicalize(request(rng, body, "application/json"), KeyConfig(rules=rules))
 
 
+def hostile_value(rng: random.Random) -> object:
+    """What a hostile file puts where a field should be."""
+    return rng.choice(
+        (
+            None,
+            -1,
+            2**63,
+            2**64 + 1,
+            10**400,
+            1e308,
+            "x",
+            "",
+            [],
+            {},
+            True,
+            [[[[[]]]]],
+            "\ud800",
+            {"blake3": "0" * 64, "size": 2**40},
+        )
+    )
+
+
+def deep_value(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def exchange_line(rng: random.Random, request_ref: dict[str, object]) -> bytes:
+    """One bundle exchange line, its fields hostile now and then."""
+    document: dict[str, object] = {
+        "seq": 0,
+        "occurrence": 0,
+        "key": "k",
+        "key_scheme": 1,
+        "canonical": bytes_document(b"POST /v1/chat"),
+        "request": {
+            "method": "POST",
+            "scheme": "https",
+            "host": "api.openai.com",
+            "port": 443,
+            "path": "/v1/chat",
+            "http_version": "HTTP/1.1",
+            "headers": [["content-type", "application/json"]],
+            "body": request_ref,
+        },
+        "started_at": 1.0,
+        "duration": 0.5,
+        "response": None,
+        "outcome": "failed",
+        "error": "reset",
+        "context": {},
+        "stripped": None,
+        "metadata": {},
+        "messages": None,
+        "drift": [],
+        "origin": None,
+        "chain": "0" * 64,
+    }
+    for _ in range(rng.randint(0, 3)):
+        name = rng.choice(list(document))
+        document[name] = hostile_value(rng)
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    if rng.random() < 0.2:
+        text = text.replace(
+            '"metadata":{}', '"metadata":{"x":' + deep_value(rng.choice((300, 5000, 100_000))) + "}"
+        )
+    data = text.encode("utf-8", "surrogatepass")
+    return mutate(rng, data) if rng.random() < 0.1 else data
+
+
+def hostile_bundle(rng: random.Random) -> bytes:
+    """A bundle whose manifest matches its hostile line (so the line is read), with a body
+    that unpacks past what it claims, or not at all."""
+    real = b'{"messages": []}'
+    claimed = rng.choice((len(real), 0, 1, 2**40, -5))
+    digest = blake3(real).hexdigest()
+    line = exchange_line(rng, {"blake3": digest, "size": claimed})
+    entry: dict[str, object] = {"seq": 0, "blake3": blake3(line).hexdigest(), "chain": "0" * 64}
+    if rng.random() < 0.2:
+        entry["seq"] = hostile_value(rng)
+    manifest = {
+        "format": "freezeframe.bundle",
+        "format_version": 1,
+        "cassette": "fuzz",
+        "exchanges": [entry],
+        "chain_head": "0" * 64,
+        "merkle_root": merkle_root([str(entry["blake3"])]),
+        "bodies": 1,
+        "rules": None,
+        "origin": None,
+    }
+    manifest_text = json.dumps(manifest)
+    if rng.random() < 0.05:
+        manifest_text = deep_value(rng.choice((300, 100_000)))
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w") as archive:
+        archive.writestr("manifest.json", manifest_text)
+        archive.writestr(
+            "exchanges.jsonl", b'{"cassette":"fuzz","format":"freezeframe.bundle"}\n' + line + b"\n"
+        )
+        body = rng.choice((real, bytes(rng.choice((4096, 4 * 1024 * 1024))), rng.randbytes(32)))
+        archive.writestr(f"bodies/{digest}", zstandard.ZstdCompressor().compress(body))
+    data = packed.getvalue()
+    return mutate(rng, data) if rng.random() < 0.05 else data
+
+
+def hostile_har(rng: random.Random) -> bytes:
+    entry: dict[str, object] = {
+        "startedDateTime": "2026-11-26T17:00:00.000Z",
+        "time": 12,
+        "request": {
+            "method": "POST",
+            "url": "https://api.openai.com/v1/chat?key=k",
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "authorization", "value": "Bearer sk-" + "a" * 30}],
+            "postData": {"mimeType": "application/json", "text": '{"a": 1}'},
+        },
+        "response": {
+            "status": 200,
+            "statusText": "OK",
+            "httpVersion": "HTTP/1.1",
+            "headers": [],
+            "content": {"size": 2, "mimeType": "application/json", "text": "{}"},
+        },
+        "timings": {"send": 1, "wait": 10, "receive": 1},
+    }
+    for _ in range(rng.randint(0, 3)):
+        parts = [part for part in (entry["request"], entry["response"]) if isinstance(part, dict)]
+        target = entry if rng.random() < 0.4 or not parts else rng.choice(parts)
+        if target:
+            target[rng.choice(list(target))] = hostile_value(rng)
+    text = json.dumps({"log": {"version": "1.2", "entries": [entry]}})
+    if rng.random() < 0.2:
+        levels = rng.choice((300, 5000, 50_000, 200_000))
+        text = '{"log": {"entries": [' + deep_value(levels) + "]}}"
+    data = text.encode("utf-8", "surrogatepass")
+    return mutate(rng, data) if rng.random() < 0.2 else data
+
+
+@cache
+def nested_tnetstring(depth: int) -> bytes:
+    """A tnetstring list holding a list, ``depth`` deep; built from its lengths, since
+    wrapping it level by level copies it each time."""
+    lengths = [3]  # b"0:]", the innermost
+    for _ in range(depth):
+        inner = lengths[-1]
+        lengths.append(len(str(inner)) + 1 + inner + 1)
+    heads = b"".join(str(length).encode() + b":" for length in reversed(lengths[:-1]))
+    return heads + b"0:]" + b"]" * depth
+
+
+@cache
+def flow_file() -> bytes:
+    from mitmproxy.io import tnetstring as tnet
+    from mitmproxy.test import tflow
+
+    return tnet.dumps(tflow.tflow(resp=True).get_state())
+
+
+def hostile_flows(rng: random.Random) -> bytes:
+    pick = rng.random()
+    if pick < 0.3:
+        return nested_tnetstring(rng.choice((300, 5000, 50_000, 200_000)))
+    if pick < 0.5:
+        return rng.choice((b"999999999999:", b"99999999999:", b"1000000000000:")) + b"x" * 32
+    data = flow_file()
+    return mutate(rng, data) if pick < 0.9 else data + mutate(rng, data)
+
+
+def import_file(rng: random.Random, data: bytes, suffix: str) -> None:
+    """Read a hostile file as ``freezeframe import`` does, each body to its end: it imports
+    or raises FormatError; anything else is a crash."""
+    path = scratch() / f"input{suffix}"
+    path.write_bytes(data)
+    try:
+        opened = open_import(path, "fuzz", keeper)
+        for item in opened.exchanges:
+            for _, read in item.streams:
+                for _ in read():
+                    pass
+    except FormatError:
+        return
+
+
+@cache
+def scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="freezeframe-fuzz-"))
+
+
+def keeper(cassette: str) -> Keeper:
+    return Keeper(cassette, Redactor(b"k" * KEY_BYTES), KeyConfig())
+
+
+def case_bundle(rng: random.Random, config: KeyConfig) -> None:
+    import_file(rng, hostile_bundle(rng), ".ffcase")
+
+
+def case_har(rng: random.Random, config: KeyConfig) -> None:
+    import_file(rng, hostile_har(rng), ".har")
+
+
+def case_flows(rng: random.Random, config: KeyConfig) -> None:
+    import_file(rng, hostile_flows(rng), ".flows")
+
+
 CASES: dict[str, tuple[float, Callable[[random.Random, KeyConfig], None]]] = {
-    "json": (0.34, case_json),
+    "json": (0.33, case_json),
     "claims": (0.15, case_claims),
     "multipart": (0.18, case_multipart),
     "sse": (0.15, case_sse),
     "rules": (0.12, case_rules),
     "deep": (0.04, case_deep),
     "compressed": (0.02, case_compressed),
+    "bundle": (0.004, case_bundle),
+    "har": (0.003, case_har),
+    "flows": (0.003, case_flows),
 }
 
 
@@ -547,10 +766,11 @@ def configs() -> tuple[KeyConfig, ...]:
     )
 
 
-def run_batch(batch: int, seed: int, slow_after: float) -> Result:
-    """Batch ``batch`` of the run seeded ``seed``: the same inputs whenever it runs."""
+def run_batch(batch: int, seed: int, slow_after: float, kinds: tuple[str, ...] = ()) -> Result:
+    """Batch ``batch`` of the run seeded ``seed``: the same inputs whenever it runs
+    (``kinds``: only these cases, as ``--kinds`` asks)."""
     rng = random.Random(f"{seed}:{batch}")
-    names = list(CASES)
+    names = list(kinds or CASES)
     weights = [CASES[name][0] for name in names]
     result = Result(batch)
     for coding in CODINGS:  # built once per process, outside the inputs' timing
@@ -589,7 +809,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow", type=float, default=1.0, help="list inputs slower than this")
     parser.add_argument("--nice", type=int, default=10)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--kinds", default="", help=f"only these cases, comma-separated: {', '.join(CASES)}"
+    )
     args = parser.parse_args(argv)
+    kinds = tuple(kind for kind in args.kinds.split(",") if kind)
+    if unknown := set(kinds) - set(CASES):
+        parser.error(f"--kinds: no case named {', '.join(sorted(unknown))}")
     os.nice(args.nice)
     batches = [args.batch] if args.batch is not None else list(range(-(-args.inputs // BATCH)))
     total: Counter[str] = Counter()
@@ -599,7 +825,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         results = pool.map(
-            run_batch, batches, [args.seed] * len(batches), [args.slow] * len(batches)
+            run_batch,
+            batches,
+            [args.seed] * len(batches),
+            [args.slow] * len(batches),
+            [kinds] * len(batches),
         )
         for done, result in enumerate(results, 1):
             total.update(result.inputs)

@@ -9,8 +9,8 @@ For each size (0: an empty store; otherwise a store bench_scale.py fills, kept w
   answers, the median of ``--runs`` starts, and the CPU time it had used by then;
 * ``phases``: one start in this process, each step of proxy.serve timed from the moment the
   interpreter began (imports are the time before the first step);
-* ``imports``: ``python -X importtime -c "import cli"``, its self time summed by top-level
-  package, the largest first.
+* ``imports``: ``python -X importtime`` of the command line and ``proxy.serve``, self time
+  summed by top-level package (freezeframe's by subpackage), the largest first.
 
 A script, not a test: start-up depends on the machine's load, so print ``uptime`` beside it.
 """
@@ -147,9 +147,17 @@ def _interpreter_age() -> float:
 
 
 def imports(top: int = 12) -> list[tuple[str, float]]:
-    """Self time of ``import cli``, in ms, summed by top-level package."""
+    """Self time of what ``freezeframe run`` imports before it starts (the command line and
+    ``proxy.serve``), in ms, summed by top-level package (freezeframe's by subpackage)."""
     err = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import cli"],
+        [
+            sys.executable,
+            "-P",
+            "-X",
+            "importtime",
+            "-c",
+            "import freezeframe.cli, freezeframe.proxy.serve",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -160,7 +168,10 @@ def imports(top: int = 12) -> list[tuple[str, float]]:
     for line in err.splitlines():
         found = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
         if found:
-            totals[found.group(2).split(".")[0]] += int(found.group(1))
+            parts = found.group(2).split(".")
+            totals[".".join(parts[:2] if parts[0] == "freezeframe" else parts[:1])] += int(
+                found.group(1)
+            )
     whole = sum(totals.values()) / 1000
     return [("all", whole)] + [(name, us / 1000) for name, us in totals.most_common(top)]
 

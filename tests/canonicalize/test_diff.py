@@ -165,9 +165,22 @@ def test_nearest_ranks_the_closest_recording_first() -> None:
         ("identical", live),
     ]
     ranked = nearest(live, candidates)
-    assert [name for name, _ in ranked] == ["identical", "other prompt", "other temperature"]
+    assert [name for name, _ in ranked] == ["identical", "other temperature", "other prompt"]
     assert ranked[0][1] == []
-    assert ranked[1][1] == [Difference("$.messages[0].content", '"What is 2+2?"', '"What is 3+3?"')]
+    assert ranked[2][1] == [Difference("$.messages[0].content", '"What is 2+2?"', '"What is 3+3?"')]
+
+
+def test_nearest_offers_the_same_endpoint_first_and_never_an_unrelated_one() -> None:
+    """Another endpoint with the same body differs in two paths (host, path); the same
+    endpoint whose body differs in three nested ids still ranks first, and the other
+    endpoint is not offered at all."""
+    body = {"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "ok", "id": "a"}]}
+    live = form_of(body)
+    elsewhere = form_of(body, replace(CHAT, host="tools.example", path="/tool/counter"))
+    nested = json.loads(json.dumps(body))
+    nested["messages"][0].update(tool_call_id="call_2", id="b", content="ok!")
+    ranked = nearest(live, [("elsewhere", elsewhere), ("same endpoint", form_of(nested))])
+    assert [name for name, _ in ranked] == ["same endpoint"]
 
 
 def test_nearest_keeps_input_order_on_ties_and_honours_the_limit() -> None:

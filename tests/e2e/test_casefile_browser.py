@@ -7,7 +7,7 @@ the case file while the tests read it the way a person would: the step tree, the
 429, the stream chart, search, misses arriving during a replay, hostile recorded text,
 fork and edit from the browser, and a page on another origin that tries to post to it.
 
-Set ``FREEZEFRAME_DOCS_SCREENSHOTS=1`` to also write the README's screenshots to ``docs/``.
+Set ``FREEZEFRAME_DOCS_SCREENSHOTS=1`` to also write docs/casefile.md's screenshots to ``docs/``.
 """
 
 from __future__ import annotations
@@ -328,8 +328,8 @@ def test_fork_and_edit_from_the_browser_and_no_other_origin_can(world: World, pa
     page.get_by_role("button", name="Edit into a fork").click()
     expect(page).to_have_url(f"{world.url}/cassettes/orders-fixed/{tool}")
     expect(page.locator("#edited")).to_contain_text("body replaced")
-    expect(page.locator("#response pre.body")).to_have_text(
-        '{"count": 1, "echo": {"order_id": "ord_1"}}'
+    expect(page.locator("#response pre.body")).to_have_text(  # pretty, as show prints it
+        json.dumps({"count": 1, "echo": {"order_id": "ord_1"}}, indent=2)
     )
     original = world.document(f"/cassettes/{CASSETTE}/{tool}.json")
     assert ORDER in original["response"]["body"]["text"]

@@ -6,7 +6,9 @@ import threading
 import time
 from collections.abc import Callable
 
+import anthropic
 import httpx
+import openai
 import pytest
 from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream, rate_limit_body
@@ -95,6 +97,29 @@ def test_unreachable_upstream_is_recorded_and_replayed_as_that_failure(
         exchange = store.exchange("default", 0)
     assert exchange.outcome is Outcome.FAILED
     assert exchange.response is None and exchange.error
+
+
+def test_a_refused_upstream_reaches_the_sdks_as_their_error_with_the_cause(
+    start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    """Not a bare 502 with an HTML page: each SDK's exception says which upstream refused."""
+    port = free_port()
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    base = f"https://localhost:{port}"
+    chat = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-refused", max_retries=0)
+    with pytest.raises(openai.InternalServerError) as by_openai:
+        chat.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    claude = anthropic.Anthropic(base_url=base, api_key="sk-ant-refused", max_retries=0)
+    with pytest.raises(anthropic.InternalServerError) as by_anthropic:
+        claude.messages.create(
+            model="claude-opus-4-7", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        )
+    for raised in (by_openai.value, by_anthropic.value):
+        assert raised.status_code == 502
+        said = str(raised)
+        assert f"the upstream localhost:{port} could not be reached" in said
+        assert "refused" in said.lower()
 
 
 def test_sigterm_mid_stream_keeps_the_store_whole(
@@ -196,7 +221,11 @@ def test_a_store_that_goes_away_never_turns_replay_into_forwarding(
     name = postgres_url.rsplit("/", 1)[1]
     with pg_admin() as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-    answer = httpx.get(url, timeout=30)
+    # The cassette replay loaded at start still answers from memory; one it has not loaded
+    # needs the store, and gets a 503: neither is ever forwarded.
+    loaded = httpx.get(url, timeout=30)
+    assert loaded.status_code == 200
+    answer = httpx.get(url, timeout=30, headers={"X-Freezeframe-Cassette": "not-loaded"})
     assert answer.status_code == 503
     assert answer.headers["x-should-retry"] == "false"
     assert "cannot replay" in answer.json()["error"]["message"]

@@ -57,8 +57,11 @@ def test_misses_are_kept_with_their_explanation_and_listed_newest_first(
             json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Other"}]},
         )
     assert missed.status_code == 404
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as raised:
         ask(upstream.base_url, "Summarise the other report")
+    said = '$.messages[0].content (recorded "Summarise the report", live "Summarise the other'
+    assert said in str(raised.value)  # in the SDK's exception, as the user sees it
+    assert said in replayer.log
 
     listed = replayer.admin("GET", "/api/cassettes/kept/misses").json()
     assert [m["occurrence"] for m in listed] == [1, 1]
@@ -74,7 +77,8 @@ def test_misses_are_kept_with_their_explanation_and_listed_newest_first(
     printed = freezeframe("show", "kept", "--misses", "--json", data_dir=data_dir)
     assert json.loads(printed.stdout) == listed
     text = freezeframe("show", "kept", "--misses", data_dir=data_dir).stdout
-    assert "differing at $.messages[0].content" in text
+    said = 'differing at $.messages[0].content (recorded "Summarise the report", live "Other")'
+    assert said in text
     typo = freezeframe("show", "kep", "--misses", data_dir=data_dir)
     assert typo.returncode == 0 and "no misses kept for cassette 'kep'" in typo.stdout
 

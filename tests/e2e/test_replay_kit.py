@@ -198,7 +198,7 @@ def test_show_lists_each_exchanges_metadata_and_filters_by_run_model_and_status(
     assert freezeframe(data_dir, "ls", "--run-id", "nobody") == []
 
     bad = CliRunner().invoke(cli.main, ["ls", "--data-dir", str(data_dir), "--status", "teapot"])
-    assert bad.exit_code == 1 and bad.stderr.startswith("freezeframe: error: --status 'teapot'")
+    assert bad.exit_code == 2 and bad.stderr.startswith("freezeframe: error: --status 'teapot'")
 
 
 def test_rekey_reports_collisions_and_replay_follows_the_new_keys(

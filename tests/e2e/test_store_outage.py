@@ -100,12 +100,18 @@ def test_replay_answers_503_through_an_outage_and_replays_again_after_it(
 
     replayer = start_proxy(mode="replay", cassette="outage", store=postgres_url)
     client_env(replayer)
+    other = {"x-freezeframe-cassette": "other"}
     with httpx.Client(timeout=30) as client:
         assert client.get(url, params={"n": 0}).json() == recorded[0]
         with store_away(postgres_url):
-            away = client.get(url, params={"n": 1})
+            # The replayed cassette was loaded at start (#25): the agent never notices.
+            assert client.get(url, params={"n": 1}).json() == recorded[1]
+            # A cassette not loaded yet needs the store.
+            away = client.get(url, params={"n": 0}, headers=other)
             assert away.status_code == 503
             assert away.json()["error"]["type"] == "freezeframe_store_unavailable"
+        assert client.get(url, params={"n": 0}, headers=other).status_code == 404
+        replayer.admin("POST", "/api/replay/reset")
         assert client.get(url, params={"n": 1}).json() == recorded[1]
     assert upstream.connections == 1, "replay never forwarded"
 

@@ -213,6 +213,14 @@ def test_the_settings_that_guard_the_port() -> None:
     with pytest.raises(ValueError, match="is 15 characters; use at least 16"):
         settings(admin_token="x" * 15)
     assert TOKEN not in repr(settings(admin_token=TOKEN))
+    assert settings().admin_trusted_proxies == (), "X-Forwarded-For is believed from no one"
+    trusted = settings(
+        admin_trusted_proxies=("10.0.0.7", " 10.0.1.0/24 ", "::1")
+    ).admin_trusted_proxies
+    assert trusted == ("10.0.0.7/32", "10.0.1.0/24", "::1/128")
+    for bad in ("*", "proxy.internal", "10.0.0.7:8081"):
+        with pytest.raises(ValueError, match="expected an IP address or network"):
+            settings(admin_trusted_proxies=(bad,))
     hosts = settings(admin_hosts=("Freezeframe", "::1", "10.0.0.5", "proxy.internal.")).admin_hosts
     assert hosts == ("freezeframe", "[::1]", "10.0.0.5", "proxy.internal")
     for bad in ("evil.example:8081", "http://x", "a b"):
@@ -233,7 +241,8 @@ def test_wrong_tokens_past_ten_a_minute_are_answered_429_even_the_right_one(
     assert refused.status_code == 429 and "Too many wrong tokens" in refused.text
     assert 1 <= int(refused.headers["retry-after"]) <= LOGIN_WINDOW
     assert SESSION_COOKIE not in client.cookies
-    assert client.get("/api/mode", headers=BEARER).status_code == 200, "scripts are not locked out"
+    locked = client.get("/api/mode", headers=BEARER)
+    assert locked.status_code == 429, "one count for the form and bearer headers (#26)"
     with app_client(data_dir, TOKEN) as other:  # a fresh process has forgotten the failures
         again = other.get("/login")
         token = csrf_of(again.text)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from support.database import run_sql
 from support.exchanges import plausible_exchange, plausible_response
 
-from freezeframe.storage import CassetteNotFound, Edit, Store, StoreError
+from freezeframe.storage import CassetteNotFound, Edit, Message, Outcome, Store, StoreError
 
 
 def record(store: Store, cassette: str, *answers: bytes) -> None:
@@ -116,3 +118,39 @@ def test_a_fork_refuses_an_existing_name_a_missing_source_and_an_edit_it_did_not
     with pytest.raises(StoreError, match="has no exchange 1 to edit"):
         store.fork("bug", "new", upto=0, edits={1: Edit(plausible_response(), {}, ())})
     assert "new" not in store.cassette_names(), "a refused fork leaves nothing behind"
+
+
+def test_an_edited_websocket_keeps_its_ending_and_carries_its_new_transcript(
+    store: Store,
+) -> None:
+    said = (
+        Message(from_client=True, text=True, at=0.1, data=b'{"type": "response.create"}'),
+        Message(from_client=False, text=True, at=0.2, data=b'{"delta": "ord_7001"}'),
+    )
+    store.submit(
+        plausible_exchange(
+            store.reserve("voice", "ws"),
+            cassette="voice",
+            key="ws",
+            response=plausible_response(status=101, body=b""),
+            messages=said,
+            outcome=Outcome.TRUNCATED,
+            error="closed by server: 4001 session expired",
+        )
+    )
+    store.flush(10)
+    fixed = (said[0], dataclasses.replace(said[1], data=b'{"delta": "ord_8821"}'))
+    answer = store.exchange("voice", 0).response
+    assert answer is not None
+    store.fork("voice", "voice-fix", edits={0: Edit(answer, {}, ("text",), fixed)})
+
+    edited = store.exchange("voice-fix", 0)
+    assert edited.messages == fixed
+    assert (edited.outcome, edited.error) == (
+        Outcome.TRUNCATED,
+        "closed by server: 4001 session expired",
+    ), "the session ends as it did"
+    assert store.exchange("voice", 0).messages == said, "the source is untouched"
+    assert store.verify("voice-fix").ok
+    assert [hit.cassette for hit in store.search("ord_8821")] == ["voice-fix"]
+    assert [hit.cassette for hit in store.search("ord_7001")] == ["voice"]

@@ -59,6 +59,7 @@ from freezeframe.storage.sql.migrations.versions.v6_blob_bases import add_blob_b
 from freezeframe.storage.sql.migrations.versions.v7_run_index_and_compact_search import (
     index_runs_and_compact_search,
 )
+from freezeframe.storage.sql.migrations.versions.v8_signals_and_notes import add_signals_and_notes
 from freezeframe.storage.sql.rows import exchange_row
 from freezeframe.storage.sql.schema import SCHEMA_VERSION, metadata
 
@@ -830,6 +831,7 @@ STEPS = (
     add_search_and_misses,
     add_blob_bases,
     index_runs_and_compact_search,
+    add_signals_and_notes,
 )
 """Version N+1's step at STEPS[N - 1], run as that version ran it before freezeframe kept its
 migrations as Alembic revisions."""

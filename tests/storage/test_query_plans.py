@@ -87,6 +87,7 @@ def traced(
 READS: dict[str, Callable[[Store], object]] = {
     "open": lambda store: open_store(store.location, create=False).close(),
     "lookup": lambda store: store.lookup("alpha", "alpha-1", 0),
+    "preload (replay's table of a cassette)": lambda store: store.preload("alpha"),
     "count": lambda store: store.count("alpha", "alpha-0"),
     "has_cassette": lambda store: store.has_cassette("alpha"),
     "cassette_names": lambda store: store.cassette_names(),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import pytest
 from hypothesis import given
@@ -108,3 +111,142 @@ def test_text_with_lone_surrogates_is_redacted_not_raised_on() -> None:
     assert shown == f"/files/\udcff?t={marker}"
     assert redactor.text("/a\ud800b") == "/a\ud800b"
     assert secret not in redactor.text(f"\ud800{secret}")
+
+
+SIGV4 = (
+    b"AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEACCESSKEY/20260101/us-east-1/bedrock/aws4_request, "
+    b"SignedHeaders=host;x-amz-date;x-amz-security-token, Signature=" + b"ab" * 32
+)
+
+
+def test_cloud_provider_credentials_are_redacted() -> None:
+    """Issue 23: AWS's session token and SigV4 access key id, Gemini's API key (header or
+    ``key=``), an OAuth bearer token; each echoed back in an answer is scrubbed too."""
+    redactor = Redactor(KEY)
+    fields = (
+        (b"Authorization", SIGV4),
+        (b"X-Amz-Security-Token", b"IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKEN"),
+        (b"x-goog-api-key", b"AIzaSyEXAMPLEGEMINIKEY0123456789"),
+        (b"X-Amz-Date", b"20260101T000000Z"),
+    )
+    redacted = dict(redactor.headers(fields))
+    assert redacted[b"Authorization"].startswith(b"AWS4-HMAC-SHA256 [redacted:")
+    for name in (b"X-Amz-Security-Token", b"x-goog-api-key"):
+        assert redacted[name].startswith(b"[redacted:")
+    assert redacted[b"X-Amz-Date"] == b"20260101T000000Z"
+    target = "/v1beta/models/gemini-2.0-flash:generateContent?key=AIzaSyQUERYKEY0123456789"
+    assert "AIzaSyQUERYKEY" not in redactor.target(target)
+    presigned = (
+        "/x?X-Amz-Credential=ASIAEXAMPLEACCESSKEY%2F20260101&X-Amz-Security-Token=tok12345678"
+    )
+    assert "ASIAEXAMPLE" not in redactor.target(presigned) and "tok12345678" not in redactor.target(
+        presigned
+    )
+    known = redactor.secret_values(fields, target)
+    answer = (
+        b'{"message": "key ASIAEXAMPLEACCESSKEY, token IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKEN, '
+        b'gemini AIzaSyEXAMPLEGEMINIKEY0123456789 AIzaSyQUERYKEY0123456789"}'
+    )
+    scrubbed = redactor.body(answer, known)
+    for secret in (b"ASIAEXAMPLE", b"IQoJb3J", b"AIzaSyEXAMPLE", b"AIzaSyQUERY"):
+        assert secret not in scrubbed
+    assert len(scrubbed) == len(answer)
+
+
+def test_aws_temporary_credentials_in_answers_are_redacted_in_place() -> None:
+    """STS (XML) and instance metadata (JSON) answers keep their shape: only the secret
+    access key and session token become markers, so an SDK still reads the document."""
+    redactor = Redactor(KEY)
+    imds = (
+        b'{"AccessKeyId": "ASIAIMDS", "SecretAccessKey": "wJalrXUtnFEMIK7MDENG", '
+        b'"Token": "IQoJb3JpZ2luX2VjTOKEN"}'
+    )
+    sts = (
+        b"<SecretAccessKey>wJalrXUtnFEMIK7MDENG</SecretAccessKey>"
+        b"<SessionToken>IQoJb3JpZ2luX2VjTOKEN</SessionToken>"
+    )
+    sso = (
+        b'{"roleCredentials": {"accessKeyId": "ASIASSO", "secretAccessKey": '
+        b'"wJalrXUtnFEMIK7MDENG", "sessionToken": "IQoJb3JpZ2luX2VjTOKEN", "expiration": 1}}'
+    )
+    for body in (imds, sts, sso):
+        scrubbed = redactor.body(body)
+        assert b"wJalrXUtnFEMIK7MDENG" not in scrubbed and b"IQoJb3JpZ2luX2VjTOKEN" not in scrubbed
+        assert len(scrubbed) == len(body)
+    assert json.loads(redactor.body(imds))["AccessKeyId"] == "ASIAIMDS"
+    assert redactor.body(sts).startswith(b"<SecretAccessKey>[r:")
+
+
+def test_a_known_secret_is_scrubbed_in_every_spelling_it_comes_back_in() -> None:
+    redactor = Redactor(KEY)
+    secret = "EAAB/x+y=Zq8Xr4Tn2\u00e9"
+    known = redactor.secret_values((), f"/p?access_token={quote(secret)}")
+    spelled = (
+        quote(secret, safe=""),
+        re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(secret, safe="")),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1].replace("/", "\\/"),
+    )
+    for spelling in spelled:
+        body = f'{{"next": "/p?after=2&access_token={spelling}"}}'.encode()
+        scrubbed = redactor.body(body, known)
+        assert spelling.encode() not in scrubbed and len(scrubbed) == len(body), spelling
+        assert redactor.fingerprint(secret.encode())[:8].encode() in scrubbed, "one fingerprint"
+
+
+def test_keys_in_escaped_spellings_and_well_known_shapes_are_scrubbed() -> None:
+    redactor = Redactor(KEY)
+    found = {
+        "openai, JSON-escaped": b'"sk\\u002dproj\\u002dZq8Xr4Tn2Lm6Vb0Kc9Wd3Hf7"',
+        "openai, form-encoded": b"note=sk%2Dproj-Zq8Xr4Tn2Lm6Vb0Kc9Wd3Hf7",
+        "aws access key id": b"id AKIAQWERTYUIOPASDFGH end",
+        "github token": b"ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5",
+        "slack token": b"xoxb-2184017761-5219873467-Qq8xR4tN2lM6vB0kC9wD3hF7",
+        "private key": b"-----BEGIN RSA PRIVATE KEY-----\\nMIIEow\\n-----END RSA PRIVATE KEY-----",
+        "password field": b'{"password": "hunter2!"}',
+        "client_secret form field": b"a=1&client_secret=cs_live_51HqLy&b=2",
+        "token field": b'{"token": "tok_9f8e7d6c5b4a39281706f5e4"}',
+    }
+    secrets = {
+        "openai, JSON-escaped": b"Zq8Xr4Tn2Lm6Vb0Kc9Wd3Hf7",
+        "openai, form-encoded": b"Zq8Xr4Tn2Lm6Vb0Kc9Wd3Hf7",
+        "aws access key id": b"AKIAQWERTYUIOPASDFGH",
+        "github token": b"aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5",
+        "slack token": b"Qq8xR4tN2lM6vB0kC9wD3hF7",
+        "private key": b"MIIEow",
+        "password field": b"hunter2!",
+        "client_secret form field": b"cs_live_51HqLy",
+        "token field": b"tok_9f8e7d6c5b4a39281706f5e4",
+    }
+    for what, found_in in found.items():
+        body = found_in + b' "end"}'
+        scrubbed = redactor.body(body)
+        assert secrets[what] not in scrubbed and len(scrubbed) == len(body), what
+        assert redactor.body(scrubbed) == scrubbed, f"{what}: redacting twice changes nothing"
+        assert scrubbed.endswith(b' "end"}'), f"{what}: the text around the secret is kept"
+
+
+def test_a_logprob_token_and_ordinary_fields_are_left_alone() -> None:
+    redactor = Redactor(KEY)
+    body = b'{"logprobs": [{"token": "Hello", "logprob": -0.1}], "tokens": 12, "key": "value"}'
+    assert redactor.body(body) == body
+    assert redactor.body(b"grant_type=client_credentials&scope=read") == (
+        b"grant_type=client_credentials&scope=read"
+    )
+
+
+def test_more_credential_headers_and_a_key_in_a_referers_query() -> None:
+    redactor = Redactor(KEY)
+    fields = (
+        (b"x-goog-api-key", b"AIzaSyD-9tSrke72PouQMnMX"),
+        (b"X-Auth-Token", b"gAAAAABl-auth-token"),
+        (b"Referer", b"https://console.example/keys?tab=1&key=AIzaSyB-referer&x=2"),
+        (b"Link", b'</v1/items?page=2&api_key=abc%2Fdef>; rel="next"'),
+    )
+    goog, auth, referer, link = redactor.headers(fields)
+    assert goog[1].startswith(b"[redacted:") and auth[1].startswith(b"[redacted:")
+    assert referer[1] == (
+        b"https://console.example/keys?tab=1&key=" + redactor.marker(b"AIzaSyB-referer") + b"&x=2"
+    )
+    assert link[1] == b"</v1/items?page=2&api_key=" + redactor.marker(b"abc/def") + b'>; rel="next"'

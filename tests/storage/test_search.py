@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -377,3 +378,32 @@ def test_a_store_opened_beside_a_running_one_indexes_what_it_has_not_yet(
         assert [hit.cassette for hit in other.search("ord_3131")] == ["beside"]
     store.flush(10)
     assert [hit.cassette for hit in store.search("ord_3131")] == ["beside"]
+
+
+def test_bedrock_event_streams_and_gemini_arrays_are_indexed_as_the_text_they_carry() -> None:
+    """A ConverseStream's deltas and an InvokeModel stream's base64 chunks are found joined,
+    without Bedrock's padding; a Gemini stream sent as one JSON array too (issue 23)."""
+    from freezeframe.canonicalize import eventstream
+
+    def event(kind: str, payload: dict[str, object]) -> bytes:
+        return eventstream.event(kind, json.dumps({**payload, "p": "QWERTYpadding"}).encode())
+
+    chunk = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Evora"}}
+    encoded = base64.b64encode(json.dumps(chunk).encode()).decode()
+    converse = b"".join(
+        [
+            event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Stream to "}}),
+            event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Porto"}}),
+        ]
+    )
+    headers = ((b"content-type", b"application/vnd.amazon.eventstream"),)
+    values = []
+    for body in (converse, event("chunk", {"bytes": encoded})):
+        answer = plausible_response(body=body, headers=headers)
+        values += [v.text for v in searchable(plausible_exchange(Slot(0, 0), response=answer))]
+    assert "Stream to Porto" in values and "Evora" in values
+    assert not any("QWERTY" in value for value in values)
+    pieces = [{"candidates": [{"content": {"parts": [{"text": t}]}}]} for t in ("Array ", "Aveiro")]
+    answer = plausible_response(body=json.dumps(pieces).encode())
+    values = [v.text for v in searchable(plausible_exchange(Slot(0, 0), response=answer))]
+    assert "Array Aveiro" in values

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -43,8 +44,16 @@ TOOLS = [
 ]
 
 
+@dataclass(frozen=True)
+class EventStream:
+    """An answer that is a ``text/event-stream`` body, not a JSON document."""
+
+    body: bytes
+
+
 class _JsonService(_TlsServer):
-    """HTTP/1.1 over TLS, one JSON answer per request, from ``answer``."""
+    """HTTP/1.1 over TLS, one JSON answer per request, from ``answer`` (or an
+    :class:`EventStream` it returns)."""
 
     def __init__(self, ca: trustme.CA) -> None:
         super().__init__(ca, ["http/1.1"])
@@ -75,9 +84,13 @@ class _JsonService(_TlsServer):
                 body = json.loads(raw) if raw else None
                 self.requests.append((method, target, body))
                 status, document = self.answer(method, target, body)
-                payload = json.dumps(document).encode()
+                content_type = "application/json"
+                if isinstance(document, EventStream):
+                    payload, content_type = document.body, "text/event-stream"
+                else:
+                    payload = json.dumps(document).encode()
                 headers = [
-                    ("content-type", "application/json"),
+                    ("content-type", content_type),
                     ("content-length", str(len(payload))),
                 ]
                 writer.write(conn.send(h11.Response(status_code=status, headers=headers)) or b"")

@@ -106,6 +106,7 @@ Endpoints (``n`` = that endpoint's counter)
 * ``/hang?seconds=S`` (any method): no answer at all; the connection closes after S seconds.
 * ``POST /mcp``: MCP over streamable HTTP; a JSON-RPC result echoing the request's ``id``,
   as an SSE event when ``Accept`` starts with ``text/event-stream``.
+* ``POST /v1/traces/ingest``: ``{"n": n}``, where the Agents SDK exports its traces.
 * ``GET /bytes/random?size=N&seed=S``: N pseudo-random bytes generated as they are sent
   (up to 16 GiB; see :func:`random_chunks`).
 * ``PUT|POST /upload``: reads the request body as it arrives, hashing it and keeping none
@@ -645,6 +646,8 @@ class Upstream(_LoopThread):
     ``stream_gaps``: seconds to wait between consecutive SSE events of the chat/messages
     streams; gap ``i`` follows event ``i``; the last value repeats (default: 5 ms each).
     ``reset_delay``: seconds between flushing the two chunks of /reset-midstream and the RST.
+    ``id_salt``: put in every id the model would mint (``chatcmpl-``, ``call_``, ``msg_``,
+    ``toolu_``), so that two faithful runs can differ only in those ids, as live runs do.
     """
 
     _name = "upstream"
@@ -663,6 +666,7 @@ class Upstream(_LoopThread):
         if any(not 0 <= g <= MAX_GAP for g in stream_gaps):
             raise ValueError(f"stream gaps must be within [0, {MAX_GAP}] s")
         self.ca = ca
+        self.id_salt = ""
         self.host = host
         self.tls = tls
         self.stream_gaps = tuple(float(g) for g in stream_gaps)
@@ -938,6 +942,8 @@ class Upstream(_LoopThread):
                 return await self._send_json(wire, conn, 200, answer)
             if path == "/hang":
                 return await self._hang(wire, req)
+            if path == "/v1/traces/ingest" and method == "POST":
+                return await self._send_json(wire, conn, 200, {"n": self._next("traces")})
         except _BadRequest as exc:
             error = {"message": str(exc), "type": "invalid_request_error"}
             return await self._send_json(wire, conn, 400, {"error": error})
@@ -981,7 +987,7 @@ class Upstream(_LoopThread):
             if calls:
                 message.update(content=None, tool_calls=calls)
             answer = {
-                "id": f"chatcmpl-{n}",
+                "id": f"chatcmpl-{self.id_salt}{n}",
                 "object": "chat.completion",
                 "created": created,
                 "model": model,
@@ -1005,7 +1011,7 @@ class Upstream(_LoopThread):
 
         def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
             obj: dict[str, Any] = {
-                "id": f"chatcmpl-{n}",
+                "id": f"chatcmpl-{self.id_salt}{n}",
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": model,
@@ -1032,8 +1038,7 @@ class Upstream(_LoopThread):
         extra.append(("cache-control", "no-cache"))
         return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
 
-    @staticmethod
-    def _chat_tool_calls(body: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    def _chat_tool_calls(self, body: dict[str, Any], n: int) -> list[dict[str, Any]]:
         """A call of each function tool offered (of the first alone when
         ``parallel_tool_calls`` is false), when the user has just spoken."""
         tools = [
@@ -1048,7 +1053,7 @@ class Upstream(_LoopThread):
         text = _last_user_text(body.get("messages"))
         return [
             {
-                "id": f"call_{n}_{i}",
+                "id": f"call_{self.id_salt}{n}_{i}",
                 "type": "function",
                 "function": {
                     "name": str(tool.get("name")),
@@ -1091,7 +1096,7 @@ class Upstream(_LoopThread):
         uses = self._tool_uses(body, n)
         stop = "tool_use" if uses else "end_turn"
         message: dict[str, Any] = {
-            "id": f"msg_{n}",
+            "id": f"msg_{self.id_salt}{n}",
             "type": "message",
             "role": "assistant",
             "model": model,
@@ -1150,8 +1155,7 @@ class Upstream(_LoopThread):
         extra.append(("cache-control", "no-cache"))
         return await self._send_stream(wire, conn, frames, extra, gap=self._gap)
 
-    @staticmethod
-    def _tool_uses(body: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    def _tool_uses(self, body: dict[str, Any], n: int) -> list[dict[str, Any]]:
         """A ``tool_use`` block for each client tool offered (one with an ``input_schema``;
         Anthropic runs the others itself), when the user has just spoken."""
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and "input_schema" in t]
@@ -1161,7 +1165,7 @@ class Upstream(_LoopThread):
         return [
             {
                 "type": "tool_use",
-                "id": f"toolu_{n}_{i}",
+                "id": f"toolu_{self.id_salt}{n}_{i}",
                 "name": str(tool["name"]),
                 "input": tool_arguments(tool.get("input_schema"), text),
             }

@@ -33,7 +33,13 @@ from sqlalchemy import (
 )
 
 from freezeframe.storage.errors import SchemaTooNew, StoreNotFound
-from freezeframe.storage.sql.schema import SCHEMA_VERSION, create_search, meta, metadata
+from freezeframe.storage.sql.schema import (
+    SCHEMA_VERSION,
+    create_search,
+    create_triage_index,
+    meta,
+    metadata,
+)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -70,6 +76,7 @@ def ensure_schema(conn: Connection, where: str, create: bool = True) -> None:
         raise StoreNotFound(f"no freezeframe store in {where}")
     metadata.create_all(conn)
     create_search(conn)
+    create_triage_index(conn)
     conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
     revisions.create(conn)
     conn.execute(insert(revisions).values(version_num=HEAD))

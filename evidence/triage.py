@@ -1,0 +1,486 @@
+"""Failing runs, grouped by what went wrong: the failures each run shows, and the groups of
+runs that failed the same way.
+
+A run is a cassette, or ``cassette@run_id`` where the traffic carried a run id
+(``X-Freezeframe-Run-Id``). Its failures are those its exchanges carry (evidence.signatures,
+stored with each exchange) and those only the run as a whole shows, read from the model
+calls' stored traces, never from a body:
+
+- ``loop``: one tool asked for LOOP_MIN or more times in a row with nearly the same
+  arguments (evidence.loops' rule: other tools in between do not break the run, the same
+  tool with other arguments does);
+- ``context``: a system prompt, or the first message, present in one model call of the run
+  and gone from the next call of the same API while the conversation goes on (the next call
+  carries more than one message);
+- ``ignored_tool_error``: a tool answered >= 400 and the run's next model call went on
+  without mentioning it: the messages the client added since the model last spoke carry
+  neither the status nor an error word. The tool's failure is then read as this kind, not as
+  ``tool_error``: it is the more telling reading of the same exchange.
+
+These are read from the model calls' stored traces (evidence.signatures.Trace), never from a
+body, as a run's exchanges come (RunReaders: on the record path, on import, on ``triage
+--rebuild``), and stored with the exchange that showed them; so triage reads only failing
+exchanges (stored_occurrences), and a store of 200,000 exchanges is triaged in milliseconds.
+The steps page reads a run's traces whole (occurrences), to mark every step a failure spans.
+
+A group is every failure with one signature; a healthy run is in no group.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import fnmatch
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from freezeframe.evidence.conversation import conversations_of
+from freezeframe.evidence.loops import LOOP_MIN
+from freezeframe.evidence.signatures import (
+    CONTEXT,
+    IGNORED_TOOL_ERROR,
+    KINDS,
+    LOOP,
+    SIGNATURE_VERSION,
+    TOOL_ERROR,
+    Trace,
+    plain_call,
+    signals_of,
+    trace_of,
+    with_signals,
+)
+from freezeframe.evidence.toolschema import violations
+from freezeframe.storage import (
+    CassetteNotFound,
+    Exchange,
+    ExchangeNotFound,
+    Imported,
+    NewExchange,
+    Signals,
+    Store,
+    TriageRow,
+)
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One failure in one run."""
+
+    kind: str
+    signature: str
+    cassette: str
+    run: str
+    """``cassette`` or ``cassette@run_id``."""
+    seq: int
+    """The exchange to look at first: the failing one, or where a run-level failure shows."""
+    at: float
+    spans: tuple[int, ...] = ()
+    """Every step a run-level failure spans (a loop's calls; the calls before and after
+    dropped context); () for an exchange's own failure."""
+    of_run: bool = False
+    """Only the run shows it (a loop, dropped context, an ignored tool error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Every failure with one signature, and the runs they happened in."""
+
+    signature: str
+    kind: str
+    occurrences: tuple[Occurrence, ...]
+    runs: tuple[str, ...] = field(default=())
+
+    @property
+    def count(self) -> int:
+        return len(self.occurrences)
+
+    @property
+    def first_seen(self) -> float:
+        return min(o.at for o in self.occurrences)
+
+    @property
+    def last_seen(self) -> float:
+        return max(o.at for o in self.occurrences)
+
+    @property
+    def example(self) -> Occurrence:
+        """The earliest failure: the one to open first."""
+        return min(self.occurrences, key=lambda o: (o.at, o.cassette, o.seq))
+
+
+def run_name(cassette: str, run_id: str | None) -> str:
+    """How a run is named: its cassette, with ``@run_id`` when the traffic carried one."""
+    return f"{cassette}@{run_id}" if run_id else cassette
+
+
+def occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
+    """Every failure of the runs ``rows`` come from (rows in cassette and seq order)."""
+    runs: dict[tuple[str, str | None], list[TriageRow]] = {}
+    for row in rows:
+        runs.setdefault((row.cassette, row.run_id), []).append(row)
+    for (cassette, run_id), found in runs.items():
+        yield from run_failures(cassette, run_name(cassette, run_id), found)
+
+
+def run_failures(cassette: str, run: str, rows: Sequence[TriageRow]) -> Iterator[Occurrence]:
+    """The failures of one run, from its rows in seq order."""
+    models = [(row, trace) for row in rows if (trace := trace_of(row.trace)) is not None]
+    for row in rows:
+        if row.kind is None or row.signature is None:
+            continue
+        signature, kind = row.signature, row.kind
+        if kind == TOOL_ERROR and _ignored(row, models):
+            ignored = IGNORED_TOOL_ERROR + signature[len(TOOL_ERROR) :]
+            yield Occurrence(
+                IGNORED_TOOL_ERROR, ignored, cassette, run, row.seq, row.started_at, of_run=True
+            )
+            continue
+        yield Occurrence(kind, signature, cassette, run, row.seq, row.started_at)
+    yield from _loops(cassette, run, models)
+    yield from _dropped(cassette, run, models)
+
+
+def _ignored(row: TriageRow, models: Sequence[tuple[TriageRow, Trace]]) -> bool:
+    """The run's next model call after a tool's error went on without mentioning it."""
+    after = next((trace for model, trace in models if model.seq > row.seq), None)
+    if after is None:
+        return False  # the run ended there: nothing went on past it
+    return not after.mentions(_status(row.signature or ""))
+
+
+def _status(signature: str) -> int | None:
+    """The status in a tool error's signature: ``tool_error METHOD host/path STATUS...``."""
+    words = signature.split(" ", 4)
+    if len(words) >= 4 and words[3].rstrip(":").isdigit():
+        return int(words[3].rstrip(":"))
+    return None
+
+
+def _loops(
+    cassette: str, run: str, models: Sequence[tuple[TriageRow, Trace]]
+) -> Iterator[Occurrence]:
+    running: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    found: list[tuple[str, list[tuple[int, float]]]] = []
+    for row, trace in models:
+        for name, key in trace.tool_calls():
+            current = running.get(name)
+            if current is None or current[0] != key:
+                if current is not None and len(current[1]) >= LOOP_MIN:
+                    found.append((name, current[1]))
+                current = running[name] = (key, [])
+            current[1].append((row.seq, row.started_at))
+    found += [(name, calls) for name, (_, calls) in running.items() if len(calls) >= LOOP_MIN]
+    for name, calls in sorted(found, key=lambda item: item[1][0]):
+        signature = f"{LOOP} {name}: the same arguments {LOOP_MIN} or more times in a row"
+        seqs = tuple(dict.fromkeys(seq for seq, _ in calls))
+        yield Occurrence(LOOP, signature, cassette, run, calls[0][0], calls[0][1], seqs, True)
+
+
+def _dropped(
+    cassette: str, run: str, models: Sequence[tuple[TriageRow, Trace]]
+) -> Iterator[Occurrence]:
+    last: dict[str, tuple[TriageRow, Trace]] = {}
+    for row, trace in models:
+        api = trace.api
+        before = last.get(api)
+        last[api] = (row, trace)
+        if before is None or trace.carried() <= 1:  # a new conversation, not one going on
+            continue
+        gone = _gone(before[1], trace)
+        if gone is None:
+            continue
+        signature = f"{CONTEXT} {api}: the {gone} was dropped from the conversation"
+        spans = (before[0].seq, row.seq)
+        yield Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans, True)
+
+
+def _gone(before: Trace, now: Trace) -> str | None:
+    if before.system and before.system != now.system:
+        return "system prompt"
+    if before.first and before.first != now.first:
+        return "first message"
+    return None
+
+
+def stored_occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
+    """Every failure the failing rows carry: each exchange's own, and those its run showed
+    when it came (RunReaders, stored in ``run_failures``). A tool's error that its run
+    went on past is read as the ignored tool error alone."""
+    found = list(rows)
+    ignored: set[tuple[str, str | None, int]] = set()
+    for row in found:
+        for line in (row.run_failures or "").splitlines():
+            kind, seq, at, signature = line.split("\t", 3)
+            if kind == IGNORED_TOOL_ERROR:
+                ignored.add((row.cassette, row.run_id, int(seq)))
+            run = run_name(row.cassette, row.run_id)
+            yield Occurrence(kind, signature, row.cassette, run, int(seq), float(at), of_run=True)
+    for row in found:
+        if row.kind is None or row.signature is None:
+            continue
+        if row.kind == TOOL_ERROR and (row.cassette, row.run_id, row.seq) in ignored:
+            continue
+        run = run_name(row.cassette, row.run_id)
+        yield Occurrence(row.kind, row.signature, row.cassette, run, row.seq, row.started_at)
+
+
+RUNS_KEPT = 2_000
+"""Runs a RunReaders keeps at once, the least recently seen dropped first."""
+ROWS_KEPT = 200
+"""Model calls and failing exchanges of one run it keeps (the others cannot show a run's
+failure): a loop or a dropped message is seen within these. With RUNS_KEPT, this bounds
+what a recording proxy holds to some tens of megabytes at worst."""
+
+
+class RunReaders:
+    """The failures only a run shows, found as its exchanges come (recorded, imported, or
+    signed again), so that triage reads only failing exchanges and never every model call.
+
+    Each run's rows so far are read again (run_failures) when one comes, and what was not
+    found before is stored with the exchange that showed it. What is found is what reading
+    the whole run at once finds, as long as its exchanges come to one reader (one proxy;
+    a run recorded through several replicas is read per replica) and the run is among the
+    RUNS_KEPT most recent."""
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[tuple[str, str | None], list[TriageRow]] = OrderedDict()
+        self._found: dict[tuple[str, str | None], set[tuple[str, str, int]]] = {}
+
+    def sign(self, exchange: NewExchange) -> NewExchange:
+        """``exchange`` with its signals and its run's new failures (the record path)."""
+        signed = with_signals(exchange)
+        assert signed.signals is not None
+        signals = self.signals(
+            exchange.cassette,
+            exchange.slot.seq,
+            exchange.context.get("run-id"),
+            exchange.started_at,
+            signed.signals,
+        )
+        return dataclasses.replace(signed, signals=signals)
+
+    def signals(
+        self, cassette: str, seq: int, run_id: str | None, at: float, signals: Signals
+    ) -> Signals:
+        if signals.trace is None and signals.kind is None:
+            return signals  # neither a model call nor a failure: nothing a run reads
+        key = (cassette, run_id)
+        rows = self._runs.get(key)
+        if rows is None:
+            rows = self._runs[key] = []
+            self._found[key] = set()
+            if len(self._runs) > RUNS_KEPT:
+                gone, _ = self._runs.popitem(last=False)
+                self._found.pop(gone, None)
+        else:
+            self._runs.move_to_end(key)
+        row = TriageRow(
+            cassette, seq, run_id, at, signals.kind, signals.signature, signals.trace, None
+        )
+        bisect.insort(rows, row, key=lambda r: r.seq)
+        del rows[:-ROWS_KEPT]
+        found = self._found[key]
+        new = [
+            o
+            for o in run_failures(cassette, run_name(cassette, run_id), rows)
+            if o.of_run and (o.kind, o.signature, o.seq) not in found
+        ]
+        found.update((o.kind, o.signature, o.seq) for o in new)
+        lines = "\n".join(f"{o.kind}\t{o.seq}\t{o.at!r}\t{o.signature}" for o in new)
+        return dataclasses.replace(signals, run_failures=lines or None)
+
+
+def signed_imports(items: Iterable[Imported]) -> Iterator[Imported]:
+    """Imported exchanges with their signals and their runs' failures, in file order."""
+    readers = RunReaders()
+    for item in items:
+        yield dataclasses.replace(item, exchange=readers.sign(item.exchange))
+
+
+def groups(rows: Iterable[TriageRow], kind: str | None = None) -> list[Group]:
+    """The failure groups of the failing rows (Store.triage_rows), largest (most failures)
+    first; only those of ``kind`` when given."""
+    by_signature: dict[str, list[Occurrence]] = {}
+    for found in stored_occurrences(rows):
+        if kind is None or found.kind == kind:
+            by_signature.setdefault(found.signature, []).append(found)
+    result = [
+        Group(
+            signature,
+            found[0].kind,
+            tuple(sorted(found, key=lambda o: (o.at, o.cassette, o.seq))),
+            tuple(sorted({o.run for o in found})),
+        )
+        for signature, found in by_signature.items()
+    ]
+    result.sort(key=lambda g: (-g.count, -len(g.runs), g.signature))
+    return result
+
+
+def group_document(group: Group, *, detail: bool = False) -> dict[str, Any]:
+    """One group as ``triage --json`` and ``/triage.json`` give it; with ``detail``, every
+    occurrence too (the case file's page)."""
+    example = group.example
+    document: dict[str, Any] = {
+        "signature": group.signature,
+        "kind": group.kind,
+        "count": group.count,
+        "runs": list(group.runs),
+        "first_seen": group.first_seen,
+        "last_seen": group.last_seen,
+        "example": {"cassette": example.cassette, "seq": example.seq},
+    }
+    if detail:
+        document["occurrences"] = [
+            {
+                "run": o.run,
+                "cassette": o.cassette,
+                "seq": o.seq,
+                "at": o.at,
+                "spans": list(o.spans),
+            }
+            for o in group.occurrences
+        ]
+    return document
+
+
+def triage_document(found: Sequence[Group], *, detail: bool = False) -> dict[str, Any]:
+    return {"groups": [group_document(g, detail=detail) for g in found]}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``: ``90s``, ``30m``, ``6h``, ``2d``, ``1w`` or a sum (``1h30m``).
+    Raises ValueError naming the text."""
+    cleaned = text.strip().lower()
+    parts = _DURATION.findall(cleaned)
+    if not parts or _DURATION.sub("", cleaned).strip():
+        raise ValueError(
+            f"--since {text!r}: not a duration; write a number and a unit, e.g. 30m, 6h, 2d"
+        )
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+def find_groups(
+    store: Store,
+    *,
+    since: float | None = None,
+    pattern: str | None = None,
+    kind: str | None = None,
+    now: float | None = None,
+) -> list[Group]:
+    """The failure groups of the runs in ``store``: of the cassettes whose names match the
+    glob ``pattern`` (all when None), over the last ``since`` seconds (all time when None),
+    only those of ``kind`` when given."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"--kind {kind!r}: not a failure kind; one of {', '.join(KINDS)}")
+    names = None
+    if pattern is not None:
+        names = [n for n in store.cassette_names() if fnmatch.fnmatchcase(n, pattern)]
+    after = None if since is None else (time.time() if now is None else now) - since
+    return groups(store.triage_rows(since=after, cassettes=names), kind)
+
+
+def find_group(store: Store, signature: str) -> Group:
+    """The group with exactly this signature; ValueError naming the nearest when none."""
+    found = find_groups(store)
+    for group in found:
+        if group.signature == signature:
+            return group
+    near = [g.signature for g in found if signature.strip().lower() in g.signature.lower()]
+    hint = f"; did you mean {near[0]!r}?" if len(near) == 1 else ""
+    raise ValueError(f"no failure group has the signature {signature!r}{hint}")
+
+
+def stale_cassettes(store: Store) -> dict[str, int]:
+    """The cassettes holding an exchange whose signals are missing or older than
+    SIGNATURE_VERSION, with how many exchanges each holds: what ``rebuild`` reads."""
+    names = dict.fromkeys(cassette for cassette, _ in store.unsigned(SIGNATURE_VERSION))
+    return {name: len(store.exchanges(name)) for name in names}
+
+
+def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> int:
+    """Work out again the signals of every exchange of each cassette that holds one whose
+    signals are missing or older than SIGNATURE_VERSION (a store recorded before triage, or
+    by older rules): all its exchanges, in order, since its runs' failures are read from
+    them together. ``advance`` is told of each exchange done. Returns how many."""
+    done = 0
+    for cassette in stale_cassettes(store):
+        readers = RunReaders()
+        found: dict[int, Signals] = {}
+        try:
+            for summary in store.exchanges(cassette):
+                exchange = store.exchange(cassette, summary.seq)
+                run_id = exchange.context.get("run-id")
+                found[exchange.seq] = readers.signals(
+                    cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
+                )
+                advance(1)
+        except (CassetteNotFound, ExchangeNotFound):
+            continue  # removed meanwhile: nothing to sign
+        store.store_signals(cassette, found)
+        done += len(found)
+    return done
+
+
+def pending_count(store: Store) -> int:
+    """Exchanges whose signals are missing or from older rules (``triage --rebuild``)."""
+    return len(store.unsigned(SIGNATURE_VERSION))
+
+
+TIMELINE_BUCKETS = 24
+"""Bars in a group's counts over time: the span of every group shown, cut in equal parts."""
+
+
+def timeline(found: Sequence[Group], buckets: int = TIMELINE_BUCKETS) -> dict[str, Any]:
+    """Each group's failures counted over one common span (the case file's bars): the span's
+    start and end, and per signature the count in each of ``buckets`` equal parts."""
+    if not found:
+        return {"start": None, "end": None, "counts": {}}
+    start = min(g.first_seen for g in found)
+    end = max(g.last_seen for g in found)
+    width = (end - start) / buckets or 1.0
+    counts: dict[str, list[int]] = {}
+    for group in found:
+        bars = [0] * buckets
+        for o in group.occurrences:
+            bars[min(int((o.at - start) / width), buckets - 1)] += 1
+        counts[group.signature] = bars
+    return {"start": start, "end": end, "counts": counts}
+
+
+def run_marks(rows: Iterable[TriageRow], exchanges: Sequence[Exchange]) -> dict[str, Any]:
+    """What the steps page marks on one cassette's steps: every failure of its runs with
+    the steps it spans, and each schema violation with the rule it broke."""
+    failures = [
+        {
+            "kind": o.kind,
+            "signature": o.signature,
+            "run": o.run,
+            "seq": o.seq,
+            "spans": list(o.spans) or [o.seq],
+        }
+        for o in occurrences(rows)
+    ]
+    broken: dict[int, list[dict[str, str]]] = {}
+    for exchange, conversation in zip(exchanges, conversations_of(exchanges), strict=True):
+        if conversation is None or conversation.answer is None:
+            continue
+        calls = tuple(plain_call(call) for call in conversation.answer.tool_calls)
+        for v in violations(calls, conversation.tools):
+            broken.setdefault(exchange.seq, []).append(
+                {
+                    "tool": v.tool,
+                    "rule": v.rule,
+                    "path": v.path,
+                    "expected": v.expected,
+                    "message": v.message,
+                }
+            )
+    return {"failures": failures, "violations": {str(k): v for k, v in broken.items()}}
