@@ -1635,6 +1635,12 @@ def edit(
     metavar="'K: V'",
     help="Set a header, e.g. the API key the recording never stored (repeatable).",
 )
+@click.option(
+    "--fork",
+    "as_fork",
+    is_flag=True,
+    help="Make NAME a fork of CASSETTE with the new answer in SEQ's place.",
+)
 @_store_options
 @_setting(
     "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml if it exists]", metavar="FILE"
@@ -1653,6 +1659,7 @@ def resend(
     target: str,
     sets: tuple[str, ...],
     headers: tuple[str, ...],
+    as_fork: bool,
     data_dir: str,
     store: str | None,
     rules: str | None,
@@ -1663,7 +1670,9 @@ def resend(
     """Send exchange SEQ's request upstream again, record the answer into NAME, and print
     how it differs from the recorded one.
 
-    Secrets were never stored: give the API key again with --header.
+    Secrets were never stored: give the API key again with --header. With --fork, NAME
+    replays the whole run around the new answer; the new ids of an OpenAI Responses answer
+    are printed beside the recorded ones they stand for, and map back on replay.
 
     \b
     Example:
@@ -1701,6 +1710,7 @@ def resend(
             config=key_config(rules_path(rules, directory)),
             verify=verify,
             proxy=proxy.with_credentials() if proxy else None,
+            fork=as_fork,
         )
     if as_json:
         _emit_json(asdict(resent))
@@ -1708,11 +1718,16 @@ def resend(
     click.echo(
         f"resent {cassette}#{seq}: {resent.status if resent.status is not None else '-'} "
         f"{resent.outcome}, recorded as {resent.cassette}#{resent.seq}"
+        + (f" in a fork of {cassette!r}" if resent.forked else "")
     )
     if not resent.differences:
         click.echo("the new answer is the same as the recorded one")
     for what, recorded, new in resent.differences:
         _say(f"  {what}: {recorded} -> {new}")
+    if resent.ids:
+        click.echo("new ids, each standing for the recorded one:")
+    for recorded_id, new_id in resent.ids:
+        _say(f"  {new_id} stands for {recorded_id}")
 
 
 @main.command(name="diff")

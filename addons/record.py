@@ -483,6 +483,8 @@ class Record:
             body, ref = recording.body_and_ref()
             if not recording.chunks and flow.response.raw_content:
                 body = self._redactor.body(flow.response.raw_content, info.secrets)  # not streamed
+            if ref is None:
+                body = self._redactor.answer(flow.request.method, info.target, body)
             response = recorded_response(
                 flow,
                 info,

@@ -35,6 +35,7 @@ from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest
 from freezeframe.canonicalize.drift import drifted
 from freezeframe.evidence.perturb import Perturbed, Perturber
 from freezeframe.evidence.perturb import Request as PerturbedRequest
+from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
     instant_rewrites,
@@ -198,6 +199,34 @@ class Replay:
         view = self._state.response_ids(info.cassette).recorded_view(info.view)
         return canonical if view is None else canonicalize(view, self._key_config)
 
+    def _learn_replaced_ids(self, flow: http.HTTPFlow, info: FlowInfo, exchange: Exchange) -> None:
+        """A fork's answer that replaced the recorded one (``resend --fork``, ``edit``) may
+        mint new Responses ids, which the agent names next while the fork's later requests,
+        copied from the recording, name the old ones: the new ids stand for the old as a
+        ``--live`` answer's do (addons.live_ids)."""
+        origin = exchange.origin
+        assert origin is not None
+        if flow.request.method != "POST" or not is_responses_path(info.target):
+            return
+        try:
+            source = self._store.exchange(origin.cassette, origin.seq)
+        except StoreError as exc:
+            log.warning("%s#%d: cannot map its new ids: %s", info.cassette, exchange.seq, exc)
+            return
+        pairs = replaced_ids(source, exchange)
+        for pair in self._state.response_ids(info.cassette).learn(pairs):
+            log.info(
+                "%s %s: %s#%d's new %s stands for %s of %s#%d",
+                flow.request.method,
+                display_url(flow, info),
+                info.cassette,
+                exchange.seq,
+                pair.live,
+                pair.recorded,
+                origin.cassette,
+                origin.seq,
+            )
+
     def _failed(self, flow: http.HTTPFlow, info: FlowInfo, exc: Exception) -> http.Response:
         request = f"{flow.request.method} {display_url(flow, info)}"
         if isinstance(exc, StoreError):
@@ -247,6 +276,8 @@ class Replay:
             info.decision = forward
             return None
         info.served = exchange
+        if exchange.origin is not None and exchange.origin.kind == "edited":
+            self._learn_replaced_ids(flow, info, exchange)
         drift = self._drift(flow, info, canonical, exchange)
         self._state.tally.replayed(info.cassette, bool(drift))
         recorded = exchange.response

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize
 from freezeframe.canonicalize.eventstream import is_event_stream
 from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
 from freezeframe.evidence import gemini
@@ -117,7 +117,7 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
             changes.append(f"body replaced with {edit.source} ({len(edit.body)} bytes)")
             frames = [edit.body]
         elif _streamed(media_type(recorded.headers), profile, found.data):
-            frames = _set_stream(found.data, profile, edit.sets, where, changes)
+            frames = _set_stream(found.data, _stream_api(view, profile), edit.sets, where, changes)
         else:
             frames = [_set(found.data, edit.sets, where, changes)]
         body = encode(b"".join(frames), codings)
@@ -163,6 +163,20 @@ def _edited_session(
     if audio:
         changes.append("its audio is left as recorded")
     return Edit(recorded, dict(exchange.facts), tuple(changes), messages)
+
+
+MCP_STREAM_HEADERS = frozenset({"mcp-session-id", "mcp-protocol-version"})
+"""Headers only an MCP client sends: a body-less ``GET`` carrying one (a 2025-11-25 stream
+resumed with ``Last-Event-ID``, or the session's standalone stream) is MCP's, though its
+request says nothing else."""
+
+
+def _stream_api(view: RequestView, profile: str) -> str:
+    """The API whose framing a stream is edited in: the request's profile, or ``mcp`` for an
+    MCP stream a ``GET`` opened (its JSON-RPC response travels there after a resumption)."""
+    if profile != "mcp" and any(name.lower() in MCP_STREAM_HEADERS for name, _ in view.headers):
+        return "mcp"
+    return profile
 
 
 def _streamed(kind: str, api: str, body: bytes) -> bool:

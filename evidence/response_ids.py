@@ -30,7 +30,15 @@ from dataclasses import dataclass, replace
 
 from freezeframe.canonicalize import RequestView, sse_events
 from freezeframe.canonicalize.jsonbody import JsonValue
-from freezeframe.evidence.bodies import as_dict, as_list, as_str, parse_json
+from freezeframe.evidence.bodies import (
+    as_dict,
+    as_list,
+    as_str,
+    media_type,
+    parse_json,
+    response_body,
+)
+from freezeframe.storage import Exchange
 
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_-]{6,}$")
 """What a minted id looks like: a kind, an underscore, an opaque token (``resp_68af…``)."""
@@ -104,6 +112,24 @@ def pair_ids(recorded: Minted, live: Minted) -> tuple[tuple[str, str], ...]:
         if new and new != old and _kind(old) == _kind(new):
             pairs.append((old, new))
     return tuple(pairs)
+
+
+def exchange_ids(exchange: Exchange) -> Minted:
+    """The ids a recorded Responses answer minted; () for another API's or no answer."""
+    if exchange.method != "POST" or not is_responses_path(exchange.path):
+        return ()
+    body = response_body(exchange)
+    if body is None or exchange.response is None:
+        return ()
+    return answer_ids(body.data, media_type(exchange.response.headers))
+
+
+def replaced_ids(source: Exchange, replaced: Exchange) -> tuple[tuple[str, str], ...]:
+    """(recorded id, new id) for each id the answer of ``source`` minted that ``replaced``,
+    the same request with another answer (a ``resend``, an ``edit``), mints anew: the
+    requests recorded after ``source`` name the recorded ids, an agent given the new
+    answer names the new ones."""
+    return pair_ids(exchange_ids(source), exchange_ids(replaced))
 
 
 def _kind(minted: str) -> str:

@@ -72,7 +72,7 @@ class Keeper:
                 reason=response.reason,
                 http_version=response.http_version,
                 headers=redactor.headers(response.headers, secrets),
-                body=redactor.body(response.body, secrets),
+                body=redactor.answer(captured.method, path, redactor.body(response.body, secrets)),
                 chunks=response.chunks,
                 first_byte_at=response.first_byte_at,
                 trailers=redactor.headers(response.trailers, secrets),

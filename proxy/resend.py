@@ -28,11 +28,14 @@ from freezeframe.evidence.answers import reassembled
 from freezeframe.evidence.apis import ApiReader, api_of
 from freezeframe.evidence.bodies import json_text, media_type
 from freezeframe.evidence.editing import Assignment, EditError
+from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.mcp_headers import MirrorError, mirror
 from freezeframe.evidence.recording import new_exchange
-from freezeframe.evidence.requests import WireRequest
+from freezeframe.evidence.requests import WireRequest, stored_view
+from freezeframe.evidence.response_ids import replaced_ids
 from freezeframe.storage import (
     Chunk,
+    Edit,
     Exchange,
     Origin,
     Outcome,
@@ -58,6 +61,11 @@ class Resent:
     outcome: str
     differences: tuple[tuple[str, str, str], ...]
     """(what, recorded, new) for each difference between the two answers."""
+    ids: tuple[tuple[str, str], ...] = ()
+    """(recorded id, new id) for each id a Responses answer minted anew (``resp_…``, its
+    items' ``id`` and ``call_id``): replaying a fork maps the new ones back."""
+    forked: bool = False
+    """Whether ``cassette`` is a fork of the source with the new answer at ``seq``."""
 
 
 def resend(
@@ -71,8 +79,13 @@ def resend(
     config: KeyConfig,
     verify: ssl.SSLContext | bool,
     proxy: str | None,
+    fork: bool = False,
 ) -> Resent:
-    """Send ``exchange``'s request again and record the answer into ``into``."""
+    """Send ``exchange``'s request again and record the answer into ``into``: alone, or
+    with ``fork`` as a fork of the source in which ``exchange`` answers with it (as
+    ``edit`` makes one), so the rest of the run replays around the new answer. A Responses
+    answer's new ids are paired with the recorded ones; a replay of the fork keys the
+    later requests that name the new ids as the recorded requests that named the old."""
     where = f"{exchange.cassette}#{exchange.seq}"
     if exchange.request_body_ref is not None:
         raise EditError(f"{where}: the request body is too large to resend from here")
@@ -108,7 +121,9 @@ def resend(
                     reason=answer.reason_phrase,
                     http_version=answer.http_version,
                     headers=redactor.headers(answer.headers.raw, secrets),
-                    body=redactor.body(bytes(received), secrets),
+                    body=redactor.answer(
+                        exchange.method, exchange.path, redactor.body(bytes(received), secrets)
+                    ),
                     chunks=tuple(chunks),
                     first_byte_at=first,
                 )
@@ -126,6 +141,9 @@ def resend(
     )
     keyed = stored.view()
     canonical = canonicalize(keyed, config)
+    differences = _differences(exchange.response, response, api_of(exchange.method, exchange.path))
+    if fork:
+        return _forked(store, exchange, into, response, outcome, sets, differences, config)
     slot = store.reserve(into, canonical.key)
     store.submit(
         new_exchange(
@@ -149,9 +167,43 @@ def resend(
         seq=slot.seq,
         status=response.status if response else None,
         outcome=outcome.value,
-        differences=_differences(
-            exchange.response, response, api_of(exchange.method, exchange.path)
-        ),
+        differences=differences,
+        ids=replaced_ids(exchange, store.exchange(into, slot.seq)),
+    )
+
+
+def _forked(
+    store: Store,
+    exchange: Exchange,
+    into: str,
+    response: RecordedResponse | None,
+    outcome: Outcome,
+    sets: Sequence[Assignment],
+    differences: tuple[tuple[str, str, str], ...],
+    config: KeyConfig,
+) -> Resent:
+    """``into`` as a fork of the source with the new answer in ``exchange``'s place; the
+    request stays the recorded one (it is what the agent sends on replay)."""
+    where = f"{exchange.cassette}#{exchange.seq}"
+    if response is None or outcome is not Outcome.COMPLETE:
+        raise EditError(f"{where}: the resent request got no whole answer ({outcome.value}), "
+                        "so there is none to fork with")  # fmt: skip
+    view = stored_view(exchange)
+    changes = (
+        "resent upstream" + "".join(f", {a.path.text} changed" for a in sets),
+        *(f"{what}: {recorded} -> {new}" for what, recorded, new in differences),
+    )
+    facts = exchange_facts(view, response, canonicalize(view, config).profile)
+    store.fork(exchange.cassette, into, edits={exchange.seq: Edit(response, facts, changes)})
+    copy = store.exchange(into, exchange.seq)
+    return Resent(
+        cassette=into,
+        seq=exchange.seq,
+        status=response.status,
+        outcome=outcome.value,
+        differences=differences,
+        ids=replaced_ids(exchange, copy),
+        forked=True,
     )
 
 

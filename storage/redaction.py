@@ -33,7 +33,8 @@ Header = tuple[bytes, bytes]
 
 #: Headers that carry credentials or session state (the contract's list). ``Authorization``
 #: covers SigV4 (the access key id sits in its ``Credential=``) and OAuth bearer tokens; AWS
-#: sends the session token of temporary credentials apart, and Gemini its API key.
+#: sends the session token of temporary credentials apart, Gemini its API key, and an agent
+#: on EC2 its instance-metadata (IMDSv2) session token.
 SECRET_HEADERS: frozenset[str] = frozenset(
     {
         "authorization",
@@ -45,8 +46,16 @@ SECRET_HEADERS: frozenset[str] = frozenset(
         "x-amz-security-token",
         "x-goog-api-key",
         "x-auth-token",
+        "x-aws-ec2-metadata-token",
     }
 )
+
+SECRET_ANSWERS: frozenset[tuple[str, str]] = frozenset({("PUT", "/latest/api/token")})
+"""Requests (method, path) whose whole answer is a credential: IMDSv2 hands out its session
+token as the plain-text body of ``PUT /latest/api/token``, on 169.254.169.254, on
+``[fd00:ec2::254]`` or on a local stand-in (amazon-ec2-metadata-mock, a test's server), and
+the token reads like nothing a pattern could tell from prose. Matched on the path alone, so
+every stand-in is covered; no other API answers that method at that path."""
 
 #: Query parameters that APIs use for keys when a header is not an option (Google's
 #: ``key=``, many tools' ``api_key=`` / ``access_token=``, and a presigned AWS URL's session
@@ -189,6 +198,23 @@ class Redactor:
     def is_secret_header(self, name: bytes | str) -> bool:
         text = name.decode("latin-1") if isinstance(name, bytes) else name
         return text.lower() in self._headers
+
+    def is_secret_answer(self, method: str, target: str) -> bool:
+        """Whether the whole answer to this request is a credential (see ``SECRET_ANSWERS``)."""
+        return (method.upper(), target.partition("?")[0]) in SECRET_ANSWERS
+
+    def answer(self, method: str, target: str, data: bytes) -> bytes:
+        """A redacted answer body (see ``body``) with the answer that is itself a credential
+        replaced whole (see ``SECRET_ANSWERS``) by the credential's marker, its surrounding
+        whitespace kept, so the header that sends it back later carries the same
+        fingerprint. Length-preserving, as ``body`` is; any other answer is returned as is."""
+        if not self.is_secret_answer(method, target):
+            return data
+        secret = data.strip()
+        if not secret or secret.startswith((_MARKER_PREFIX, b"[r:")):
+            return data
+        start = data.index(secret)
+        return data[:start] + self._fitted_marker(secret) + data[start + len(secret) :]
 
     def header_value(self, value: bytes) -> bytes:
         """Keep an auth scheme word (``Bearer``) readable; fingerprint the rest."""

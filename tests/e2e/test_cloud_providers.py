@@ -32,7 +32,7 @@ from google import genai
 from google.genai import types
 from google.oauth2.credentials import Credentials
 from starlette.testclient import TestClient
-from support.cloud_upstream import AZURE_MODEL, SECRET_ACCESS_KEY, CloudUpstream
+from support.cloud_upstream import AZURE_MODEL, IMDS_TOKEN, SECRET_ACCESS_KEY, CloudUpstream
 from support.proxy import ProxyProcess
 
 from freezeframe.addons.state import Mode, RuntimeState
@@ -56,8 +56,10 @@ SECRETS += [
     SECRET_ACCESS_KEY,
     "IQoJb3JpZ2luX2VjSTSSESSIONTOKEN",
     "IQoJb3JpZ2luX2VjIMDSSESSIONTOKEN",
+    IMDS_TOKEN,
 ]
-"""What the agent sends, and the temporary credentials STS and instance metadata hand out."""
+"""What the agent sends, and the temporary credentials STS and instance metadata hand out
+(instance metadata's IMDSv2 session token included: an answer, then a header)."""
 
 ADMIN = "127.0.0.1:8081"
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -101,12 +103,16 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     )
     seen["sts"] = assumed["Credentials"]["AccessKeyId"]
     with httpx.Client(timeout=10) as http:
-        token = http.put(f"{base}/latest/api/token").text
-        role = http.get(
-            f"{base}/latest/meta-data/iam/security-credentials/",
-            headers={"X-aws-ec2-metadata-token": token},
+        token = http.put(
+            f"{base}/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
         ).text
-        imds = http.get(f"{base}/latest/meta-data/iam/security-credentials/{role}").json()
+        imds_session = {"X-aws-ec2-metadata-token": token}
+        role = http.get(
+            f"{base}/latest/meta-data/iam/security-credentials/", headers=imds_session
+        ).text
+        imds = http.get(
+            f"{base}/latest/meta-data/iam/security-credentials/{role}", headers=imds_session
+        ).json()
         seen["imds"] = imds["AccessKeyId"]
     client = bedrock(
         base,
@@ -467,6 +473,26 @@ def test_no_credential_reaches_the_store_or_any_export(recorded: Recorded, tmp_p
     for secret in SECRETS:
         assert not any(secret.encode() in data for data in everything), secret
     assert b"AWS4-HMAC-SHA256 [redacted:" in b"".join(everything)
+
+
+def test_the_imds_session_token_is_one_fingerprint_in_its_answer_and_its_header(
+    recorded: Recorded,
+) -> None:
+    """IMDSv2's token is stored as the marker of the token, in the answer that hands it out
+    and in each request that sends it back, so a reader can still follow it."""
+    stored = exchanges(recorded.data_dir)
+    (put,) = [e for e in stored if e.method == "PUT" and e.path == "/latest/api/token"]
+    assert put.response is not None
+    handed_out = put.response.body.rstrip(b"*")
+    assert handed_out.startswith(b"[redacted:") and handed_out.endswith(b"]")
+    sent_back = [
+        value
+        for e in stored
+        if e.path.startswith("/latest/meta-data/")
+        for name, value in e.request_headers
+        if name.lower() == b"x-aws-ec2-metadata-token"
+    ]
+    assert sent_back == [handed_out, handed_out]
 
 
 def test_otel_spans_and_dataset_rows_name_each_provider(recorded: Recorded, tmp_path: Path) -> None:

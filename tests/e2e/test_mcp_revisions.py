@@ -33,6 +33,15 @@ def desk(upstream_ca: trustme.CA) -> Iterator[McpDesk]:
 
 
 @pytest.fixture
+def resumable_desk(upstream_ca: trustme.CA) -> Iterator[McpDesk]:
+    server = McpDesk(upstream_ca, stateless=False, resumable=True).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def legacy_desk(upstream_ca: trustme.CA) -> Iterator[McpDesk]:
     server = McpDesk(upstream_ca, stateless=False).start()
     try:
@@ -41,13 +50,15 @@ def legacy_desk(upstream_ca: trustme.CA) -> Iterator[McpDesk]:
         server.stop()
 
 
-def run_agent(proxy: ProxyProcess, url: str, mode: str, region: str = "us-west1") -> str:
+def run_agent(
+    proxy: ProxyProcess, url: str, mode: str, region: str = "us-west1", tool: str = "execute_sql"
+) -> str:
     from freezeframe.proxy.trust import client_bundle
 
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env |= proxy.client_env(client_bundle(proxy.data_dir))
     done = subprocess.run(
-        [sys.executable, "-c", AGENT, url, mode, region],
+        [sys.executable, "-c", AGENT, url, mode, region, tool],
         capture_output=True,
         text=True,
         timeout=60,
@@ -141,3 +152,65 @@ def test_the_2025_11_25_revision_replays_with_its_session_and_its_streamed_answe
     assert run_agent(fixed, legacy_desk.url, "legacy") == "0 rows in us-west1"
     fixed.stop()
     assert len(legacy_desk.requests) == reached
+
+
+def test_a_2025_11_25_stream_resumed_with_last_event_id_records_and_replays(
+    start_proxy: Callable[..., ProxyProcess],
+    resumable_desk: McpDesk,
+    data_dir: Path,
+) -> None:
+    """The server closes the call's SSE stream before the result; the SDK's client resumes
+    it with GET and Last-Event-ID, as the 2025-11-25 revision says. Both record, and replay
+    gives the client the result the same way with the server unreached."""
+    desk = resumable_desk
+    recorder = start_proxy(mode="record", cassette="resumed")
+    answer = run_agent(recorder, desk.url, "legacy", tool="slow_sql")
+    recorder.stop()
+    assert answer == "3 rows in us-west1 for SELECT 1, after a while"
+    resumed = [h for method, h in desk.requests if method == "GET" and "last-event-id" in h]
+    assert len(resumed) == 1, desk.requests
+    reached = len(desk.requests)
+
+    replayer = start_proxy(mode="replay", cassette="resumed")
+    assert run_agent(replayer, desk.url, "legacy", tool="slow_sql") == answer
+    replayer.stop()
+    assert len(desk.requests) == reached, "replay never reached the server"
+    log = replayer.log_path.read_text()
+    assert "replay miss" not in log
+
+    listed = json.loads(freezeframe(data_dir, "show", "resumed", "--json").stdout)
+    gets = [e for e in listed if e["method"] == "GET"]
+    shown = [
+        json.loads(freezeframe(data_dir, "show", "resumed", str(e["seq"]), "--json").stdout)
+        for e in gets
+    ]
+    resumption = [
+        s for s in shown if any(k.lower() == "last-event-id" for k, _ in s["request"]["headers"])
+    ]
+    assert len(resumption) == 1
+    assert "3 rows in us-west1 for SELECT 1, after a while" in json.dumps(
+        resumption[0]["response"]
+    ), "the resumed stream carried the result"
+    assert f"replayed resumed#{resumption[0]['seq']} for GET" in log
+
+    edited = freezeframe(
+        data_dir, "edit", "resumed", str(resumption[0]["seq"]), "--into", "resumed-fix",
+        "--set", '$.result.content[0].text="0 rows in us-west1"',
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+    fixed = start_proxy(mode="replay", cassette="resumed-fix")
+    assert run_agent(fixed, desk.url, "legacy", tool="slow_sql") == "0 rows in us-west1"
+    fixed.stop()
+    assert len(desk.requests) == reached
+
+    keys = set()
+    for event_id in ("5", "17"):
+        explained = freezeframe(
+            data_dir, "explain", "--method", "GET", "--url", desk.url, "--json",
+            "--header", "Accept: text/event-stream", "--header", f"Last-Event-ID: {event_id}",
+            "--header", "Mcp-Session-Id: 0073ea66243b4deea71aacd28bb8bb4f",
+            "--header", "MCP-Protocol-Version: 2025-11-25",
+        )  # fmt: skip
+        assert explained.returncode == 0, explained.stderr
+        keys.add(json.loads(explained.stdout)["key"])
+    assert len(keys) == 1, "Last-Event-ID is not in the key"

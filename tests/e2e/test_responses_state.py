@@ -117,3 +117,52 @@ def test_a_live_model_s_new_ids_stand_for_the_recorded_ones_in_the_frozen_rest(
     assert run_agent(alone, model, desk, stream=stream) == ANSWER, "the new run replays on its own"
     alone.stop()
     assert len(model.requests) == asked + 2 and len(desk.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
+def test_a_resent_answer_s_new_ids_stand_for_the_recorded_ones_in_its_fork(
+    start_proxy: Callable[..., ProxyProcess],
+    model: ResponsesModel,
+    desk: Desk,
+    data_dir: Path,
+    upstream_ca_file: Path,
+    stream: bool,
+) -> None:
+    """``resend --fork`` of the run's first model step: the model mints new ids, resend
+    prints which stands for which, and the fork replays the agent whole (its second turn and
+    its note name the new ids) with nothing sent upstream."""
+    recorder = start_proxy(mode="record", cassette="run")
+    assert run_agent(recorder, model, desk, stream=stream) == ANSWER
+    recorder.stop()
+    recorded_ids = list(model.known)
+    asked = len(model.requests)
+
+    resent = freezeframe(
+        data_dir, "resend", "run", "0", "--into", "fork", "--fork",
+        "--header", "Authorization: Bearer sk-responses-agent",
+        "--upstream-ca", str(upstream_ca_file),
+    )  # fmt: skip
+    assert resent.returncode == 0, resent.stdout + resent.stderr
+    assert len(model.requests) == asked + 1
+    new_id = next(i for i in model.known if i not in recorded_ids)
+    assert resent.stdout.startswith("resent run#0: 200 complete, recorded as fork#0 in a fork")
+    assert f"  {new_id} stands for {recorded_ids[0]}\n" in resent.stdout
+    mapped = json.loads(
+        freezeframe(
+            data_dir, "resend", "run", "0", "--into", "fork-json", "--fork", "--json",
+            "--header", "Authorization: Bearer sk-responses-agent",
+            "--upstream-ca", str(upstream_ca_file),
+        ).stdout
+    )  # fmt: skip
+    assert [kind for kind, _ in (pair[0].split("_", 1) for pair in mapped["ids"])] == [
+        "resp", "fc", "call",
+    ]  # fmt: skip
+
+    replayer = start_proxy(mode="replay", cassette="fork")
+    assert run_agent(replayer, model, desk, stream=stream) == ANSWER
+    replayer.stop()
+    assert len(model.requests) == asked + 2, "the fork replayed with nothing sent upstream"
+    assert len(desk.requests) == 2
+    assert f"fork#0's new {new_id} stands for {recorded_ids[0]} of run#0" in (
+        replayer.log_path.read_text()
+    )

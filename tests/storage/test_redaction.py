@@ -177,6 +177,22 @@ def test_aws_temporary_credentials_in_answers_are_redacted_in_place() -> None:
     assert redactor.body(sts).startswith(b"<SecretAccessKey>[r:")
 
 
+def test_the_imds_session_token_is_redacted_where_it_is_handed_out_and_sent_back() -> None:
+    """IMDSv2's token is the whole plain-text answer to ``PUT /latest/api/token`` and then a
+    header; both become the token's own marker, the answer at its own length."""
+    redactor = Redactor(KEY)
+    token = b"AQAEAHjCzDkxNaZxk7u8NfZ0Xj0lQXmOpH7rW3lFq-GxKJcDq1v6Vg=="
+    answer = redactor.answer("PUT", "/latest/api/token", token + b"\n")
+    assert token not in answer and len(answer) == len(token) + 1
+    header = redactor.headers(((b"X-aws-ec2-metadata-token", token),))[0][1]
+    assert answer.rstrip(b"*\n") == header == redactor.marker(token)
+    assert redactor.answer("PUT", "/latest/api/token", answer) == answer, "idempotent"
+    assert redactor.answer("GET", "/latest/api/token", token) == token
+    assert redactor.answer("PUT", "/v1/files", token) == token
+    ttl = (b"X-aws-ec2-metadata-token-ttl-seconds", b"21600")
+    assert redactor.headers((ttl,)) == (ttl,)
+
+
 def test_a_known_secret_is_scrubbed_in_every_spelling_it_comes_back_in() -> None:
     redactor = Redactor(KEY)
     secret = "EAAB/x+y=Zq8Xr4Tn2\u00e9"

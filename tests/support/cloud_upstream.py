@@ -42,6 +42,9 @@ from support.upstream import SeenRequest, Upstream, _Wire, _words, tool_argument
 AZURE_MODEL = "gpt-4o-2024-08-06"
 """The model behind every Azure deployment here: the answer's ``model``."""
 IMDS_ROLE = "agent-role"
+IMDS_TOKEN = "AQAEAE2EImdsV2SessionTokenGivenOutByPutApiToken"
+"""How each IMDSv2 session token starts (AWS's are base64 that opens ``AQAEA``): the plain-text
+answer to ``PUT /latest/api/token``, sent back in ``X-aws-ec2-metadata-token``."""
 SECRET_ACCESS_KEY = "wJalrXUtnFEMIK7MDENGbPxRfiCYSECRETKEY0000"
 
 _BEDROCK = re.compile(
@@ -93,7 +96,7 @@ class CloudUpstream(Upstream):
                 conn,
                 200,
                 "text/plain",
-                b"imds-session-token-" + str(self._next("imds")).encode(),
+                f"{IMDS_TOKEN}{self._next('imds'):05d}==".encode(),
             )
         if path.startswith("/latest/meta-data/iam/security-credentials/") and method == "GET":
             return await self._imds(wire, conn, path)

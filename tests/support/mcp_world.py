@@ -5,11 +5,16 @@ marks with ``x-mcp-header: Region``: a 2026-07-28 client mirrors it into ``Mcp-P
 and the server refuses a call whose mirrored headers and body disagree (``HeaderMismatch``).
 It runs the SDK's Streamable HTTP app under uvicorn, with a ``trustme`` certificate,
 stateless (the 2026-07-28 revision) or with sessions (2025-11-25, for a client that does the
-``initialize`` handshake). ``calls`` counts the tool's runs and ``requests`` what reached the
+``initialize`` handshake). With ``resumable``, a 2025-11-25 server keeps its events in an
+:class:`EventStore` and a second tool, ``slow_sql``, closes its SSE stream mid-call (the
+SDK's ``close_sse_stream``): the client resumes with ``GET`` and ``Last-Event-ID`` after the
+server's ``retry`` interval, and the server replays the events it missed, the result among
+them. ``calls`` counts the tool's runs and ``requests`` what reached the
 server (method and MCP headers), so a test can assert a replay reached neither.
 
 :data:`AGENT` runs with ``python -c AGENT URL MODE REGION``: ``mcp.Client`` in ``auto`` mode
-(the stateless revision) or ``legacy`` (the handshake), calling the tool once.
+(the stateless revision) or ``legacy`` (the handshake), calling the tool once (``execute_sql``,
+or the tool named by a fourth argument).
 """
 
 from __future__ import annotations
@@ -22,16 +27,46 @@ from typing import Annotated, Any
 
 import trustme
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.types import JSONRPCMessage
 from pydantic import Field
 
 from support.proxy import free_port
 
 Region = Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
+RETRY_MS = 200
+"""The ``retry`` a resumable server primes its streams with: how long a client waits before
+it resumes."""
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, in order, as the spec's resumption needs: an event id
+    names its stream and its place, and a resumed stream gets what followed it."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[StreamId, JSONRPCMessage | None]] = []
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        self.events.append((stream_id, message))
+        return str(len(self.events))
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        if not last_event_id.isdigit() or not 0 < int(last_event_id) <= len(self.events):
+            return None
+        stream, _ = self.events[int(last_event_id) - 1]
+        for at, (other, message) in enumerate(
+            self.events[int(last_event_id) :], int(last_event_id) + 1
+        ):
+            if other == stream and message is not None:
+                await send_callback(EventMessage(message, str(at)))
+        return stream
 
 
 class McpDesk:
-    def __init__(self, ca: trustme.CA, *, stateless: bool = True) -> None:
+    def __init__(self, ca: trustme.CA, *, stateless: bool = True, resumable: bool = False) -> None:
         self.calls: list[tuple[str, str]] = []
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.port = free_port()
@@ -48,7 +83,20 @@ class McpDesk:
             self.calls.append((region, query))
             return f"3 rows in {region} for {query}"
 
-        app = server.streamable_http_app(stateless_http=stateless, json_response=stateless)
+        @server.tool()
+        async def slow_sql(region: str, query: str, ctx: Context) -> str:
+            """Run a long SQL query in a region; its stream closes before the rows come."""
+            await ctx.close_sse_stream()
+            self.calls.append((region, query))
+            return f"3 rows in {region} for {query}, after a while"
+
+        self.events = MemoryEventStore() if resumable else None
+        app = server.streamable_http_app(
+            stateless_http=stateless,
+            json_response=stateless,
+            event_store=self.events,
+            retry_interval=RETRY_MS if resumable else None,
+        )
 
         async def seen(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
@@ -96,10 +144,11 @@ import asyncio, sys
 from mcp import Client
 
 url, mode, region = sys.argv[1], sys.argv[2], sys.argv[3]
+tool = sys.argv[4] if len(sys.argv) > 4 else "execute_sql"
 
 async def main():
     async with Client(url, mode=mode) as client:
-        result = await client.call_tool("execute_sql", {"region": region, "query": "SELECT 1"})
+        result = await client.call_tool(tool, {"region": region, "query": "SELECT 1"})
         print(result.content[0].text)
 
 asyncio.run(main())
