@@ -42,13 +42,11 @@ from freezeframe.storage.names import InvalidCassetteName, closest_names, valida
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from freezeframe.canonicalize import RequestView
     from freezeframe.evidence.compare import RunDiff
     from freezeframe.proxy.clock import FakedClock
     from freezeframe.proxy.command import Confinement, Run
     from freezeframe.proxy.discovery import Trust
     from freezeframe.storage import ExchangeSummary
-    from freezeframe.storage.redaction import Redactor
 
 # Only what every command needs is imported above: `--help`, `ls` and the other readers
 # must answer at once, so the proxy engine (mitmproxy), the HTTP client, rich and the
@@ -219,15 +217,11 @@ def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _open(data_dir: str, store: str | None) -> Store:
-    """The store a command reads, which must exist: a mistyped --data-dir says so
-    instead of creating an empty store and listing nothing."""
-    from freezeframe.storage import open_store
-
+    """The store a command reads, where _located finds it, which must exist: a mistyped
+    --data-dir says so instead of creating an empty store and listing nothing. Use it as a
+    context manager (proxy.settings.open_existing): it closes however the command ends."""
     _, url = _located(data_dir, store)
-    try:
-        return open_store(url, create=False)
-    except StoreNotFound as exc:
-        raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
+    return settings_module.open_existing(data_dir, url)
 
 
 def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
@@ -595,27 +589,10 @@ def _repeat(
             os.dup2(stdout, 1)
             os.close(stdout)
     if as_json:
-        _emit_json({"runs": [_run_document(run) for run in done]})
+        _emit_json({"runs": [run.document() for run in done]})
     else:
         _print_runs(done)
     return 0 if all(run.status == 0 for run in done) else 1
-
-
-def _run_document(run: Run) -> dict[str, Any]:
-    return {
-        "run": run.number,
-        "seed": run.seed,
-        "exit": run.status,
-        "record_into": run.record_into,
-        "perturbed": [
-            {
-                "perturbation": event.perturbed,
-                "request": f"{event.method} {event.url}",
-                "recording": f"{event.cassette}#{event.seq}",
-            }
-            for event in run.perturbed
-        ],
-    }
 
 
 def _print_runs(done: Sequence[Run]) -> None:
@@ -750,7 +727,7 @@ def _configure_logging(debug: bool) -> None:
     handler.setFormatter(_InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=[handler])
     logging.getLogger("mitmproxy").setLevel(logging.DEBUG if debug else logging.WARNING)
-    for noisy in ("hpack", "passlib", "asyncio"):
+    for noisy in ("hpack", "passlib", "asyncio", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -799,11 +776,8 @@ def ls(
         freezeframe ls --json
         freezeframe ls --run-id ci-4411 --status 429
     """
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         rows = opened.cassettes(where)
-    finally:
-        opened.close()
     if as_json:
         from freezeframe.evidence.document import cassette_document
 
@@ -878,15 +852,12 @@ def show(
     from freezeframe.evidence.document import exchange_document, summary_document
     from freezeframe.evidence.text import exchange_lines
 
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         if seq is None:
             rows = opened.exchanges(cassette, where)
         else:
             document = exchange_document(opened.exchange(cassette, seq))
         notes = opened.notes(cassette, seq)
-    finally:
-        opened.close()
     if seq is not None:
         if as_json:
             from freezeframe.evidence.notes import with_notes
@@ -916,11 +887,8 @@ def _print_notes(notes: Sequence[Note]) -> None:
 def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
     from freezeframe.evidence.document import miss_document
 
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         found = opened.misses(cassette)
-    finally:
-        opened.close()
     if as_json:
         _emit_json([miss_document(miss) for miss in found])
         return
@@ -1078,6 +1046,7 @@ def explain(
     import secrets
 
     from freezeframe.canonicalize import canonicalize
+    from freezeframe.evidence.requests import typed_view
     from freezeframe.proxy.keys import key_config, rules_path
     from freezeframe.storage.redaction import KEY_BYTES, Redactor, load_or_create_key
 
@@ -1086,8 +1055,10 @@ def explain(
     key = load_or_create_key(key_path) if key_path.is_file() else None
     body = body_file.read() if body_file else b""
     with _usage():
-        view = _view(method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES)))
-    if key is None and view.body != body:
+        view, redacted = typed_view(
+            method, url, headers, body, Redactor(key or secrets.token_bytes(KEY_BYTES))
+        )
+    if key is None and redacted:
         click.echo(
             f"freezeframe: warning: no secret key at {key_path}, so the secrets in this body "
             "are fingerprinted with a throwaway key and its key differs from the proxy's; "
@@ -1118,33 +1089,6 @@ def explain(
         )
     for warning in canonical.warnings:
         click.echo(f"warning: {warning}")
-
-
-def _view(
-    method: str, url: str, headers: tuple[str, ...], body: bytes, redactor: Redactor
-) -> RequestView:
-    """The request as the proxy would see it: secrets already replaced by markers."""
-    from urllib.parse import urlsplit
-
-    from freezeframe.canonicalize import RequestView
-
-    parts = urlsplit(redactor.target(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--url {url!r}: expected an absolute http(s) URL")
-    pairs = []
-    for header in headers:
-        name, sep, value = header.partition(":")
-        if not sep or not name.strip():
-            raise ValueError(f"--header {header!r}: expected 'Name: value'")
-        value = value.strip()
-        if redactor.is_secret_header(name.strip()):
-            value = redactor.header_value(value.encode("latin-1")).decode("latin-1")
-        pairs.append((name.strip(), value))
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return RequestView.of(
-        method.upper(), parts.scheme, parts.hostname, port, target, pairs, redactor.body(body)
-    )
 
 
 @main.command()
@@ -1195,11 +1139,8 @@ def verify(
     if trust is not None:
         raise click.UsageError("--trust checks a bundle's signature: add --bundle FILE")
     validate_cassette_name(cassette)
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         report = opened.verify(cassette)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(report))
     elif report.ok:
@@ -1300,8 +1241,7 @@ def export(
     from freezeframe.proxy.keys import rules_path
 
     rules_file = rules_path(rules, _located(data_dir, store)[0])
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         total = len(opened.exchanges(cassette))
         with _progress(f"exporting {cassette}", total) as advance:
             if otlp_endpoint is not None:
@@ -1318,8 +1258,6 @@ def export(
                     shape=shape,
                     progress=advance,
                 )
-    finally:
-        opened.close()
     if otlp_endpoint is not None:
         _say(f"{otlp_endpoint}: sent {spans} spans")
     elif isinstance(written, exchange_formats.BundleReport):
@@ -1379,15 +1317,13 @@ def import_(
         opened = open_store(url, create=False)
     except StoreNotFound:
         opened, made = open_store(url), True
-    try:
+    with opened:
         with _progress(f"importing {file.name}", source.total) as advance:
             imported = opened.import_cassette(
                 source.cassette, _counted(source.exchanges, advance), origin=source.origin
             )
         for kept in source.case_notes:
             opened.add_note(kept)
-    finally:
-        opened.close()
     if made:  # said once the import held: a refused file's error stays the one line
         _note(f"made a new store at {opened.location}")
     _say(
@@ -1491,11 +1427,8 @@ def rekey(
 
     validate_cassette_name(cassette)
     config = key_config(rules_path(rules, _located(data_dir, store)[0]))
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(report))
         return
@@ -1548,12 +1481,9 @@ def search(
     """
     if cassette is not None:
         validate_cassette_name(cassette)
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         hits = opened.search(query, cassette, limit)
         noted = opened.search_notes(query, cassette, limit)
-    finally:
-        opened.close()
     if as_json:
         from freezeframe.evidence.document import search_document
         from freezeframe.evidence.notes import note_hit
@@ -1604,11 +1534,8 @@ def fork(
     """
     validate_cassette_name(source)
     validate_cassette_name(target)
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         forked = opened.fork(source, target, upto=upto)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(forked))
         return
@@ -1683,12 +1610,9 @@ def edit(
         source=getattr(response_body, "name", "a file"),
     )
     config = key_config(rules_path(rules, _located(data_dir, store)[0]))
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         made = edited(opened.exchange(cassette, seq), change, config)
         forked = opened.fork(cassette, target, edits={seq: made})
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(forked) | {"seq": seq, "changes": list(made.changes)})
         return
@@ -1775,8 +1699,7 @@ def resend(
     with _usage():
         assignments = [Assignment.parse(text) for text in sets]
         pairs = [_header_pair(text) for text in headers]
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         resent = resend_exchange(
             opened,
             opened.exchange(cassette, seq),
@@ -1789,8 +1712,6 @@ def resend(
             proxy=proxy.with_credentials() if proxy else None,
             fork=as_fork,
         )
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(resent))
         return
@@ -1839,11 +1760,8 @@ def diff_runs(
     """
     from freezeframe.evidence.compare import compare_runs, diff_document, read_run
 
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         compared = compare_runs(a, read_run(opened, a), b, read_run(opened, b), strict=strict)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(diff_document(compared))
     else:
@@ -1902,8 +1820,7 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
         freezeframe rm bug-8812 --yes
     """
     validate_cassette_name(cassette)
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         if not yes:
             count = len(opened.exchanges(cassette))
             if not sys.stdin.isatty():
@@ -1913,8 +1830,6 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
                 )
             click.confirm(f"remove cassette {cassette!r} ({count} exchanges)?", abort=True)
         removed = opened.remove(cassette)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(removed))
         return
@@ -1949,11 +1864,8 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
     """
     with _usage():
         seconds = settings_module.parse_duration(grace, "--grace")
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         found = opened.collect(seconds, dry_run=dry_run)
-    finally:
-        opened.close()
     if as_json:
         _emit_json(asdict(found) | {"dry_run": dry_run})
         return
@@ -2090,16 +2002,13 @@ def triage(
     from freezeframe.evidence.triage import rebuild as rebuild_signals
 
     window = None if since is None else parse_duration(since)
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         if rebuild:
             with _progress("signing", sum(stale_cassettes(opened).values())) as advance:
                 rebuilt = rebuild_signals(opened, advance)
             click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)
         stale = 0 if rebuild else pending_count(opened)
-    finally:
-        opened.close()
     if stale:
         click.echo(
             f"{stale} exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
@@ -2149,11 +2058,8 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     validate_cassette_name(cassette)
     if not text.strip():
         raise ValueError("a note needs some text")
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         opened.add_note(Note(cassette, seq, time.time(), text))
-    finally:
-        opened.close()
     click.echo(f"noted on {cassette}" + ("" if seq is None else f" exchange {seq}"))
 
 
@@ -2209,8 +2115,7 @@ def recheck(
         upstream_ca=None,
         replay_pace="instant",
     )
-    opened = _open(data_dir, store)
-    try:
+    with _open(data_dir, store) as opened:
         group = find_group(opened, signature)
 
         def said(check: RunCheck) -> None:
@@ -2221,8 +2126,6 @@ def recheck(
             report = asyncio.run(
                 recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
             )
-    finally:
-        opened.close()
     if as_json:
         _emit_json(recheck_document(report))
     else:

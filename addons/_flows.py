@@ -18,8 +18,9 @@ from freezeframe.addons.routing import Decision
 from freezeframe.addons.state import Mode
 from freezeframe.canonicalize import Canonical, KeyConfig, RequestView, canonicalize
 from freezeframe.evidence.perturb import Perturbed
+from freezeframe.evidence.requests import WireRequest
+from freezeframe.evidence.requests import decoded_body as decoded_body_of
 from freezeframe.storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
-from freezeframe.storage.encodings import HELD_DECODED, decode_body
 from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.proxy")
@@ -76,39 +77,44 @@ def canonical_of(
     """Compute the request key once per flow; replay and record both need it."""
     if info.canonical is None:
         body = redactor.body(decoded_body(flow, info), info.secrets)
-        info.view = request_view(flow, info, body)
+        info.view = wire_request(flow, info).view_of(body)
         info.canonical = canonicalize(info.view, config)
     return info.canonical
 
 
 def decoded_body(flow: http.HTTPFlow, info: FlowInfo | None = None) -> bytes:
-    """The request body with its content codings undone, as keys and ids are read from it.
-
-    Decoded by storage's bounded decoder, never mitmproxy's, which has no limit: a small
-    body that expands a thousandfold must not take the proxy down. A body that does not
-    decode whole (damaged, an unknown coding, or larger than HELD_DECODED decoded) is read
-    as it was sent, as a stored one is read again (evidence.requests), and the log says so.
-    """
+    """The request body with its content codings undone, as keys and ids are read from it
+    (evidence.requests.decoded_body, the limits every reader of a request keys with;
+    mitmproxy's own decoder has none). A body that does not decode whole is read as it was
+    sent, and the log says so."""
     raw = flow.request.raw_content or b""
-    found = decode_body(raw, flow.request.headers.fields, HELD_DECODED)
-    if found.whole:
-        return found.data
-    if found.note is not None:
+    body, note = decoded_body_of(raw, flow.request.headers.fields)
+    if note is not None:
         where = display_url(flow, info) if info is not None else flow.request.pretty_url
-        log.warning("%s %s: body keyed as sent: %s", flow.request.method, where, found.note)
-    return raw
+        log.warning("%s %s: body keyed as sent: %s", flow.request.method, where, note)
+    return body
+
+
+def wire_request(flow: http.HTTPFlow, info: FlowInfo, body: bytes | None = None) -> WireRequest:
+    """The flow's request as forwarded: target and headers with secrets already markers,
+    and ``body`` (by default the flow's, as sent and not yet redacted)."""
+    request = flow.request
+    return WireRequest(
+        request.method,
+        request.scheme,
+        request.host,
+        request.port,
+        info.target,
+        info.request_headers,
+        request.raw_content or b"" if body is None else body,
+        request.http_version,
+    )
 
 
 def request_view(flow: http.HTTPFlow, info: FlowInfo, body: bytes) -> RequestView:
     """The flow as ``canonicalize`` sees it: target and headers as forwarded, secrets
     already markers, and ``body`` (content-decoded by the caller)."""
-    headers = tuple(
-        (name.decode("latin-1"), value.decode("latin-1")) for name, value in info.request_headers
-    )
-    request = flow.request
-    return RequestView.of(
-        request.method, request.scheme, request.host, request.port, info.target, headers, body
-    )
+    return wire_request(flow, info).view_of(body)
 
 
 def display_url(flow: http.HTTPFlow, info: FlowInfo) -> str:

@@ -29,9 +29,9 @@ from freezeframe.addons._flows import (
     recorded_response,
     request_body,
     request_view,
+    wire_request,
 )
 from freezeframe.addons.encoded import scrub_encoded
-from freezeframe.addons.facts import recorded_facts
 from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.addons.uploads import (
     LARGE_BODY,
@@ -40,8 +40,9 @@ from freezeframe.addons.uploads import (
     upload_canonical,
     upload_of,
 )
-from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView
-from freezeframe.canonicalize.drift import digests
+from freezeframe.canonicalize import KeyConfig, RequestView
+from freezeframe.evidence.recording import new_exchange
+from freezeframe.evidence.requests import WireRequest
 from freezeframe.evidence.triage import RunReaders
 from freezeframe.storage import (
     BlobRef,
@@ -291,36 +292,21 @@ class Record:
         exactly, and an Origin naming the source, so the new cassette replays on its own."""
         canonical = info.canonical
         assert canonical is not None  # replay keyed it to find ``served``
-        request_body_bytes = request_body(flow, self._redactor)
-        request_headers = info.request_headers
-        found = scrub_encoded(self._redactor, request_body_bytes, request_headers, info.secrets)
-        if found is not None:
-            request_body_bytes, request_headers = found
         try:
             slot = self._store.reserve(into, canonical.key)
             self._store.submit(
-                NewExchange(
-                    cassette=into,
-                    key=canonical.key,
-                    key_scheme=SCHEME_VERSION,
-                    canonical=canonical.form,
-                    method=flow.request.method,
-                    scheme=flow.request.scheme,
-                    host=flow.request.host,
-                    port=flow.request.port,
-                    path=info.target,
-                    http_version=flow.request.http_version,
-                    request_headers=request_headers,
-                    request_body=request_body_bytes,
+                new_exchange(
+                    into,
+                    self._stored_request(flow, info),
+                    canonical,
+                    self._view(flow, info),
+                    slot=slot,
                     started_at=flow.request.timestamp_start,
                     duration=served.duration,
                     response=served.response,
                     outcome=served.outcome,
                     error=served.error,
                     context=info.context,
-                    slot=slot,
-                    stripped=digests(canonical.stripped),
-                    facts=recorded_facts(info, self._view(flow, info), served.response),
                     messages=served.messages,
                     origin=Origin(
                         "replayed",
@@ -419,6 +405,16 @@ class Record:
             self._submit(recording, Outcome.INCOMPLETE, STOPPED)
         self._inflight.clear()
 
+    def _stored_request(self, flow: http.HTTPFlow, info: FlowInfo) -> WireRequest:
+        """The request as stored: its body redacted, and encoded again when its compressed
+        body hid a secret (addons.encoded)."""
+        body = request_body(flow, self._redactor)
+        found = scrub_encoded(self._redactor, body, info.request_headers, info.secrets)
+        if found is None:
+            return wire_request(flow, info, body)
+        body, headers = found
+        return dataclasses.replace(wire_request(flow, info, body), headers=headers)
+
     @staticmethod
     def _view(flow: http.HTTPFlow, info: FlowInfo) -> RequestView:
         """The request the key was computed from; a streamed body is not held, so for
@@ -500,39 +496,25 @@ class Record:
             )
             response = self._scrubbed(response, info.secrets)
         request_body_ref = None
-        request_headers = info.request_headers
         if recording.upload is None:
-            request_body_bytes = request_body(flow, self._redactor)
-            found = scrub_encoded(self._redactor, request_body_bytes, request_headers, info.secrets)
-            if found is not None:
-                request_body_bytes, request_headers = found
+            request = self._stored_request(flow, info)
         elif (small := recording.upload.small) is not None:
-            request_body_bytes = self._redactor.body(small, info.secrets)
+            request = wire_request(flow, info, self._redactor.body(small, info.secrets))
         else:
-            request_body_bytes, request_body_ref = b"", recording.upload.ref
-        exchange = NewExchange(
-            cassette=info.record_cassette,
-            key=canonical.key,
-            key_scheme=SCHEME_VERSION,
-            canonical=canonical.form,
-            method=flow.request.method,
-            scheme=flow.request.scheme,
-            host=flow.request.host,
-            port=flow.request.port,
-            path=info.target,
-            http_version=flow.request.http_version,
-            request_headers=request_headers,
-            request_body=request_body_bytes,
-            request_body_ref=request_body_ref,
+            request, request_body_ref = wire_request(flow, info, b""), recording.upload.ref
+        exchange = new_exchange(
+            info.record_cassette,
+            request,
+            canonical,
+            self._view(flow, info),
+            slot=recording.slot,
             started_at=recording.started,
             duration=(ended or time.time()) - recording.started,
             response=response,
             outcome=outcome,
             error=self._redactor.text(error) if error else None,
             context=info.context,
-            slot=recording.slot,
-            stripped=digests(canonical.stripped),
-            facts=recorded_facts(info, self._view(flow, info), response),
+            request_body_ref=request_body_ref,
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
         )
         return self._readers.sign(exchange)

@@ -8,7 +8,8 @@ something behave the same way, so replay routes such flows to this in-process lo
 server, which writes the recorded head and chunks at the recorded times (scaled by the
 replay pace) and then ends the connection as the upstream did. mitmproxy relays it
 exactly as it relayed the original. It listens on 127.0.0.1 only and is never an
-upstream: no byte leaves the machine.
+upstream: no byte leaves the machine. h11 reads the requests and frames the answers
+(content length, chunk sizes, keep-alive); the head goes out as recorded (see ``_head``).
 
 It is also where replay sends a request whose body is too large to hold (see
 ``addons.uploads.Upload``): such a flow is routed here from the ``requestheaders`` hook,
@@ -31,9 +32,9 @@ import struct
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import h11
 from mitmproxy import http
 from mitmproxy.connection import Server
-from mitmproxy.net.http.http1 import assemble_response
 
 from freezeframe.addons import answers
 from freezeframe.addons._flows import info_of
@@ -46,6 +47,7 @@ from freezeframe.storage.redaction import Redactor
 log = logging.getLogger("freezeframe.reenact")
 
 TOKEN_HEADER = "x-freezeframe-reenact"
+_TOKEN = TOKEN_HEADER.encode()  # h11 gives header names lower-cased
 _MAX_HEAD = 256 * 1024
 _PIECE = 1024 * 1024
 #: The longest silence re-enacted for a client that gave up waiting.
@@ -61,14 +63,6 @@ def is_stream(response: RecordedResponse) -> bool:
         if lowered == b"content-type" and value.lower().startswith(b"text/event-stream"):
             return True
     return False
-
-
-def _unframed(response: RecordedResponse, headers: Sequence[Header]) -> bool:
-    """Whether an answer recorded over HTTP/2 or HTTP/3 says nothing of where its body ends
-    (no content-length, no chunked transfer coding): those versions frame it themselves."""
-    if response.http_version.upper().startswith("HTTP/1"):
-        return False
-    return not any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,29 +152,40 @@ class Reenactor:
         request.data.host = "127.0.0.1"
         request.data.port = self._port
         request.headers[TOKEN_HEADER] = token
+        if "host" not in request.headers and not request.authority:
+            request.headers["host"] = request.host  # HTTP/1.1 wants one; an HTTP/1.0 client may not
         # A fresh server connection without the ``via`` of --upstream-proxy: the loopback
         # server is reached directly, never through (or by) an upstream proxy.
         flow.server_conn = Server(address=(request.data.host, self._port))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer the requests of one connection from mitmproxy, one after another; h11
+        reads and writes the HTTP/1 (framing, chunk sizes, keep-alive)."""
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
         try:
             while True:
-                staged = await self._read_request(reader)
+                staged = await self._read_request(conn, reader)
                 if staged is None:
                     return
                 if isinstance(staged, Conversation):
+                    if conn.trailing_data[0]:
+                        log.error("a WebSocket client spoke before its upgrade was answered")
+                        return
                     await staged.play(reader, writer)
                     return
                 if isinstance(staged, http.Response):
-                    if not await self._write_answer(writer, staged):
-                        return
-                elif not await self._write_response(writer, staged):
+                    await self._write_answer(conn, writer, staged)
+                elif not await self._write_response(conn, writer, staged):
                     return
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()
+        except h11.LocalProtocolError as exc:
+            log.error("a recording could not be written as HTTP/1: %s", exc)
         except (
-            asyncio.IncompleteReadError,
             asyncio.LimitOverrunError,
             ConnectionError,
-            ValueError,  # a malformed head or chunk size: mitmproxy never sends one
+            h11.RemoteProtocolError,  # mitmproxy never sends a malformed request
         ):
             pass
         finally:
@@ -189,31 +194,27 @@ class Reenactor:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> Answer | Conversation | None:
-        """Read one request, its body piece by piece; what to answer it with."""
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
+    async def _read_request(
+        self, conn: h11.Connection, reader: asyncio.StreamReader
+    ) -> Answer | Conversation | None:
+        """Read one request, its body piece by piece; what to answer it with (None: the
+        connection has ended)."""
+        event = await _next_event(conn, reader)
+        if not isinstance(event, h11.Request):
             return None
-        token = ""
-        length = 0
-        chunked = False
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == TOKEN_HEADER.encode():
-                token = value.strip().decode("ascii", "replace")
-            elif name == b"content-length":
-                length = int(value.strip() or 0)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
+        token = next(
+            (value.decode("ascii", "replace") for name, value in event.headers if name == _TOKEN),
+            "",
+        )
         staged = self._staged.pop(token, None)
         if staged is None:
             log.error("re-enactment requested with an unknown token")
         upload = staged.body if isinstance(staged, _Upload) else None
-        async for piece in _body(reader, None if chunked else length):
-            if upload is not None:
-                upload.feed(piece)
+        while not isinstance(event := await _next_event(conn, reader), h11.EndOfMessage):
+            if isinstance(event, h11.Data) and upload is not None:
+                upload.feed(bytes(event.data))
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
         if isinstance(staged, _Upload):
             staged.body.end()
             try:
@@ -223,14 +224,29 @@ class Reenactor:
                 return answers.error(500, "freezeframe_internal_error", f"freezeframe: {exc}")
         return staged
 
-    async def _write_answer(self, writer: asyncio.StreamWriter, response: http.Response) -> bool:
-        """Write a finished response; return whether the connection stays open."""
-        writer.write(assemble_response(response))
+    async def _write_answer(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, response: http.Response
+    ) -> None:
+        """Write a finished response (h11 closes the cycle as its headers say)."""
+        head = h11.Response(
+            status_code=response.status_code,
+            reason=response.reason.encode("latin-1"),
+            headers=list(response.headers.fields),
+        )
+        writer.write(conn.send(head) or b"")
+        if response.raw_content:
+            writer.write(conn.send(h11.Data(data=response.raw_content)) or b"")
+        writer.write(conn.send(h11.EndOfMessage()) or b"")
         await writer.drain()
-        return "close" not in response.headers.get("connection", "").lower()
 
-    async def _write_response(self, writer: asyncio.StreamWriter, staged: Staged) -> bool:
-        """Write the recording on its schedule; return whether the connection stays open."""
+    async def _write_response(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, staged: Staged
+    ) -> bool:
+        """Write the recording on its schedule; return whether it ended as a whole answer.
+
+        Each recorded chunk goes out as one h11 ``Data`` event, so a chunked answer keeps
+        its chunk boundaries.
+        """
         loop = asyncio.get_running_loop()
         start = loop.time()
         recorded, pace = staged.response, staged.pace
@@ -247,31 +263,17 @@ class Reenactor:
             await asyncio.sleep(min(staged.exchange.duration or 0.0, MAX_SILENCE) * (pace or 1.0))
             return False
 
-        head = [f"HTTP/1.1 {recorded.status} {recorded.reason}".encode("latin-1")]
-        head += [name + b": " + value for name, value in staged.headers]
-        chunked = any(
-            name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
-            for name, value in staged.headers
-        )
-        if _unframed(recorded, staged.headers):
-            # An HTTP/2 or HTTP/3 answer has no framing headers: its stream ended with
-            # END_STREAM or RST_STREAM. Sent here as is, it would be read until close,
-            # where a reset is a clean end and a complete stream never ends, so it goes
-            # chunked. mitmproxy drops transfer-encoding towards an HTTP/2 client.
-            head.append(b"transfer-encoding: chunked")
-            chunked = True
         await until(recorded.first_byte_at)
-        writer.write(b"\r\n".join(head) + b"\r\n\r\n")
+        writer.write(_head(conn, recorded.status, recorded.reason, staged.headers))
         async for at, piece in self._pieces(recorded):
             await until(at)
-            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            writer.write(conn.send(h11.Data(data=piece)) or b"")
             await writer.drain()
         await writer.drain()
         exchange = staged.exchange
         if exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED):
-            if chunked:
-                writer.write(b"0\r\n\r\n")
-                await writer.drain()
+            writer.write(conn.send(h11.EndOfMessage()) or b"")
+            await writer.drain()
             return True
         await until(exchange.duration)
         if exchange.error and "reset" in exchange.error.lower():
@@ -311,27 +313,39 @@ class Reenactor:
             yield chunks[min(index, len(chunks) - 1)].at or None, pending
 
 
-async def _body(reader: asyncio.StreamReader, length: int | None) -> AsyncIterator[bytes]:
-    """A request body as it arrives, in pieces of at most ``_PIECE`` bytes: ``length``
-    bytes, or chunked transfer coding when ``length`` is None (trailers are skipped)."""
-    if length is not None:
-        while length > 0:
-            piece = await reader.read(min(length, _PIECE))
-            if not piece:
-                raise asyncio.IncompleteReadError(b"", length)
-            length -= len(piece)
-            yield piece
-        return
-    while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass
-            return
-        async for piece in _body(reader, size):
-            yield piece
-        if await reader.readexactly(2) != b"\r\n":
-            raise ValueError("malformed chunk")
+_BODILESS = frozenset({204, 304})
+
+
+def _head(conn: h11.Connection, status: int, reason: str, headers: Sequence[Header]) -> bytes:
+    """The head of a recorded answer, byte for byte as recorded, for h11 to frame its body.
+
+    h11 is given the same head, so it frames the body the way the head says; its own
+    rendering, which title-cases the framing headers and moves them last, is not sent: the
+    client gets the upstream's head. An answer whose head says nothing of where its body
+    ends (one recorded over HTTP/2 or HTTP/3, whose stream ended with END_STREAM or
+    RST_STREAM, or an HTTP/1.0-style one read until close) goes chunked, where read until
+    close a reset would look like a clean end; mitmproxy drops transfer-encoding towards
+    an HTTP/2 client.
+    """
+    fields = list(headers)
+    framed = any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in fields)
+    if not framed and status not in _BODILESS:
+        fields.append((b"transfer-encoding", b"chunked"))
+    encoded = reason.encode("latin-1")
+    conn.send(h11.Response(status_code=status, reason=encoded, headers=fields))
+    lines = [
+        b"HTTP/1.1 %d %s" % (status, encoded),
+        *(name + b": " + value for name, value in fields),
+    ]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+    """h11's next event from the client, read from the socket in pieces of at most
+    ``_PIECE`` bytes (so a body arrives as such pieces, never whole)."""
+    while (event := conn.next_event()) is h11.NEED_DATA:
+        conn.receive_data(await reader.read(_PIECE))
+    return event
 
 
 async def _once(body: bytes) -> AsyncIterator[bytes]:

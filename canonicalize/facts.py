@@ -46,7 +46,9 @@ FACT_NAMES: tuple[str, ...] = (
     "trace_id",
     "parent_span_id",
 )
-"""Every name `facts_of` may return; the store keeps a column for each."""
+"""Every name `facts_of` may return, the one list of them: the store keeps a column for each,
+of the kind storage.records.FACT_KINDS gives it (the two packages may not import each other,
+so tests/evidence/test_fact_names.py fails when they disagree)."""
 
 FACTS_BODY_LIMIT = 8 * 1024 * 1024
 """Answer bodies longer than this are not read (callers may pass None instead of decoding

@@ -13,19 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, RequestView, canonicalize
-from freezeframe.canonicalize.drift import digests
-from freezeframe.evidence.facts import exchange_facts
+from freezeframe.canonicalize import KeyConfig, canonicalize
+from freezeframe.evidence.recording import new_exchange
+from freezeframe.evidence.requests import WireRequest
 from freezeframe.storage import (
     Header,
     Imported,
     Message,
-    NewExchange,
     Outcome,
     RecordedResponse,
     Slot,
 )
-from freezeframe.storage.encodings import HELD_DECODED, decode_body
 from freezeframe.storage.redaction import Redactor
 
 
@@ -85,45 +83,35 @@ class Keeper:
                 Message(m.from_client, m.text, m.at, redactor.body(m.data, secrets))
                 for m in messages
             )
-        decoded = decode_body(body, headers, HELD_DECODED)
-        view = RequestView.of(
+        stored = WireRequest(
             captured.method,
             captured.scheme,
             captured.host,
             captured.port,
             path,
-            tuple((n.decode("latin-1"), v.decode("latin-1")) for n, v in headers),
-            decoded.data if decoded.whole else body,
+            headers,
+            body,
+            captured.http_version,
         )
+        view = stored.view()
         canonical = canonicalize(view, self._config)
         occurrence = self._occurrences.get(canonical.key, 0)
         self._occurrences[canonical.key] = occurrence + 1
         slot = Slot(self._seq, occurrence)
         self._seq += 1
-        imported = Imported(
-            NewExchange(
-                cassette=self._cassette,
-                key=canonical.key,
-                key_scheme=SCHEME_VERSION,
-                canonical=canonical.form,
-                method=captured.method,
-                scheme=captured.scheme,
-                host=captured.host,
-                port=captured.port,
-                path=path,
-                http_version=captured.http_version,
-                request_headers=headers,
-                request_body=body,
+        return Imported(
+            new_exchange(
+                self._cassette,
+                stored,
+                canonical,
+                view,
+                slot=slot,
                 started_at=captured.started_at,
                 duration=captured.duration,
                 response=response,
                 outcome=captured.outcome,
                 error=redactor.text(captured.error) if captured.error else None,
                 context={k: redactor.text(v) for k, v in captured.context.items()},
-                slot=slot,
-                stripped=digests(canonical.stripped),
-                facts=exchange_facts(view, response, canonical.profile),
                 messages=messages,
             )
         )
-        return imported

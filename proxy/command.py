@@ -23,6 +23,7 @@ import secrets
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from freezeframe.addons import AddressBook
@@ -125,6 +126,23 @@ class Run:
     status: int
     perturbed: tuple[Event, ...]
     record_into: str | None
+
+    def document(self) -> dict[str, Any]:
+        """The run as ``exec --runs --json`` prints it."""
+        return {
+            "run": self.number,
+            "seed": self.seed,
+            "exit": self.status,
+            "record_into": self.record_into,
+            "perturbed": [
+                {
+                    "perturbation": event.perturbed,
+                    "request": f"{event.method} {event.url}",
+                    "recording": f"{event.cassette}#{event.seq}",
+                }
+                for event in self.perturbed
+            ],
+        }
 
 
 async def run_repeatedly(

@@ -20,15 +20,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from freezeframe.canonicalize import (
-    SCHEME_VERSION,
-    KeyConfig,
-    RequestView,
-    canonicalize,
-    eventstream,
-)
+from freezeframe.canonicalize import KeyConfig, canonicalize, eventstream
 from freezeframe.canonicalize.diff import json_differences
-from freezeframe.canonicalize.drift import digests
 from freezeframe.canonicalize.jsonbody import encode_json_utf8
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
 from freezeframe.evidence.answers import reassembled
@@ -37,13 +30,13 @@ from freezeframe.evidence.bodies import json_text, media_type
 from freezeframe.evidence.editing import Assignment, EditError
 from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.mcp_headers import MirrorError, mirror
+from freezeframe.evidence.recording import new_exchange
+from freezeframe.evidence.requests import WireRequest, stored_view
 from freezeframe.evidence.response_ids import replaced_ids
 from freezeframe.storage import (
     Chunk,
     Edit,
     Exchange,
-    Header,
-    NewExchange,
     Origin,
     Outcome,
     RecordedResponse,
@@ -136,37 +129,35 @@ def resend(
                 )
             finally:
                 answer.close()
-    stored_headers = redactor.headers(sent_headers, secrets)
-    stored_body = redactor.body(body, secrets)
-    view = _view(exchange, stored_headers, stored_body)
-    canonical = canonicalize(view, config)
+    stored = WireRequest(
+        exchange.method,
+        exchange.scheme,
+        exchange.host,
+        exchange.port,
+        exchange.path,
+        redactor.headers(sent_headers, secrets),
+        redactor.body(body, secrets),
+        exchange.http_version,
+    )
+    keyed = stored.view()
+    canonical = canonicalize(keyed, config)
     differences = _differences(exchange.response, response, api_of(exchange.method, exchange.path))
     if fork:
         return _forked(store, exchange, into, response, outcome, sets, differences, config)
     slot = store.reserve(into, canonical.key)
     store.submit(
-        NewExchange(
-            cassette=into,
-            key=canonical.key,
-            key_scheme=SCHEME_VERSION,
-            canonical=canonical.form,
-            method=exchange.method,
-            scheme=exchange.scheme,
-            host=exchange.host,
-            port=exchange.port,
-            path=exchange.path,
-            http_version=exchange.http_version,
-            request_headers=stored_headers,
-            request_body=stored_body,
+        new_exchange(
+            into,
+            stored,
+            canonical,
+            keyed,
+            slot=slot,
             started_at=started,
             duration=time.time() - started,
             response=response,
             outcome=outcome,
             error=redactor.text(error) if error else None,
             context=dict(exchange.context),
-            slot=slot,
-            stripped=digests(canonical.stripped),
-            facts=exchange_facts(view, response, canonical.profile),
             origin=Origin("resent", exchange.cassette, exchange.seq, exchange.chain),
         )
     )
@@ -197,7 +188,7 @@ def _forked(
     if response is None or outcome is not Outcome.COMPLETE:
         raise EditError(f"{where}: the resent request got no whole answer ({outcome.value}), "
                         "so there is none to fork with")  # fmt: skip
-    view = _view(exchange, exchange.request_headers, exchange.request_body)
+    view = stored_view(exchange)
     changes = (
         "resent upstream" + "".join(f", {a.path.text} changed" for a in sets),
         *(f"{what}: {recorded} -> {new}" for what, recorded, new in differences),
@@ -267,22 +258,6 @@ def _request(
     if MARKER in body:
         raise EditError(f"{where}: the recorded body holds a redacted secret; it cannot be resent")
     return sent, body
-
-
-def _view(exchange: Exchange, headers: tuple[Header, ...], body: bytes) -> RequestView:
-    """The request as sent, as the proxy would have keyed it (secrets already markers)."""
-    pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
-    found = decode_body(body, headers)
-    decoded = found.data if found.whole else body
-    return RequestView.of(
-        exchange.method,
-        exchange.scheme,
-        exchange.host,
-        exchange.port,
-        exchange.path,
-        pairs,
-        decoded,
-    )
 
 
 def _differences(

@@ -22,6 +22,7 @@ from freezeframe.storage.names import validate_cassette_name
 if TYPE_CHECKING:
     from freezeframe.canonicalize import Route
     from freezeframe.evidence.perturb import Perturbation
+    from freezeframe.storage import Store
 
 # The command line reads the defaults and Address from here for every command, `--help`
 # too; the validators that need cryptography, the key rules or the perturbation grammar
@@ -357,6 +358,18 @@ def check_certificates(path: Path, what: str) -> None:
 
 def default_store_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / DB_FILENAME).absolute()}"
+
+
+def open_existing(data_dir: str | Path, store: str | None) -> Store:
+    """The store a command reads (``store``, else the one in ``data_dir``), which must exist:
+    a mistyped --data-dir says so instead of creating an empty store and listing nothing. Use
+    it as a context manager: the store closes however the command ends."""
+    from freezeframe.storage import StoreNotFound, open_store
+
+    try:
+        return open_store(store or default_store_url(Path(data_dir).expanduser()), create=False)
+    except StoreNotFound as exc:
+        raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
 
 
 def build(

@@ -42,7 +42,8 @@ FACT_KINDS: Mapping[str, str] = {
     "parent_span_id": "text",
 }
 """Each fact's kind, which fixes its column: text, float, int, bool, counts
-(Mapping[str, int]) or labels (Mapping[str, str])."""
+(Mapping[str, int]) or labels (Mapping[str, str]). The names are canonicalize.FACT_NAMES, in
+its order (tests/evidence/test_fact_names.py fails when they disagree)."""
 
 FACT_NAMES: tuple[str, ...] = tuple(FACT_KINDS)
 """Every fact an exchange may carry: what it asked of a model API and what it got back,

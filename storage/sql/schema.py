@@ -37,10 +37,12 @@ this index directly.
 ``signature_version`` and ``run_failures``, storage.records.Signals; NULL in rows written
 before, which ``freezeframe triage --rebuild`` works out), an index of the failing
 exchanges, and ``notes``, case notes on a cassette or one of its exchanges.
+
+The steps from one version to the next are Alembic revisions (storage.sql.migrations), which
+also creates, migrates and guards the store when it is opened.
 """
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -60,16 +62,9 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
-    bindparam,
-    insert,
-    inspect,
-    select,
     text,
-    update,
 )
-from sqlalchemy.schema import CreateColumn
 
-from freezeframe.storage.errors import SchemaTooNew, StoreNotFound
 from freezeframe.storage.records import FACT_KINDS
 
 SCHEMA_VERSION = 8
@@ -398,165 +393,3 @@ CHAINED = tuple(
 """The columns an exchange's chain digest covers: all that describe the exchange. The
 chain covers the canonical form itself, as ``canonical``, wherever it is stored, and
 ``messages_digest`` only when it is set, so chains written before version 4 still hold."""
-
-
-_VERSION = select(meta.c.value).where(meta.c.name == "schema_version")
-
-
-def ensure_schema(conn: Connection, where: str, create: bool = True) -> None:
-    """Create the tables on first use (unless ``create`` is False: then StoreNotFound),
-    migrate an older store forward, and refuse one written by a newer schema."""
-    if inspect(conn).has_table(meta.name):
-        found = conn.scalar(_VERSION)
-        if found is not None:
-            if int(found) > SCHEMA_VERSION:
-                raise SchemaTooNew(int(found), SCHEMA_VERSION, where)
-            if int(found) < SCHEMA_VERSION:
-                _migrate(conn)
-            return
-    if not create:
-        raise StoreNotFound(f"no freezeframe store in {where}")
-    metadata.create_all(conn)
-    create_search(conn)
-    create_triage_index(conn)
-    conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
-
-
-def _migrate(conn: Connection) -> None:
-    """Apply each step from the store's version to SCHEMA_VERSION, in the caller's
-    transaction. The version is re-read under a row lock, so that of two processes
-    opening an old PostgreSQL store at once, the second finds it migrated; each step
-    also checks what already exists, so a step cut short can run again."""
-    version = int(conn.scalar(_VERSION.with_for_update()) or SCHEMA_VERSION)
-    while version < SCHEMA_VERSION:
-        MIGRATIONS[version](conn)
-        version += 1
-        conn.execute(update(meta).where(meta.c.name == "schema_version").values(value=str(version)))
-
-
-def _add_blob_parts(conn: Connection) -> None:
-    """1 -> 2: bodies streamed in parts. Existing bodies get parts = 0: stored whole."""
-    if "parts" not in {column["name"] for column in inspect(conn).get_columns(blobs.name)}:
-        definition = CreateColumn(blobs.c.parts).compile(dialect=conn.dialect)
-        conn.execute(text(f"ALTER TABLE {blobs.name} ADD COLUMN {definition}"))
-    blob_parts.create(conn, checkfirst=True)
-
-
-def _add_canonical_digest(conn: Connection) -> None:
-    """2 -> 3: canonical forms as blobs. Existing rows keep theirs in ``canonical``."""
-    if "canonical_digest" not in {c["name"] for c in inspect(conn).get_columns(exchanges.name)}:
-        # Spelled out: SQLite adds a foreign key to a table only inline, with the column.
-        column = exchanges.c.canonical_digest
-        conn.execute(
-            text(
-                f"ALTER TABLE {exchanges.name} ADD COLUMN {column.name} VARCHAR(64) "
-                f"CONSTRAINT fk_{exchanges.name}_{column.name} REFERENCES {blobs.name} (digest)"
-            )
-        )
-
-
-def _add_facts_and_drift(conn: Connection) -> None:
-    """3 -> 4: facts, run ids, stripped digests, transcripts and drift. Existing rows get
-    their run id from their context, so that filtering by run finds them; the other new
-    columns stay NULL, since what they hold was not kept (or, for facts, is worked out
-    from the raw bytes by code the store does not have)."""
-    present = {c["name"] for c in inspect(conn).get_columns(exchanges.name)}
-    for name in ("messages_digest", *DERIVED):
-        if name in present:
-            continue
-        if name == "messages_digest":
-            # Spelled out: SQLite adds a foreign key to a table only inline, with the column.
-            definition = (
-                f"{name} VARCHAR(64) CONSTRAINT fk_{exchanges.name}_{name} "
-                f"REFERENCES {blobs.name} (digest)"
-            )
-        else:
-            definition = str(CreateColumn(exchanges.c[name]).compile(dialect=conn.dialect))
-        conn.execute(text(f"ALTER TABLE {exchanges.name} ADD COLUMN {definition}"))
-    drifts.create(conn, checkfirst=True)
-    # Context is ASCII JSON, so a run id's key is always spelled this way in it.
-    with_run = select(exchanges.c.id, exchanges.c.context).where(
-        exchanges.c.run_id.is_(None), exchanges.c.context.contains('"run-id"')
-    )
-    runs = [
-        {"row_id": row_id, "run": run}
-        for row_id, context in conn.execute(with_run)
-        if isinstance(run := json.loads(context).get("run-id"), str)
-    ]
-    if runs:
-        conn.execute(
-            update(exchanges)
-            .where(exchanges.c.id == bindparam("row_id"))
-            .values(run_id=bindparam("run")),
-            runs,
-        )
-
-
-def _add_search_and_misses(conn: Connection) -> None:
-    """4 -> 5: the miss log and provenance. The search index of version 5 is not made here:
-    6 -> 7 builds today's, from the exchanges stored."""
-    for table in (misses, replay_positions):
-        table.create(conn, checkfirst=True)
-    for table, column in ((exchanges, "origin"), (cassettes, "origin"), (blobs, "stored_at")):
-        if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
-            definition = CreateColumn(table.c[column]).compile(dialect=conn.dialect)
-            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {definition}"))
-
-
-def _add_blob_bases(conn: Connection) -> None:
-    """5 -> 6: bodies stored against a base (existing bodies are stored on their own), and
-    the cassette totals ``ls`` reads."""
-    cassette_totals.create(conn, checkfirst=True)
-    present = {c["name"] for c in inspect(conn).get_columns(blobs.name)}
-    if "base" not in present:
-        # Spelled out: SQLite adds a foreign key to a table only inline, with the column.
-        conn.execute(
-            text(
-                f"ALTER TABLE {blobs.name} ADD COLUMN base VARCHAR(64) "
-                f"CONSTRAINT fk_{blobs.name}_base REFERENCES {blobs.name} (digest)"
-            )
-        )
-    if "depth" not in present:
-        conn.execute(text(f"ALTER TABLE {blobs.name} ADD COLUMN depth INTEGER"))
-
-
-def _index_runs_and_compact_search(conn: Connection) -> None:
-    """6 -> 7: an index of exchanges by run id, and the search index, compressed and
-    contentless. The search index is built again from the stored exchanges
-    (storage.sql.search.rebuild): the values of version 6 are in clear text under other ids,
-    and an index rebuilt by today's code is the index today's code writes. Takes about as
-    long as reading every stored body once."""
-    from freezeframe.storage.sql.search import rebuild  # it reads rows with this module's tables
-
-    for index in exchanges.indexes:
-        index.create(conn, checkfirst=True)
-    for name in ("texts_fts", "text_uses", "texts"):
-        conn.execute(text(f"DROP TABLE IF EXISTS {name}"))
-    texts.create(conn)
-    text_uses.create(conn)
-    create_search(conn)
-    rebuild(conn)
-
-
-def _add_signals_and_notes(conn: Connection) -> None:
-    """7 -> 8: triage's signals and case notes. Existing rows get NULL signals: working
-    them out needs code the store does not have (``freezeframe triage --rebuild``)."""
-    present = {c["name"] for c in inspect(conn).get_columns(exchanges.name)}
-    for name in SIGNALS:
-        if name not in present:
-            definition = CreateColumn(exchanges.c[name]).compile(dialect=conn.dialect)
-            conn.execute(text(f"ALTER TABLE {exchanges.name} ADD COLUMN {definition}"))
-    create_triage_index(conn)
-    notes.create(conn, checkfirst=True)
-
-
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {
-    1: _add_blob_parts,
-    2: _add_canonical_digest,
-    3: _add_facts_and_drift,
-    4: _add_search_and_misses,
-    5: _add_blob_bases,
-    6: _index_runs_and_compact_search,
-    7: _add_signals_and_notes,
-}
-"""Version N -> the step that makes a version-N store a version-N+1 store."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from mitmproxy import http
-from mitmproxy.proxy import mode_specs, server_hooks
-from mitmproxy.test import tflow
+from mitmproxy.proxy import layer, mode_specs, server_hooks
+from mitmproxy.proxy.context import Context
+from mitmproxy.test import taddons, tflow
 
 from freezeframe.addons.capture import AddressBook, Capture
 from freezeframe.addons.state import Mode, RuntimeState
@@ -94,3 +95,23 @@ def test_replay_opens_no_raw_tcp_connection(book: AddressBook, mode: Mode, refus
     flow.server_conn.error = None
     capture(book, mode).tcp_start(flow)
     assert bool(flow.server_conn.error) is refused
+
+
+def test_captured_udp_is_refused_as_plain_udp_and_proxied_udp_is_left_alone(
+    book: AddressBook,
+) -> None:
+    addon = capture(book)
+    with taddons.context() as tctx:
+        decisions = []
+        for mode in ("tun", "regular"):
+            client = tflow.tclient_conn()
+            client.transport_protocol = "udp"
+            client.proxy_mode = mode_specs.ProxyMode.parse(mode)
+            nextlayer = layer.NextLayer(Context(client, tctx.options))
+            addon.next_layer(nextlayer)
+            decisions.append(type(nextlayer.layer).__name__)
+        flow = tflow.tudpflow()
+        flow.server_conn.address = ("1.1.1.1", 443)
+        addon.udp_start(flow)
+    assert decisions == ["UDPLayer", "NoneType"]
+    assert flow.server_conn.error == "freezeframe refuses captured UDP to 1.1.1.1:443"

@@ -48,8 +48,20 @@ from freezeframe.storage import (
 )
 from freezeframe.storage.blobs import INLINE_LIMIT, PART_SIZE, compress, digest
 from freezeframe.storage.chain import GENESIS, exchange_digest, link
+from freezeframe.storage.sql.migrations import HEAD
+from freezeframe.storage.sql.migrations.versions.v2_blob_parts import add_blob_parts
+from freezeframe.storage.sql.migrations.versions.v3_canonical_digest import add_canonical_digest
+from freezeframe.storage.sql.migrations.versions.v4_facts_and_drift import add_facts_and_drift
+from freezeframe.storage.sql.migrations.versions.v5_search_and_misses import (
+    add_search_and_misses,
+)
+from freezeframe.storage.sql.migrations.versions.v6_blob_bases import add_blob_bases
+from freezeframe.storage.sql.migrations.versions.v7_run_index_and_compact_search import (
+    index_runs_and_compact_search,
+)
+from freezeframe.storage.sql.migrations.versions.v8_signals_and_notes import add_signals_and_notes
 from freezeframe.storage.sql.rows import exchange_row
-from freezeframe.storage.sql.schema import MIGRATIONS, SCHEMA_VERSION
+from freezeframe.storage.sql.schema import SCHEMA_VERSION, metadata
 
 WAIT = 30.0
 NOT_A_FORM = (
@@ -602,7 +614,7 @@ def v2_store(url: str, sent: list[NewExchange]) -> None:
     engine = sqlalchemy.create_engine(url)
     try:
         with engine.begin() as conn:
-            MIGRATIONS[1](conn)  # 1 -> 2, as version 2 ran it
+            add_blob_parts(conn)  # 1 -> 2, as version 2 ran it
             conn.execute(sqlalchemy.text("UPDATE meta SET value = '2'"))
     finally:
         engine.dispose()
@@ -675,7 +687,7 @@ def v3_store(url: str, old: list[NewExchange], new: list[NewExchange]) -> None:
     engine = sqlalchemy.create_engine(url)
     try:
         with engine.begin() as conn:
-            MIGRATIONS[2](conn)  # 2 -> 3, as version 3 ran it
+            add_canonical_digest(conn)  # 2 -> 3, as version 3 ran it
             conn.execute(sqlalchemy.text("UPDATE meta SET value = '3'"))
             tables = sqlalchemy.MetaData()
             tables.reflect(conn, only=["blobs", "exchanges", "cassettes"])
@@ -808,3 +820,75 @@ def test_streaming_in_never_waits_for_the_database(store: Store, store_url: str)
     found = store.lookup("c", "k", 0)
     assert found is not None and found.response is not None
     assert len(found.response.body) == 4 * MiB
+
+
+# -- every past version ---------------------------------------------------------------
+
+STEPS = (
+    add_blob_parts,
+    add_canonical_digest,
+    add_facts_and_drift,
+    add_search_and_misses,
+    add_blob_bases,
+    index_runs_and_compact_search,
+    add_signals_and_notes,
+)
+"""Version N+1's step at STEPS[N - 1], run as that version ran it before freezeframe kept its
+migrations as Alembic revisions."""
+
+
+def store_at(url: str, version: int, sent: list[NewExchange]) -> None:
+    """A store of ``version`` from before Alembic: ``sent`` written by version 1, then each
+    step up to ``version`` run in turn, and no ``alembic_version`` table."""
+    v1_store(url, sent)
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for step in STEPS[: version - 1]:
+                step(conn)
+            conn.execute(sqlalchemy.text(f"UPDATE meta SET value = '{version}'"))
+    finally:
+        engine.dispose()
+
+
+def missing_from(url: str) -> list[str]:
+    """What the schema declares (tables, columns, indexes) that the store at ``url`` lacks."""
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = sqlalchemy.inspect(conn)
+            missing = []
+            for table in metadata.sorted_tables:
+                if not found.has_table(table.name):
+                    missing.append(table.name)
+                    continue
+                columns = {column["name"] for column in found.get_columns(table.name)}
+                missing += [f"{table.name}.{c.name}" for c in table.c if c.name not in columns]
+                indexes = {index["name"] for index in found.get_indexes(table.name)}
+                missing += [f"index {i.name}" for i in table.indexes if i.name not in indexes]
+            return missing
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION + 1))
+def test_a_store_of_every_past_version_is_migrated_to_the_current_schema(
+    store_url: str, version: int
+) -> None:
+    sent = [download(Slot(0, 0), "k0", body=b"answer", request_body=b'{"q": 1}')]
+    store_at(store_url, version, sent)
+
+    with open_store(store_url) as store:
+        old = store.lookup("c", "k0", 0)
+        assert old is not None and old.response is not None
+        assert (old.request_body, old.response.body) == (b'{"q": 1}', b"answer")
+        submit(store, "k1", body=b"answer 1")
+        store.flush(WAIT)
+        report = store.verify("c")
+        assert (report.ok, report.checked) == (True, 2)
+        assert sorted(hit.seq for hit in store.search("answer", "c")) == [0, 1]
+    assert missing_from(store_url) == []
+    assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
+        (str(SCHEMA_VERSION),)
+    ]
+    assert run_sql(store_url, "SELECT version_num FROM alembic_version") == [(HEAD,)]

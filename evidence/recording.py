@@ -1,0 +1,74 @@
+"""The one builder of an exchange to record, for every writer of recordings.
+
+The proxy (its recordings and its ``--record-into`` copies), ``resend`` and imports of
+capture files all record an exchange the same way: the key, its scheme, the canonical form
+and the digests of what the key left out come from the request's ``Canonical``; the facts
+are read (evidence.facts) from the request as keyed and the response as stored, both
+already redacted, so a secret can never reach a fact column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from freezeframe.canonicalize import SCHEME_VERSION, Canonical, RequestView
+from freezeframe.canonicalize.drift import digests
+from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.requests import WireRequest
+from freezeframe.storage import (
+    BlobRef,
+    Message,
+    NewExchange,
+    Origin,
+    Outcome,
+    RecordedResponse,
+    Slot,
+)
+
+
+def new_exchange(
+    cassette: str,
+    request: WireRequest,
+    canonical: Canonical,
+    keyed: RequestView,
+    *,
+    slot: Slot,
+    started_at: float,
+    duration: float | None,
+    response: RecordedResponse | None,
+    outcome: Outcome,
+    error: str | None,
+    context: Mapping[str, str],
+    request_body_ref: BlobRef | None = None,
+    messages: tuple[Message, ...] | None = None,
+    origin: Origin | None = None,
+) -> NewExchange:
+    """``request`` as it is stored (redacted) and ``keyed`` as ``canonical`` was computed
+    from; ``request_body_ref`` stands for a body written through a blob writer (then
+    ``request.body`` is b"")."""
+    return NewExchange(
+        cassette=cassette,
+        key=canonical.key,
+        key_scheme=SCHEME_VERSION,
+        canonical=canonical.form,
+        method=request.method,
+        scheme=request.scheme,
+        host=request.host,
+        port=request.port,
+        path=request.target,
+        http_version=request.http_version,
+        request_headers=request.headers,
+        request_body=request.body,
+        request_body_ref=request_body_ref,
+        started_at=started_at,
+        duration=duration,
+        response=response,
+        outcome=outcome,
+        error=error,
+        context=context,
+        slot=slot,
+        stripped=digests(canonical.stripped),
+        facts=exchange_facts(keyed, response, canonical.profile),
+        messages=messages,
+        origin=origin,
+    )
