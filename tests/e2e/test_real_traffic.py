@@ -161,6 +161,17 @@ def test_every_page_of_the_case_file_answers_without_a_server_error(recorded: Re
     assert len(seen) < MAX_PAGES
 
 
+def test_the_steps_and_exchange_pages_count_in_words_a_person_reads(recorded: Recorded) -> None:
+    """ "1 messages" and "1 tools offered" read as a typo where a person looks first."""
+    rows = recorded.proxy.admin("GET", "/api/cassettes/corpus").json()
+    paths = ["/cassettes/corpus/steps", *(f"/cassettes/corpus/{r['seq']}" for r in rows)]
+    for path in paths:
+        text = recorded.proxy.admin("GET", path).text
+        assert not re.search(r"\b1 (messages|tools|exchanges|chunks|misses)\b", text), path
+    steps = recorded.proxy.admin("GET", "/cassettes/corpus/steps").text
+    assert re.search(r"\b1 message\b", steps)  # the corpus has a one-message call
+
+
 def _cli(data_dir: Path, *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli.main, [*args, "--data-dir", str(data_dir)])
     if result.exception and not isinstance(result.exception, SystemExit):
