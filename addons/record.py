@@ -96,9 +96,9 @@ def _read_and_closed(recording: _Recording, flow: http.HTTPFlow) -> bool:
     upstream gone silent, which is the upstream's failure and is recorded ``truncated``)."""
     if flow.error is None:
         return False
+    # Headers alone are no answer read: a client that closes before any body arrived was
+    # waiting for it (a read timeout), however soon after the headers its timeout fell.
     last = recording.chunks[-1][1] if recording.chunks else None
-    if last is None and flow.response is not None and flow.response.timestamp_start:
-        last = flow.response.timestamp_start - recording.started
     closed = flow.error.timestamp - recording.started
     return last is not None and closed - last <= CLIENT_READ_GRACE_S
 
