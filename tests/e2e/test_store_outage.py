@@ -76,6 +76,8 @@ def test_recording_forwards_through_an_outage_and_stores_again_after_it(
             health = proxy.admin("GET", "/health").json()
             assert health["status"] == "degraded" and health["store_problem"]
         assert client.get(url, params={"n": "after"}).status_code == 200
+    # The writer clears the problem when it next commits, after the answer has gone.
+    assert len(proxy.stored("outage", 2, timeout=30)) == 2
     assert proxy.admin("GET", "/health").json()["store_problem"] is None
     proxy.stop()
     assert "could not store exchange" in proxy.log
