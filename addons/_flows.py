@@ -17,11 +17,11 @@ from mitmproxy import http
 from freezeframe.addons.routing import Decision
 from freezeframe.addons.state import Mode
 from freezeframe.canonicalize import Canonical, KeyConfig, RequestView, canonicalize
-from freezeframe.evidence.perturb import Perturbed
 from freezeframe.evidence.requests import WireRequest
 from freezeframe.evidence.requests import decoded_body as decoded_body_of
 from freezeframe.storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.perturb import Perturbed
 
 log = logging.getLogger("freezeframe.proxy")
 

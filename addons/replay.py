@@ -33,8 +33,6 @@ from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonic
 from freezeframe.addons.websocket import is_websocket
 from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
 from freezeframe.canonicalize.drift import drifted
-from freezeframe.evidence.perturb import Perturbed, Perturber
-from freezeframe.evidence.perturb import Request as PerturbedRequest
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
@@ -55,6 +53,8 @@ from freezeframe.storage import (
     StoreError,
 )
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.perturb import Perturbed, Perturber
+from freezeframe.whatif.perturb import Request as PerturbedRequest
 
 log = logging.getLogger("freezeframe.replay")
 

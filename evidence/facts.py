@@ -1,7 +1,7 @@
 """The replay-kit facts of an exchange, from the bytes the store keeps.
 
 The proxy reads them when it records (addons.record), and an edited answer needs them read
-again (evidence.editing); both go through here, so an edit's model, usage and finish reason
+again (whatif.editing); both go through here, so an edit's model, usage and finish reason
 are read exactly as a recording's are. The answer is content-decoded with the store's one
 bounded decoder, since canonicalize knows no content codings.
 """

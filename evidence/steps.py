@@ -30,7 +30,6 @@ from enum import StrEnum
 from typing import Any
 
 from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
-from freezeframe.evidence.bodies import parse_json, response_body
 from freezeframe.evidence.conversation import (
     Conversation,
     context_document,
@@ -41,9 +40,10 @@ from freezeframe.evidence.conversation import (
 )
 from freezeframe.evidence.loops import Loop, find_loops
 from freezeframe.evidence.matching import RequestContent, content_match, request_content
-from freezeframe.evidence.mcp import McpMessage, mcp_of
-from freezeframe.evidence.messages import ToolCall
-from freezeframe.evidence.streams import error_text
+from freezeframe.providers.bodies import parse_json, response_body
+from freezeframe.providers.mcp import McpMessage, mcp_of
+from freezeframe.providers.messages import ToolCall
+from freezeframe.providers.streams import error_text
 from freezeframe.storage import Exchange, Outcome
 
 MODEL = "model"

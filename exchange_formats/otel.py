@@ -25,9 +25,9 @@ from typing import IO, Any
 import blake3
 
 from freezeframe.evidence import Conversation, conversations_of
-from freezeframe.evidence.messages import Message, ToolCall
 from freezeframe.exchange_formats.jsonl import Progress
 from freezeframe.exchange_formats.reading import Current, each_exchange
+from freezeframe.providers.messages import Message, ToolCall
 from freezeframe.storage import Exchange, Outcome, Store
 
 _CLIENT = 3

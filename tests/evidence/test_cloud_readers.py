@@ -14,9 +14,9 @@ from support.exchanges import stored_exchange
 
 from freezeframe.canonicalize import eventstream
 from freezeframe.evidence.conversation import conversation_of
-from freezeframe.evidence.reframe import reframe
-from freezeframe.evidence.restream import NotRestreamable
 from freezeframe.evidence.steps import Match, agent_steps
+from freezeframe.whatif.reframe import reframe
+from freezeframe.whatif.restream import NotRestreamable
 
 CONVERSE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream"
 INVOKE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke-with-response-stream"
