@@ -204,6 +204,7 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     )
     said = vertex.models.generate_content(model="gemini-2.0-flash", contents="Vertex Viseu")
     seen["vertex"] = said.text
+    seen["gemini_tools"] = gemini_tool_round_trip(gemini, base)
     azure = openai.AzureOpenAI(
         azure_endpoint=base, api_key=AZURE_KEY, api_version="2024-10-21", max_retries=0
     )
@@ -212,6 +213,38 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     ) as chunks_:
         seen["azure"] = "".join(c.choices[0].delta.content or "" for c in chunks_ if c.choices)
     return seen
+
+
+def gemini_tool_round_trip(gemini: genai.Client, base: str) -> dict[str, Any]:
+    """Two get_weather calls without ids, each run against the tool route, both answered
+    by name in the next request, as google-genai's manual function calling does it."""
+    tool = types.Tool(
+        function_declarations=[
+            types.FunctionDeclaration(
+                name="get_weather",
+                description="The weather in a city now",
+                parameters_json_schema=WEATHER["toolSpec"]["inputSchema"]["json"],
+            )
+        ]
+    )
+    config = types.GenerateContentConfig(tools=[tool])
+    asked = [types.Content(role="user", parts=[types.Part(text="Tavira, Lagos")])]
+    first = gemini.models.generate_content(model="gemini-2.0-flash", contents=asked, config=config)
+    calls = first.function_calls or []
+    responses = []
+    with httpx.Client(timeout=10) as http:
+        for call in calls:
+            city = (call.args or {})["city"]
+            weather = http.get(f"{base}/tool/counter", params={"city": city}).json()
+            responses.append(
+                types.Part.from_function_response(name="get_weather", response=weather)
+            )
+    assert first.candidates and first.candidates[0].content
+    answered = [*asked, first.candidates[0].content, types.Content(role="user", parts=responses)]
+    second = gemini.models.generate_content(
+        model="gemini-2.0-flash", contents=answered, config=config
+    )
+    return {"calls": [(c.id, c.name, c.args) for c in calls], "answer": second.text}
 
 
 @dataclass
@@ -292,6 +325,13 @@ def test_every_sdk_gets_its_recorded_answers_with_no_upstream_request(recorded: 
     assert live["invoke"] == "answer 1 to: Invoke Faro"
     assert live["gemini_stream"] == "answer 2 to: Gemini Coimbra"
     assert live["gemini_array"] == ["answer ", "3 ", "to: ", "Array ", "Aveiro"]
+    assert live["gemini_tools"] == {
+        "calls": [
+            (None, "get_weather", {"city": "Tavira"}),
+            (None, "get_weather", {"city": "Lagos"}),
+        ],
+        "answer": "answer 6 to: ",
+    }
     assert recorded.replayed == live
     assert recorded.replay_connections == 0
 
@@ -311,7 +351,7 @@ def test_each_call_is_recognised_with_provider_model_stop_reason_and_tokens(
     assert ("gcp.gemini", "gemini.generate-content", "gemini-2.0-flash") in facts
     assert ("gcp.vertex_ai", "gemini.generate-content", "gemini-2.0-flash") in facts
     assert ("azure.ai.openai", "openai.chat-completions", "agent-gpt4o") in facts
-    by_path = {r["url"].split("?")[0].split("/", 3)[-1]: r["facts"] for r in rows}
+    by_path = {r["url"].split("?")[0].split("/", 3)[-1]: r["facts"] for r in reversed(rows)}
     stream = by_path[f"model/{quote(CLAUDE, safe='')}/converse-stream"]
     assert stream["finish_reason"] == "end_turn" and stream["stream"] is True
     assert stream["usage"]["inputTokens"] == 12 and stream["request_id"].startswith("bedrock-req-")
@@ -348,8 +388,12 @@ def test_the_case_file_reads_what_each_model_saw_and_answered(recorded: Recorded
         "answer 2 to: Gemini Coimbra",
         "answer 3 to: Array Aveiro",
         "answer 4 to: Vertex Viseu",
+        "",
+        "answer 6 to: ",
     ]
-    assert [g["provider"] for g in gemini] == ["gcp.gemini"] * 3 + ["gcp.vertex_ai"]
+    assert [g["provider"] for g in gemini] == ["gcp.gemini"] * 3 + ["gcp.vertex_ai"] + [
+        "gcp.gemini"
+    ] * 2
     assert gemini[0]["messages"][0]["role"] == "user" and gemini[1]["answer"]["streamed"]
     (azure,) = documents["openai.chat-completions"]
     assert azure["provider"] == "azure.ai.openai" and azure["model"] == "agent-gpt4o"
@@ -361,7 +405,11 @@ def test_agent_steps_link_the_converse_tool_call_to_its_tool_and_its_result(
 ) -> None:
     steps = steps_document(agent_steps(exchanges(recorded.data_dir)))
     text = json.dumps(steps)
-    (step,) = [s for s in steps["steps"] if s["kind"] == "model" and s["calls"]]
+    (step,) = [
+        s
+        for s in steps["steps"]
+        if s["kind"] == "model" and s["calls"] and s["model"]["api"] == "bedrock.converse"
+    ]
     (call,) = step["calls"]
     assert call["call"]["name"] == "get_weather" and call["call"]["value"] == {"city": "Lisbon"}
     tool = next(s for s in steps["steps"] if s["url"].endswith("/tool/counter?city=Lisbon"))
@@ -371,6 +419,41 @@ def test_agent_steps_link_the_converse_tool_call_to_its_tool_and_its_result(
         "match": "exact",
         "why": "toolUseId tooluse_1",
     }
+
+
+def test_agent_steps_link_gemini_calls_without_ids_to_their_responses_by_name_in_order(
+    recorded: Recorded,
+) -> None:
+    """google-genai's calls carry no id: each links to the tool request that ran it and to
+    the request whose functionResponse parts answered it, the two of one name by order."""
+    steps = steps_document(agent_steps(exchanges(recorded.data_dir)))
+    text = json.dumps(steps)
+    (step,) = [
+        s
+        for s in steps["steps"]
+        if s["kind"] == "model" and s["calls"] and s["model"]["api"] == "gemini.generate-content"
+    ]
+    ran = {
+        s["url"].rsplit("=", 1)[-1]: s["seq"]
+        for s in steps["steps"]
+        if "/tool/counter?" in s["url"]
+    }
+    answered = next(
+        s["seq"] for s in steps["steps"] if s["seq"] > step["seq"] and s["kind"] == "model"
+    )
+    assert [(c["call"]["id"], c["call"]["value"]) for c in step["calls"]] == [
+        (None, {"city": "Tavira"}),
+        (None, {"city": "Lagos"}),
+    ]
+    assert [c["executed_by"]["seq"] for c in step["calls"]] == [ran["Tavira"], ran["Lagos"]], text
+    assert [c["result_in"] for c in step["calls"]] == [
+        {
+            "seq": answered,
+            "match": "exact",
+            "why": f"functionResponse get_weather ({n} of 2 by that name, in order; no ids)",
+        }
+        for n in (1, 2)
+    ]
 
 
 def test_search_finds_streamed_answers_and_not_the_padding(recorded: Recorded) -> None:
@@ -389,8 +472,9 @@ def test_search_finds_streamed_answers_and_not_the_padding(recorded: Recorded) -
 def test_edit_set_on_bedrock_and_gemini_answers_replays_through_the_sdks(
     recorded: Recorded, upstream_ca_file: Path
 ) -> None:
-    rows = {e.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in exchanges(recorded.data_dir)}
-    rows = {e.path.split("?")[0][1:]: e.seq for e in exchanges(recorded.data_dir)} | rows
+    stored = exchanges(recorded.data_dir)
+    rows = {e.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in stored}
+    rows = {e.path.split("?")[0][1:]: e.seq for e in stored[::-1]} | rows  # first Braga
     edits = [
         (rows["converse-stream"], "$.output.message.content[0].text", "edited Porto"),
         (rows["invoke-with-response-stream"], "$.content[0].text", "edited Evora"),
@@ -545,7 +629,7 @@ def test_resend_names_what_changed_in_an_answer_and_not_its_fresh_ids(
 ) -> None:
     """A Gemini answer resent differs in its text, not in the responseId every call gets; a
     ConverseStream's differences name the event that changed, not "body"."""
-    found = {e.path: e.seq for e in exchanges(recorded.data_dir)}
+    found = {e.path: e.seq for e in exchanges(recorded.data_dir)[::-1]}
     gemini = found["/v1beta/models/gemini-2.0-flash:generateContent"]
     converse = next(seq for path, seq in found.items() if path.endswith("/converse-stream"))
     signed = (
@@ -596,3 +680,4 @@ def test_the_case_file_pages_show_each_call_and_its_steps(recorded: Recorded) ->
     keyed = next(page.text for path, page in pages.items() if "?key=" in path)
     assert "query:key" in keyed and QUERY_KEY not in keyed
     assert steps.status_code == 200 and "toolUseId tooluse_1" in steps.text
+    assert "functionResponse get_weather (2 of 2 by that name, in order; no ids)" in steps.text

@@ -12,7 +12,10 @@ answers as they parse the real services':
   A tool offered while the user has just spoken is called, as the base server does.
 * Gemini: ``POST …/models/{m}:generateContent`` and ``:streamGenerateContent`` (``alt=sse``:
   server-sent events of whole answers, no ``[DONE]``; else one JSON array), under any prefix
-  (``/v1beta``, Vertex's ``/v1/projects/…/publishers/google/models/…``).
+  (``/v1beta``, Vertex's ``/v1/projects/…/publishers/google/models/…``). Offered functions
+  and the user's own words, it calls the first function once per comma-separated word, with
+  no ``id`` (as the Gemini API sends its calls); the request carrying their
+  ``functionResponse`` parts is answered in text.
 * Azure OpenAI: ``/openai/deployments/{d}/chat/completions`` and
   ``/openai/v1/chat/completions``, answered as the base server's chat, by the model behind
   the deployment (``AZURE_MODEL``).
@@ -51,6 +54,8 @@ _BEDROCK = re.compile(
     r"/model/([^/]+)/(converse-stream|converse|invoke-with-response-stream|invoke)"
 )
 _GEMINI = re.compile(r".*/models/([^/:]+):(generateContent|streamGenerateContent)")
+_SCHEMAS = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+"""Where a function declaration's schema is (google-genai sends ``parameters_json_schema``)."""
 _AZURE = re.compile(r"/openai/(?:deployments/[^/]+|v1)/chat/completions")
 
 
@@ -284,9 +289,11 @@ class CloudUpstream(Upstream):
         finish = "STOP"
         if declarations and not answered:
             tool = declarations[0]
-            schema = tool.get("parametersJsonSchema") or tool.get("parameters")
-            call = {"id": f"fc_{n}", "name": tool["name"], "args": tool_arguments(schema, text)}
-            pieces: list[dict[str, Any]] = [{"functionCall": call}]
+            schema = next((tool[n] for n in _SCHEMAS if n in tool), None)
+            pieces: list[dict[str, Any]] = [
+                {"functionCall": {"name": tool["name"], "args": tool_arguments(schema, said)}}
+                for said in text.split(", ")
+            ]
         else:
             pieces = [{"text": piece} for piece in _words(f"answer {n} to: {text}")]
         usage = {"promptTokenCount": 9, "candidatesTokenCount": 4 + n, "totalTokenCount": 13 + n}
