@@ -64,6 +64,8 @@ SECRETS += [
 ADMIN = "127.0.0.1:8081"
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 NOVA_PROFILE = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.amazon.nova-pro-v1:0"
+LLAMA = "us.meta.llama3-3-70b-instruct-v1:0"
+STREAM = "invoke-with-response-stream"
 WEATHER = {
     "toolSpec": {
         "name": "get_weather",
@@ -173,6 +175,22 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     pieces = [json.loads(e["chunk"]["bytes"]) for e in chunks["body"] if "chunk" in e]
     seen["invoke_stream"] = "".join(
         p["delta"]["text"] for p in pieces if p["type"] == "content_block_delta"
+    )
+    nova = {"messages": [{"role": "user", "content": [{"text": "Nova Tavira"}]}]}
+    chunks = client.invoke_model_with_response_stream(modelId=NOVA_PROFILE, body=json.dumps(nova))
+    pieces = [json.loads(e["chunk"]["bytes"]) for e in chunks["body"] if "chunk" in e]
+    seen["nova_stream"] = (
+        "".join(
+            p["contentBlockDelta"]["delta"]["text"] for p in pieces if "contentBlockDelta" in p
+        ),
+        [p["messageStop"]["stopReason"] for p in pieces if "messageStop" in p],
+    )
+    llama = {"prompt": "Llama Sagres", "max_gen_len": 64}
+    chunks = client.invoke_model_with_response_stream(modelId=LLAMA, body=json.dumps(llama))
+    pieces = [json.loads(e["chunk"]["bytes"]) for e in chunks["body"] if "chunk" in e]
+    seen["llama_stream"] = (
+        "".join(p["generation"] for p in pieces),
+        [p["stop_reason"] for p in pieces if p["stop_reason"]],
     )
     options = types.HttpOptions(base_url=base, api_version="v1beta")
     gemini = genai.Client(api_key=GEMINI_KEY, http_options=options)
@@ -323,6 +341,8 @@ def test_every_sdk_gets_its_recorded_answers_with_no_upstream_request(recorded: 
     assert live["converse_stream"] == "answer 3 to: Stream to Porto"
     assert live["converse_stop"] == ["end_turn"]
     assert live["invoke"] == "answer 1 to: Invoke Faro"
+    assert live["nova_stream"] == ("answer 3 to: Nova Tavira", ["end_turn"])
+    assert live["llama_stream"] == ("answer 4 to: Llama Sagres", ["stop"])
     assert live["gemini_stream"] == "answer 2 to: Gemini Coimbra"
     assert live["gemini_array"] == ["answer ", "3 ", "to: ", "Array ", "Aveiro"]
     assert live["gemini_tools"] == {
@@ -357,6 +377,10 @@ def test_each_call_is_recognised_with_provider_model_stop_reason_and_tokens(
     assert stream["usage"]["inputTokens"] == 12 and stream["request_id"].startswith("bedrock-req-")
     invoked = by_path[f"model/{quote(CLAUDE, safe='')}/invoke-with-response-stream"]
     assert invoked["finish_reason"] == "end_turn" and invoked["usage"]["output_tokens"] == 7
+    nova = by_path[f"model/{quote(NOVA_PROFILE, safe='')}/{STREAM}"]
+    assert nova["finish_reason"] == "end_turn" and nova["usage"]["inputTokens"] == 11
+    llama = by_path[f"model/{quote(LLAMA, safe='')}/{STREAM}"]
+    assert llama["finish_reason"] == "stop" and llama["usage"]["prompt_token_count"] == 11
     gemini = by_path["v1beta/models/gemini-2.0-flash:generateContent"]
     assert gemini["answered_model"] == "gemini-2.0-flash-001" and gemini["finish_reason"] == "STOP"
     assert gemini["usage"]["promptTokenCount"] == 9 and gemini["temperature"] == 0.3
@@ -379,7 +403,9 @@ def test_the_case_file_reads_what_each_model_saw_and_answered(recorded: Recorded
     )
     assert streamed["answer"]["text"] == "answer 3 to: Stream to Porto" and streamed["stream"]
     assert streamed["answer"]["complete"] and not streamed["notes"]
-    invoke, invoke_stream = documents["bedrock.invoke"]
+    invoke, invoke_stream, nova, llama = documents["bedrock.invoke"]
+    assert nova["answer"]["text"] == "answer 3 to: Nova Tavira" and nova["answer"]["complete"]
+    assert llama["answer"]["text"] == "answer 4 to: Llama Sagres" and llama["answer"]["complete"]
     assert invoke_stream["answer"]["text"] == "answer 2 to: Invoke stream Evora"
     assert invoke["messages"][0]["text"] == "Invoke Faro"
     gemini = documents["gemini.generate-content"]
@@ -475,9 +501,15 @@ def test_edit_set_on_bedrock_and_gemini_answers_replays_through_the_sdks(
     stored = exchanges(recorded.data_dir)
     rows = {e.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in stored}
     rows = {e.path.split("?")[0][1:]: e.seq for e in stored[::-1]} | rows  # first Braga
+    streams = {
+        model: next(e.seq for e in stored if e.path == f"/model/{quote(model, safe='')}/{STREAM}")
+        for model in (CLAUDE, NOVA_PROFILE, LLAMA)
+    }
     edits = [
         (rows["converse-stream"], "$.output.message.content[0].text", "edited Porto"),
-        (rows["invoke-with-response-stream"], "$.content[0].text", "edited Evora"),
+        (streams[CLAUDE], "$.content[0].text", "edited Evora"),
+        (streams[NOVA_PROFILE], "$.output.message.content[0].text", "edited Tavira"),
+        (streams[LLAMA], "$.generation", "edited Sagres"),
         (
             rows["v1beta/models/gemini-2.0-flash:generateContent"],
             "$.candidates[0].content.parts[0].text",
@@ -517,6 +549,8 @@ def test_edit_set_on_bedrock_and_gemini_answers_replays_through_the_sdks(
         replayer.kill()
     assert seen["converse_stream"] == "edited Porto" and seen["converse_stop"] == ["end_turn"]
     assert seen["invoke_stream"] == "edited Evora"
+    assert seen["nova_stream"] == ("edited Tavira", ["end_turn"])
+    assert seen["llama_stream"] == ("edited Sagres", ["stop"])
     assert seen["gemini"] == "edited Braga"
     assert seen["gemini_array"] == ["edited"]
     assert seen["gemini_stream"] == recorded.live["gemini_stream"]
@@ -676,7 +710,8 @@ def test_the_case_file_pages_show_each_call_and_its_steps(recorded: Recorded) ->
     assert {page.status_code for page in pages.values()} == {200}
     by_end = {path.split("?")[0].rsplit("/", 1)[-1]: page.text for path, page in pages.items()}
     assert "answer 3 to: Stream to Porto" in by_end["converse-stream"]
-    assert "answer 2 to: Invoke stream Evora" in by_end["invoke-with-response-stream"]
+    invoked = pages[f"/model/{quote(CLAUDE, safe='')}/invoke-with-response-stream"].text
+    assert "answer 2 to: Invoke stream Evora" in invoked
     keyed = next(page.text for path, page in pages.items() if "?key=" in path)
     assert "query:key" in keyed and QUERY_KEY not in keyed
     assert steps.status_code == 200 and "toolUseId tooluse_1" in steps.text
