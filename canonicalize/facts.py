@@ -23,6 +23,7 @@ from .model import RequestView
 from .profiles import select_profile
 from .profiles.bedrock import bedrock_call
 from .profiles.gemini import gemini_call
+from .profiles.mcp import is_stream_request
 from .providers import MODEL_PROVIDERS, azure_deployment, provider_of
 
 type FactValue = str | int | float | bool | None | dict[str, int] | dict[str, str]
@@ -174,6 +175,8 @@ def facts_of(
             profile = select_profile(request.path, body).name
         if body.kind == "json":
             value = body.value
+    if profile == "generic.empty" and is_stream_request(request.method, request.headers):
+        profile = "mcp"  # an MCP session's stream, opened or resumed by a GET
     provider = provider_of(profile, request.host, request.path, request.query)
     facts: dict[str, FactValue] = {"provider": provider, "api": profile}
     fields = value if isinstance(value, dict) else {}

@@ -477,6 +477,8 @@ def _title(read: _Read, calls: tuple[RequestedCall, ...]) -> str:
         text = " ".join(conversation.answer.text.split())
         return f"{who} answers" + (f": {text[:80]}" if text else "")
     if mcp is not None:
+        if mcp.resumed_after is not None:
+            return f"MCP {mcp.method} after event {mcp.resumed_after}"
         return f"MCP {mcp.method}" + (f" {mcp.call.name}" if mcp.call else "")
     return f"{exchange.method} {exchange.url}"
 
@@ -573,4 +575,6 @@ def _mcp_document(mcp: McpMessage) -> dict[str, Any]:
         "method": mcp.method,
         "call": None if mcp.call is None else tool_call_document(mcp.call),
         "result": None if mcp.result is None else tool_result_document(mcp.result),
+        "session": mcp.session,
+        "resumed_after": mcp.resumed_after,
     }

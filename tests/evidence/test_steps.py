@@ -553,3 +553,31 @@ def test_a_gemini_call_left_unanswered_or_asked_again_links_only_where_it_was_an
     first, second, _ = steps_of(exchanges).steps
     assert [c.result_in.seq if c.result_in else None for c in first.calls] == [1, None]
     assert [c.result_in.seq if c.result_in else None for c in second.calls] == [2, None]
+
+
+def test_a_get_resuming_an_mcp_stream_is_an_mcp_step_naming_its_session_and_event() -> None:
+    headers = (
+        (b"accept", b"text/event-stream"),
+        (b"mcp-session-id", b"0073ea66"),
+        (b"mcp-protocol-version", b"2025-11-25"),
+    )
+    resumed = stored_exchange(
+        seq=0,
+        method="GET",
+        url="https://mcp.test/mcp",
+        request_headers=(*headers, (b"last-event-id", b"17")),
+    )
+    standalone = stored_exchange(
+        seq=1, method="GET", url="https://mcp.test/mcp", request_headers=headers
+    )
+    plain = stored_exchange(
+        seq=2, method="GET", url="https://feed.test/events", request_headers=headers[:1]
+    )
+    steps = steps_of([resumed, standalone, plain])
+    assert [(s.kind, s.title) for s in steps.steps] == [
+        ("mcp", "MCP stream resumed after event 17"),
+        ("mcp", "MCP stream"),
+        ("http", "GET https://feed.test/events"),
+    ]
+    (document, *_) = steps_document(steps)["steps"]
+    assert (document["mcp"]["session"], document["mcp"]["resumed_after"]) == ("0073ea66", "17")
