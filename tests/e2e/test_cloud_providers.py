@@ -716,3 +716,5 @@ def test_the_case_file_pages_show_each_call_and_its_steps(recorded: Recorded) ->
     assert "query:key" in keyed and QUERY_KEY not in keyed
     assert steps.status_code == 200 and "toolUseId tooluse_1" in steps.text
     assert "functionResponse get_weather (2 of 2 by that name, in order; no ids)" in steps.text
+    answered = pages["/v1beta/models/gemini-2.0-flash:generateContent"].text  # the last
+    assert "result for <code>get_weather</code> (by name)" in answered and ">None<" not in answered

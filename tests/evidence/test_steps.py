@@ -581,3 +581,29 @@ def test_a_get_resuming_an_mcp_stream_is_an_mcp_step_naming_its_session_and_even
     ]
     (document, *_) = steps_document(steps)["steps"]
     assert (document["mcp"]["session"], document["mcp"]["resumed_after"]) == ("0073ea66", "17")
+
+
+def test_a_chat_function_call_without_an_id_links_to_the_function_message_by_name() -> None:
+    """Chat's deprecated ``function_call`` has no id either: its ``function`` message, by
+    name, carries the result back."""
+    asked = [{"role": "user", "content": "Paris"}]
+    call = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "function_call": call}}]}
+    answered = [
+        *asked,
+        {"role": "assistant", "content": None, "function_call": call},
+        {"role": "function", "name": "get_weather", "content": "sunny"},
+    ]
+    exchanges = [
+        stored_exchange(
+            seq=n,
+            url="https://api.openai.com/v1/chat/completions",
+            request_body=json.dumps({"model": "gpt-4o", "messages": messages}).encode(),
+            response_body=json.dumps(answer if n == 0 else {"choices": []}).encode(),
+        )
+        for n, messages in enumerate((asked, answered))
+    ]
+    model, _ = steps_of(exchanges).steps
+    assert model.calls[0].result_in == Link(
+        1, Match.EXACT, "function message get_weather (by name; the call has no id)"
+    )
