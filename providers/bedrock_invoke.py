@@ -102,7 +102,7 @@ class InvokeStream:
         if self._inner is None and not self._texts:
             if isinstance(event.get("type"), str):
                 self._inner = anthropic_messages.MessagesStream()
-            elif any(name in event for name in _CONVERSE_EVENTS):
+            elif any(name in event for name in CONVERSE_EVENTS):
                 self._inner = bedrock_converse.ConverseStream()
         if self._inner is not None:
             self._inner.feed({k: v for k, v in event.items() if k != METRICS})
@@ -126,4 +126,5 @@ class InvokeStream:
         return whole
 
 
-_CONVERSE_EVENTS = ("messageStart", "contentBlockStart", "contentBlockDelta", "messageStop")
+CONVERSE_EVENTS = ("messageStart", "contentBlockStart", "contentBlockDelta", "messageStop")
+"""The chunks that open an Amazon Nova stream (Converse's events, one a chunk)."""

@@ -9,7 +9,9 @@ it as Content, Part, Tool, GenerateContentResponse):
 - a Part holds one of: ``text`` (a thought when ``thought`` is true), ``inlineData``
   (``mimeType``, ``data``), ``fileData`` (``mimeType``, ``fileUri``), ``functionCall``
   (``id`` where the API gives one, ``name``, ``args``), ``functionResponse`` (``id``,
-  ``name``, ``response``), ``executableCode``, ``codeExecutionResult``.
+  ``name``, ``response``), ``executableCode``, ``codeExecutionResult``. The Gemini API
+  mostly gives calls no ``id``; it then pairs the responses of a turn with its calls by
+  name, in order, and so does `evidence.steps`.
 - the answer: ``candidates[]`` (``content``, ``finishReason``, ``index``),
   ``usageMetadata``, ``modelVersion``, ``responseId``. A stream (``streamGenerateContent``)
   sends whole GenerateContentResponses, each with the next piece of the text, as
@@ -106,8 +108,13 @@ def _part(item: dict[str, JsonValue]) -> Part:
     return Part(name, json_text(item.get(name))[:500])
 
 
+_SCHEMAS = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+"""Where a declaration's schema is: the API reads proto JSON, which takes a field's own
+snake_case name too, and google-genai sends ``parameters_json_schema`` so."""
+
+
 def _function(declaration: dict[str, JsonValue]) -> Tool:
-    schema = declaration.get("parametersJsonSchema", declaration.get("parameters"))
+    schema = next((declaration[name] for name in _SCHEMAS if name in declaration), None)
     name = as_str(declaration.get("name")) or ""
     return Tool(name, FUNCTION, as_str(declaration.get("description")), schema)
 

@@ -5,7 +5,10 @@ path the server chose, and answers with JSON or with SSE events carrying JSON-RP
 (https://modelcontextprotocol.io/specification/2025-06-18/basic/transports). A
 ``tools/call`` request's ``params`` hold the tool's ``name`` and ``arguments``; its result
 holds ``content`` blocks and ``isError``, and a JSON-RPC ``error`` is a failure too
-(https://modelcontextprotocol.io/specification/2025-06-18/server/tools).
+(https://modelcontextprotocol.io/specification/2025-06-18/server/tools). A body-less ``GET``
+with MCP's headers opens the session's SSE stream, or resumes one after the event its
+``Last-Event-ID`` names (2025-11-25,
+https://modelcontextprotocol.io/specification/2025-11-25/basic/transports).
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from dataclasses import dataclass
 
 from freezeframe.canonicalize import sse_events
 from freezeframe.canonicalize.jsonbody import JsonValue
-from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
+from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request, is_stream_request
 from freezeframe.providers.bodies import (
     as_dict,
     as_list,
     as_str,
+    header,
     json_text,
     media_type,
     parse_json,
@@ -43,12 +47,27 @@ class McpMessage:
     """For ``tools/call``: the tool's name and arguments, its id the JSON-RPC id."""
     result: ToolResult | None
     """For ``tools/call``: what the server answered, when it answered."""
+    session: str | None = None
+    """The ``Mcp-Session-Id`` a stream's ``GET`` carried."""
+    resumed_after: str | None = None
+    """The ``Last-Event-ID`` a resumed stream's ``GET`` carried: the last event the client
+    had, after which the server sends the rest."""
+
+
+STREAM = "stream"
+"""The method named for a ``GET`` that opens the session's SSE stream."""
+RESUMED = "stream resumed"
+"""The method named for a ``GET`` that resumes a stream with ``Last-Event-ID`` (2025-11-25)."""
 
 
 def mcp_of(exchange: Exchange) -> McpMessage | None:
     """The MCP request of an exchange; None for any other exchange."""
     body = request_body(exchange)
     value = parse_json(body.data) if body.data else None
+    if not body.data and _is_stream(exchange):
+        session = header(exchange.request_headers, b"mcp-session-id")
+        resumed = header(exchange.request_headers, b"last-event-id")
+        return McpMessage(RESUMED if resumed else STREAM, None, None, session, resumed)
     if not is_json_rpc_request(value):
         return None
     first = as_dict(as_list(value)[0] if isinstance(value, list) else value)
@@ -61,6 +80,11 @@ def mcp_of(exchange: Exchange) -> McpMessage | None:
     arguments = json_text(params.get("arguments") or {})
     call = tool_call(call_id, as_str(params.get("name")) or "", arguments)
     return McpMessage(method, call, _result(exchange, request_id))
+
+
+def _is_stream(exchange: Exchange) -> bool:
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in exchange.request_headers]
+    return is_stream_request(exchange.method, headers)
 
 
 def _result(exchange: Exchange, request_id: JsonValue) -> ToolResult | None:

@@ -23,6 +23,7 @@ from typing import Any
 from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize
 from freezeframe.canonicalize.eventstream import is_event_stream
 from freezeframe.canonicalize.jsonpath import BadPath, JsonPath, Member, parse_path, render
+from freezeframe.canonicalize.profiles.mcp import is_stream_request
 from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.requests import stored_view
 from freezeframe.providers import gemini
@@ -165,16 +166,10 @@ def _edited_session(
     return Edit(recorded, dict(exchange.facts), tuple(changes), messages)
 
 
-MCP_STREAM_HEADERS = frozenset({"mcp-session-id", "mcp-protocol-version"})
-"""Headers only an MCP client sends: a body-less ``GET`` carrying one (a 2025-11-25 stream
-resumed with ``Last-Event-ID``, or the session's standalone stream) is MCP's, though its
-request says nothing else."""
-
-
 def _stream_api(view: RequestView, profile: str) -> str:
     """The API whose framing a stream is edited in: the request's profile, or ``mcp`` for an
     MCP stream a ``GET`` opened (its JSON-RPC response travels there after a resumption)."""
-    if profile != "mcp" and any(name.lower() in MCP_STREAM_HEADERS for name, _ in view.headers):
+    if profile != "mcp" and is_stream_request(view.method, view.headers):
         return "mcp"
     return profile
 

@@ -10,8 +10,14 @@ then written back as the stream it came as (as restream.py does for server-sent 
   ``contentBlockStart`` for a tool use, one ``contentBlockDelta`` and a
   ``contentBlockStop``, ``messageStop``, ``metadata``), framed with fresh CRCs, which
   botocore checks before it reads a byte;
-- InvokeModelWithResponseStream of an Anthropic model: Anthropic's stream events, each
-  base64 in a ``chunk`` event, the recorded ``amazon-bedrock-invocationMetrics`` on the last;
+- InvokeModelWithResponseStream: each chunk base64 in a ``chunk`` event, the recorded
+  ``amazon-bedrock-invocationMetrics`` on the last; the chunks are the model's own: an
+  Anthropic model's stream events (edited as ``$.content[0].text``), Amazon Nova's
+  Converse-shaped events, one a chunk (``{"contentBlockDelta": {"delta": {"text": …}}}``;
+  edited as ``$.output.message.content[0].text``, as its InvokeModel answer gives it), or
+  Meta Llama's ``{"generation": …, "prompt_token_count": …, "generation_token_count": …,
+  "stop_reason": …}`` (edited as ``$.generation``), written back as one chunk with the whole
+  text and a last one with the counts and stop reason;
 - Gemini's streamGenerateContent: one whole GenerateContentResponse per part, the last with
   the finish reason, as server-sent events or as one JSON array, as it was recorded.
 
@@ -81,53 +87,69 @@ def _event(kind: str, payload: dict[str, Any]) -> bytes:
 # -- Converse (botocore's ConverseStreamOutput) --
 
 
-def _converse(events: list[tuple[str, dict[str, Any]]]) -> Restream:
-    stream = _fed(bedrock_converse.ConverseStream(), [{k: v} for k, v in events], "ConverseStream")
+Event = tuple[str, dict[str, Any]]
+
+
+def _converse(events: list[Event]) -> Restream:
+    answer, events_of = _converse_events(events, "ConverseStream")
+
+    def encode(edited: dict[str, Any]) -> list[bytes]:
+        return [_event(kind, payload) for kind, payload in events_of(edited)]
+
+    return Restream(bedrock_converse.API, answer, encode)
+
+
+def _converse_events(
+    events: list[Event], kind: str
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], list[Event]]]:
+    """Converse's stream events (ConverseStream's, or Nova's InvokeModel chunks) read as one
+    Converse answer, and the events that write an edited answer back."""
+    stream = _fed(bedrock_converse.ConverseStream(), [{k: v} for k, v in events], kind)
     answer: dict[str, Any] = json.loads(json.dumps(stream.whole(), default=str))
     for block in answer["output"]["message"]["content"]:
         if "toolUse" in block:
             use = block["toolUse"]
             use["input"] = _object(use.get("input"))
-    stop = next((payload for kind, payload in events if kind == "messageStop"), {})
-    has_metadata = any(kind == "metadata" for kind, _ in events)
+    stop = next((payload for name, payload in events if name == "messageStop"), {})
+    metadata = next((payload for name, payload in events if name == "metadata"), None)
 
-    def encode(edited: dict[str, Any]) -> list[bytes]:
+    def events_of(edited: dict[str, Any]) -> list[Event]:
         said = _dict(_dict(edited.get("output")).get("message"))
-        frames = [_event("messageStart", {"role": said.get("role", "assistant")})]
+        out: list[Event] = [("messageStart", {"role": said.get("role", "assistant")})]
         for index, block in enumerate(_list(said.get("content"))):
-            frames += _converse_block(index, _dict(block))
-        frames.append(_event("messageStop", {**stop, "stopReason": edited.get("stopReason")}))
-        if has_metadata:
-            metadata: dict[str, Any] = {n: edited[n] for n in ("usage", "metrics") if n in edited}
-            frames.append(_event("metadata", metadata))
-        return frames
+            out += _converse_block(index, _dict(block))
+        out.append(("messageStop", {**stop, "stopReason": edited.get("stopReason")}))
+        if metadata is not None:
+            kept = {n: v for n, v in metadata.items() if n not in ("usage", "metrics")}
+            out.append(
+                ("metadata", kept | {n: edited[n] for n in ("usage", "metrics") if n in edited})
+            )
+        return out
 
-    return Restream(bedrock_converse.API, answer, encode)
+    return answer, events_of
 
 
-def _converse_block(index: int, block: dict[str, Any]) -> list[bytes]:
+def _converse_block(index: int, block: dict[str, Any]) -> list[Event]:
     at = {"contentBlockIndex": index}
-    frames = []
+    out: list[Event] = []
     use = _dict(block.get("toolUse"))
     reasoning = _dict(_dict(block.get("reasoningContent")).get("reasoningText"))
     if use:
         start = {"toolUse": {"toolUseId": use.get("toolUseId"), "name": use.get("name")}}
-        frames.append(_event("contentBlockStart", {**at, "start": start}))
+        out.append(("contentBlockStart", {**at, "start": start}))
         arguments = json.dumps(use.get("input", {}), ensure_ascii=False)
-        frames.append(
-            _event("contentBlockDelta", {**at, "delta": {"toolUse": {"input": arguments}}})
-        )
+        out.append(("contentBlockDelta", {**at, "delta": {"toolUse": {"input": arguments}}}))
     elif reasoning:
         for name in ("text", "signature"):
             if isinstance(reasoning.get(name), str):
                 delta = {"reasoningContent": {name: reasoning[name]}}
-                frames.append(_event("contentBlockDelta", {**at, "delta": delta}))
+                out.append(("contentBlockDelta", {**at, "delta": delta}))
     elif isinstance(block.get("text"), str):
-        frames.append(_event("contentBlockDelta", {**at, "delta": {"text": block["text"]}}))
+        out.append(("contentBlockDelta", {**at, "delta": {"text": block["text"]}}))
     else:
         raise NotRestreamable(f"a {next(iter(block), 'empty')} block cannot be streamed again")
-    frames.append(_event("contentBlockStop", at))
-    return frames
+    out.append(("contentBlockStop", at))
+    return out
 
 
 # -- InvokeModelWithResponseStream --
@@ -146,27 +168,74 @@ def _invoke(events: list[tuple[str, dict[str, Any]]]) -> Restream:
         if not isinstance(chunk, dict):
             raise NotRestreamable("a chunk of the InvokeModel stream is not a JSON object")
         chunks.append(chunk)
-    if not chunks or not isinstance(chunks[0].get("type"), str):
-        raise NotRestreamable(
-            "only an Anthropic model's InvokeModel stream can be re-encoded; "
-            "replace the whole body with --response-body"
-        )
     metrics = next((c[bedrock_invoke.METRICS] for c in chunks if bedrock_invoke.METRICS in c), None)
-    inner = [
-        (str(c.get("type")), {k: v for k, v in c.items() if k != bedrock_invoke.METRICS})
-        for c in chunks
-    ]
-    stream = _fed(bedrock_invoke.InvokeStream(), [event for _, event in inner], "InvokeModel")
-    messages = bedrock_invoke_inner(stream)
-    answer, events_of = messages_events(inner, messages)
+    bare = [{k: v for k, v in c.items() if k != bedrock_invoke.METRICS} for c in chunks]
+    first = bare[0] if bare else {}
+    answer: dict[str, Any]
+    chunks_of: Callable[[dict[str, Any]], list[dict[str, Any]]]
+    if isinstance(first.get("type"), str):  # Anthropic's stream events
+        inner = [(str(c.get("type")), c) for c in bare]
+        stream = _fed(bedrock_invoke.InvokeStream(), bare, "InvokeModel")
+        answer, chunks_of = messages_events(inner, bedrock_invoke_inner(stream))
+    elif any(name in first for name in bedrock_invoke.CONVERSE_EVENTS):  # Amazon Nova
+        events = [_converse_chunk(c) for c in bare]
+        answer, events_of = _converse_events(events, "InvokeModel")
+
+        def chunks_of(edited: dict[str, Any]) -> list[dict[str, Any]]:
+            return [{kind: payload} for kind, payload in events_of(edited)]
+
+    elif isinstance(first.get("generation"), str):  # Meta Llama
+        answer, chunks_of = _generation(bare)
+    else:
+        raise NotRestreamable(
+            "only the InvokeModel streams of Anthropic, Amazon Nova and Meta Llama models can "
+            "be re-encoded; replace the whole body with --response-body"
+        )
 
     def encode(edited: dict[str, Any]) -> list[bytes]:
-        out = events_of(edited)
+        out = chunks_of(edited)
         if metrics is not None and out:
             out[-1] = {**out[-1], bedrock_invoke.METRICS: metrics}
         return [_chunk(event) for event in out]
 
     return Restream(bedrock_invoke.API, answer, encode)
+
+
+def _converse_chunk(chunk: dict[str, Any]) -> Event:
+    """A Nova chunk (``{"contentBlockDelta": {...}}``) as Converse's (type, payload)."""
+    if len(chunk) != 1 or not isinstance(next(iter(chunk.values())), dict):
+        raise NotRestreamable(f"an Amazon Nova chunk holds {sorted(chunk)}, not one event")
+    kind, payload = next(iter(chunk.items()))
+    return kind, payload
+
+
+def _generation(
+    chunks: list[dict[str, Any]],
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], list[dict[str, Any]]]]:
+    """Meta Llama's chunks (``generation``, ``prompt_token_count``, ``generation_token_count``,
+    ``stop_reason``) as its whole answer, and the chunks that write an edited one back: one
+    with the whole text, then the recorded last chunk's counts and stop reason."""
+    texts = [c.get("generation") for c in chunks]
+    if not all(isinstance(text, str) for text in texts):
+        raise NotRestreamable("a chunk of the Meta Llama stream has no generation text")
+    last = chunks[-1]
+    if last.get("stop_reason") is None:
+        raise NotRestreamable("the Meta Llama stream ended without a stop_reason")
+    answer: dict[str, Any] = {"generation": "".join(str(text) for text in texts)}
+    for name in ("prompt_token_count", "generation_token_count", "stop_reason"):
+        answer[name] = next((c[name] for c in reversed(chunks) if c.get(name) is not None), None)
+
+    def chunks_of(edited: dict[str, Any]) -> list[dict[str, Any]]:
+        said = edited.get("generation")
+        if not isinstance(said, str):
+            raise NotRestreamable("$.generation of a Meta Llama answer must be a string")
+        prompt = edited.get("prompt_token_count")
+        opening = {**chunks[0], "generation": said, "prompt_token_count": prompt}
+        opening["stop_reason"] = None
+        counts = {n: edited.get(n) for n in ("generation_token_count", "stop_reason")}
+        return [opening, {**last, "generation": "", "prompt_token_count": None, **counts}]
+
+    return answer, chunks_of
 
 
 def bedrock_invoke_inner(stream: Stream) -> Stream:

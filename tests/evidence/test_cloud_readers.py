@@ -159,8 +159,93 @@ def test_invoke_streams_of_nova_and_llama_are_read_by_their_own_shapes() -> None
         and read.answer.text == "Hello"
         and read.answer.complete
     )
-    with pytest.raises(NotRestreamable, match="only an Anthropic model"):
-        reframe("bedrock.invoke", llama)
+    mistral = chunks({"outputs": [{"text": "Hi", "stop_reason": "stop"}]})
+    with pytest.raises(NotRestreamable, match="Anthropic, Amazon Nova and Meta Llama models"):
+        reframe("bedrock.invoke", mistral)
+
+
+def decoded_chunks(data: bytes) -> list[dict[str, Any]]:
+    """The model's own chunks of an InvokeModel stream, as botocore hands them to boto3."""
+    return [json.loads(base64.b64decode(e["chunk"]["bytes"])) for e in botocore_events(data)]
+
+
+def test_an_edited_nova_invoke_stream_is_written_back_as_nova_chunks() -> None:
+    metrics = {"inputTokenCount": 3, "outputTokenCount": 2}
+    nova = chunks(
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockDelta": {"delta": {"text": "Ol"}, "contentBlockIndex": 0}},
+        {"contentBlockDelta": {"delta": {"text": "á"}, "contentBlockIndex": 0}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": "end_turn"}},
+        {
+            "metadata": {"usage": {"inputTokens": 3, "outputTokens": 2}, "trace": {}},
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    )
+    found = reframe("bedrock.invoke", nova)
+    assert found.message["output"]["message"]["content"] == [{"text": "Olá"}]
+    found.message["output"]["message"]["content"][0]["text"] = "Adeus"
+    written = decoded_chunks(b"".join(found.encode(found.message)))
+    assert written == [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"text": "Adeus"}}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": "end_turn"}},
+        {
+            "metadata": {"trace": {}, "usage": {"inputTokens": 3, "outputTokens": 2}},
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    ]
+
+
+def test_an_edited_llama_invoke_stream_is_its_text_then_its_counts_and_stop_reason() -> None:
+    metrics = {"inputTokenCount": 4, "outputTokenCount": 2}
+    llama = chunks(
+        {
+            "generation": "Hel",
+            "prompt_token_count": 4,
+            "generation_token_count": 1,
+            "stop_reason": None,
+        },
+        {
+            "generation": "lo",
+            "prompt_token_count": None,
+            "generation_token_count": 2,
+            "stop_reason": None,
+        },
+        {
+            "generation": "",
+            "prompt_token_count": None,
+            "generation_token_count": 2,
+            "stop_reason": "stop",
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    )
+    found = reframe("bedrock.invoke", llama)
+    assert found.message == {
+        "generation": "Hello",
+        "prompt_token_count": 4,
+        "generation_token_count": 2,
+        "stop_reason": "stop",
+    }
+    written = decoded_chunks(b"".join(found.encode({**found.message, "generation": "Olá"})))
+    assert written == [
+        {
+            "generation": "Olá",
+            "prompt_token_count": 4,
+            "generation_token_count": 1,
+            "stop_reason": None,
+        },
+        {
+            "generation": "",
+            "prompt_token_count": None,
+            "generation_token_count": 2,
+            "stop_reason": "stop",
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    ]
+    with pytest.raises(NotRestreamable, match="without a stop_reason"):
+        reframe("bedrock.invoke", chunks({"generation": "Hel", "stop_reason": None}))
 
 
 def gemini_answer(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
