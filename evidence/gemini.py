@@ -4,7 +4,8 @@ Shapes, by the REST reference of ``generateContent`` (google-genai's ``types.py`
 it as Content, Part, Tool, GenerateContentResponse):
 - the request: ``contents`` (``role``: ``user`` | ``model``; ``parts``), ``systemInstruction``
   (a Content), ``tools`` (``functionDeclarations``: ``name``, ``description``,
-  ``parameters`` or ``parametersJsonSchema``; or a built-in tool such as ``googleSearch``,
+  ``parameters`` or ``parametersJsonSchema`` (``parameters_json_schema`` as google-genai
+  sends it); or a built-in tool such as ``googleSearch``,
   ``codeExecution``); the model and whether it streams are the path's.
 - a Part holds one of: ``text`` (a thought when ``thought`` is true), ``inlineData``
   (``mimeType``, ``data``), ``fileData`` (``mimeType``, ``fileUri``), ``functionCall``
@@ -106,8 +107,13 @@ def _part(item: dict[str, JsonValue]) -> Part:
     return Part(name, json_text(item.get(name))[:500])
 
 
+_SCHEMAS = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+"""Where a declaration's argument schema is: google-genai sends ``parameters_json_schema``
+as it is spelled in Python (the API's JSON parser takes a field's proto name too)."""
+
+
 def _function(declaration: dict[str, JsonValue]) -> Tool:
-    schema = declaration.get("parametersJsonSchema", declaration.get("parameters"))
+    schema = next((declaration[key] for key in _SCHEMAS if key in declaration), None)
     name = as_str(declaration.get("name")) or ""
     return Tool(name, FUNCTION, as_str(declaration.get("description")), schema)
 

@@ -284,7 +284,11 @@ class CloudUpstream(Upstream):
         finish = "STOP"
         if declarations and not answered:
             tool = declarations[0]
-            schema = tool.get("parametersJsonSchema") or tool.get("parameters")
+            schema = (
+                tool.get("parametersJsonSchema")
+                or tool.get("parameters_json_schema")  # as google-genai sends it
+                or tool.get("parameters")
+            )
             call = {"id": f"fc_{n}", "name": tool["name"], "args": tool_arguments(schema, text)}
             pieces: list[dict[str, Any]] = [{"functionCall": call}]
         else:
