@@ -7,7 +7,8 @@ then replay it and assert that the server saw no new connection. The server
   connection opens; ``session.update`` -> ``session.updated``; ``conversation.item.create``
   -> ``conversation.item.created``; ``response.create`` -> ``response.created``, then
   ``deltas`` ``response.output_text.delta`` / ``response.output_audio.delta`` (base64)
-  events with ``gaps`` between them, then ``response.done``; anything else -> ``error``;
+  events with ``gaps`` between them, then ``response.done`` (``completed``, with its token
+  ``usage``); anything else -> ``error``;
 * echoes a binary message back unchanged;
 * closes with a chosen code on ``{"type": "test.close", "code": C, "reason": R}`` (not a
   Realtime event: how a test makes the *server* end a session);
@@ -203,9 +204,10 @@ class _Session:
                 delta = {"type": "response.output_audio.delta", "delta": audio}
             await self.emit({**delta, **common, "content_index": 0})
         await asyncio.sleep(self.owner.gap(self.owner.deltas))
-        await self.emit(
-            {"type": "response.done", "response": {"id": response_id, "status": "completed"}}
-        )
+        usage = {"total_tokens": 20 + self.owner.deltas, "input_tokens": 20}
+        usage["output_tokens"] = self.owner.deltas
+        done = {"id": response_id, "status": "completed", "usage": usage}
+        await self.emit({"type": "response.done", "response": done})
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
