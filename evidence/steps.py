@@ -17,6 +17,10 @@ calls its answer asked for, each linked
   ``tool_call_id`` / ``call_id`` / ``tool_use_id``: always an **exact** link, as ids are
   minted per call.
 
+A Realtime session is one exchange (its WebSocket) holding many responses: its step holds
+the calls of them all, and each result it sent back over the same WebSocket (a
+``function_call_output`` with the call's ``call_id``) links to the session's own step.
+
 Loops (one tool asked for again and again with nearly the same arguments) are reported
 beside the steps; see `evidence.loops`.
 """
@@ -43,6 +47,7 @@ from freezeframe.evidence.loops import Loop, find_loops
 from freezeframe.evidence.matching import RequestContent, content_match, request_content
 from freezeframe.evidence.mcp import McpMessage, mcp_of
 from freezeframe.evidence.messages import ToolCall
+from freezeframe.evidence.realtime import API as REALTIME
 from freezeframe.evidence.streams import error_text
 from freezeframe.storage import Exchange, Outcome
 
@@ -213,17 +218,29 @@ def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
     for number, position in enumerate(models):
         conversation = reads[position].conversation
         assert conversation is not None
-        if conversation.answer is None:
-            continue
         following = models[number + 1] if number + 1 < len(models) else len(reads)
-        for index, call in enumerate(conversation.answer.tool_calls):
+        for index, call in enumerate(_asked(conversation)):
             carrier = _first_after(carriers.get(call.id or "", []), position)
+            if conversation.api == REALTIME and position in carriers.get(call.id or "", []):
+                carrier = position  # the session sent the result back itself
             result_in = None
             end = following
             if carrier is not None:
                 result_in = Link(seqs[carrier], Match.EXACT, f"{_id_name(conversation)} {call.id}")
-                end = carrier
+                end = carrier if carrier > position else following  # a session: after it
             yield _Request(position, index, call, result_in, range(position + 1, end))
+
+
+def _asked(conversation: Conversation) -> tuple[ToolCall, ...]:
+    """The tool calls a model call asked for: its answer's; for a Realtime session, every
+    response's, as the session went on after each call (its last response is the answer)."""
+    asked = conversation.answer.tool_calls if conversation.answer is not None else ()
+    if conversation.api != REALTIME:
+        return asked
+    earlier = (
+        call for m in conversation.messages if m.role == "assistant" for call in m.tool_calls
+    )
+    return (*earlier, *asked)
 
 
 def _first_after(positions: list[int], position: int) -> int | None:
@@ -233,7 +250,7 @@ def _first_after(positions: list[int], position: int) -> int | None:
 
 def _id_name(conversation: Conversation) -> str:
     """The field that carries the call's id back, in this API's words."""
-    if conversation.api == "openai.responses":
+    if conversation.api in ("openai.responses", REALTIME):
         return "call_id"
     if conversation.api in ("anthropic.messages", "bedrock.invoke"):
         return "tool_use_id"
