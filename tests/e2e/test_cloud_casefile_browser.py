@@ -83,6 +83,8 @@ class World:
     calls: dict[str, Call]
     tool: int
     """The seq of the exchange that ran the Converse tool call."""
+    realtime_tool: int
+    """The seq of the exchange that ran the Realtime session's tool call."""
 
     @property
     def url(self) -> str:
@@ -217,28 +219,42 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, str]:
 INSTRUCTIONS = f"You answer questions about orders. {MARKUP}"
 
 
-def realtime_agent(up: WsUpstream) -> str:
-    """One Realtime session: instructions, a user message, one response; its text."""
+ORDERS = {
+    "type": "function",
+    "name": "lookup_orders",
+    "description": "Find a user's orders.",
+    "parameters": {"type": "object", "properties": {"user": {"type": "string"}}},
+}
+
+
+def realtime_agent(up: WsUpstream, base: str) -> dict[str, str]:
+    """One Realtime session: instructions and a tool, the user's words, the tool the model
+    calls (run over HTTP, its output sent back), then the model's answer."""
     client = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key="sk-e2e-casefile-realtime")
-    said = ""
-    with client.realtime.connect(model="gpt-realtime") as connection:
+    said = {"realtime": ""}
+    with client.realtime.connect(model="gpt-realtime") as connection, httpx.Client() as http:
         connection.recv()
-        connection.session.update(session={"type": "realtime", "instructions": INSTRUCTIONS})
+        session = {"type": "realtime", "instructions": INSTRUCTIONS, "tools": [ORDERS]}
+        connection.session.update(session=session)  # type: ignore[arg-type]
         connection.recv()
+        words = [{"type": "input_text", "text": prompt(ASKED["realtime"])}]
         connection.conversation.item.create(
-            item={
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": prompt("Where is my order?")}],
-            }
+            item={"type": "message", "role": "user", "content": words}
         )
         connection.recv()
         connection.response.create()
         for event in connection:
-            if event.type == "response.output_text.delta":
-                said += event.delta
-            if event.type == "response.done":
+            if event.type == "response.function_call_arguments.done":
+                said["realtime-tool"] = event.name
+                found = http.get(f"{base}/tool/counter", params=json.loads(event.arguments))
+                output = {"type": "function_call_output", "call_id": event.call_id}
+                connection.conversation.item.create(item={**output, "output": found.text})
+            elif event.type == "response.output_text.delta":
+                said["realtime"] += event.delta
+            elif event.type == "response.done" and said["realtime"]:
                 break
+            elif event.type == "response.done":
+                connection.response.create()
     return said
 
 
@@ -274,7 +290,7 @@ def world(
 ) -> Iterator[World]:
     data_dir = tmp_path_factory.mktemp("cloud-casefile") / "data"
     cloud = CloudUpstream(upstream_ca).start()
-    ws = WsUpstream(upstream_ca).start()
+    ws = WsUpstream(upstream_ca, calls_tools=True).start()
     proxy = ProxyProcess(data_dir, mode="record", cassette=CLOUD, upstream_ca=upstream_ca_file)
     try:
         proxy.start()
@@ -287,10 +303,12 @@ def world(
                 env.setenv(name, value)
             env.setenv("AWS_EC2_METADATA_DISABLED", "true")
             said = cloud_agent(cloud.base_url, bundle)
-            proxy.admin("PUT", "/api/mode", json={"cassette": REALTIME})
-            said["realtime"] = realtime_agent(ws)
-        proxy.admin("PUT", "/api/mode", json={"mode": "replay", "cassette": CLOUD})
-        proxy.stored(REALTIME, 1)
+            switched = proxy.admin("PUT", "/api/mode", json={"cassette": REALTIME})
+            assert switched.status_code == 200, switched.text
+            said |= realtime_agent(ws, cloud.base_url)
+        switched = proxy.admin("PUT", "/api/mode", json={"mode": "replay", "cassette": CLOUD})
+        assert switched.status_code == 200, switched.text
+        proxy.stored(REALTIME, 2)
         seqs = seqs_by_call(proxy)
         assert len(seqs) == 11, sorted(seqs)
 
@@ -311,7 +329,10 @@ def world(
             "azure": call("azure", "agent-gpt4o", "stop", "prompt_tokens 10"),
             "realtime": call("realtime", "gpt-realtime", "completed", "input_tokens 20"),
         }
-        yield World(proxy, calls, seqs["tool"])
+        rows = proxy.admin("GET", f"/cassettes/{REALTIME}.json").json()
+        (ran,) = [row["seq"] for row in rows if "/tool/counter" in row["url"]]
+        assert said["realtime-tool"] == ORDERS["name"]
+        yield World(proxy, calls, seqs["tool"], ran)
     finally:
         proxy.kill()
         cloud.stop()
@@ -421,11 +442,19 @@ def test_the_steps_pages_show_each_call_its_answer_and_its_tool_calls(
     inert(page)
     fits(page)
 
-    realtime = calls["realtime"]
+    realtime = calls["realtime"]  # the session called a tool, sent its output, answered
     page.goto(f"{world.url}/cassettes/{REALTIME}/steps")
     step = page.locator(f"#step-{realtime.seq}")
     expect(step.locator(".model")).to_contain_text("openai.realtime")
     expect(step.locator(".answer-text")).to_have_text(realtime.answer.strip())
+    expect(step.locator(".call .callname")).to_have_text(ORDERS["name"])
+    expect(step.locator(".call code").nth(1)).to_contain_text(ASKED["realtime"])
+    expect(step.locator(".call .executed a.link")).to_have_text(f"#{world.realtime_tool}")
+    expect(step.locator(".call .result a.link")).to_have_text(f"#{realtime.seq}")
+    expect(step.locator(".call .result .badge")).to_have_text("exact")
+    expect(page.locator(f"#step-{world.realtime_tool} .executes")).to_contain_text(
+        f"#{realtime.seq}"
+    )
     inert(page)
     fits(page)
 
@@ -464,10 +493,13 @@ def test_the_realtime_page_shows_the_instructions_and_the_transcript_as_text(
     expect(page.locator("#ws-closed")).to_contain_text("closed by client: 1000")
     expect(page.locator("p.problem")).to_have_count(0)  # a session ended as sessions end
     expect(page.locator("#conversation .role-system pre")).to_have_text(INSTRUCTIONS)
+    asked = page.locator("#conversation .role-assistant .toolcall")
+    expect(asked).to_contain_text(ORDERS["name"])
+    expect(page.locator("#conversation .role-tool .toolresult")).to_contain_text('"count"')
     transcript = page.locator("#websocket tr.wsmsg")
     told = transcript.filter(has_text='"session.update"')
     expect(told.locator("td").nth(1)).to_have_text("client")
     expect(told).to_contain_text(json.dumps(INSTRUCTIONS))
-    expect(transcript.filter(has_text="response.done")).to_contain_text("completed")
+    expect(transcript.filter(has_text="response.done").last).to_contain_text("completed")
     inert(page)
     fits(page)
