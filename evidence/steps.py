@@ -22,6 +22,10 @@ calls its answer asked for, each linked
   later request whose history holds that message (the same calls, same arguments) with the
   call answered. That is **exact** too: it is the API's own pairing.
 
+A Realtime session is one exchange (its WebSocket) holding many responses: its step holds
+the calls of them all, and each result it sent back over the same WebSocket (a
+``function_call_output`` with the call's ``call_id``) links to the session's own step.
+
 Loops (one tool asked for again and again with nearly the same arguments) are reported
 beside the steps; see `evidence.loops`.
 """
@@ -48,6 +52,7 @@ from freezeframe.evidence.matching import RequestContent, content_match, request
 from freezeframe.providers.bodies import parse_json, response_body
 from freezeframe.providers.mcp import McpMessage, mcp_of
 from freezeframe.providers.messages import Message, ToolCall
+from freezeframe.providers.realtime import API as REALTIME
 from freezeframe.providers.streams import error_text
 from freezeframe.storage import Exchange, Outcome
 
@@ -227,23 +232,35 @@ def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
     for number, position in enumerate(models):
         conversation = reads[position].conversation
         assert conversation is not None
-        if conversation.answer is None:
-            continue
         following = models[number + 1] if number + 1 < len(models) else len(reads)
-        calls = conversation.answer.tool_calls
+        calls = _asked(conversation)
         named = turns.get(_signature(calls), [])
         for index, call in enumerate(calls):
             result_in = None
             end = following
             if call.id:
                 carrier = _first_after(carriers.get(call.id, []), position)
+                if conversation.api == REALTIME and position in carriers.get(call.id, []):
+                    carrier = position  # the session sent the result back itself
                 why = f"{_id_name(conversation)} {call.id}"
             else:
                 carrier, why = _answered_by_name(named, position, index)
             if carrier is not None:
                 result_in = Link(seqs[carrier], Match.EXACT, why)
-                end = carrier
+                end = carrier if carrier > position else following  # a session: after it
             yield _Request(position, index, call, result_in, range(position + 1, end))
+
+
+def _asked(conversation: Conversation) -> tuple[ToolCall, ...]:
+    """The tool calls a model call asked for: its answer's; for a Realtime session, every
+    response's, as the session went on after each call (its last response is the answer)."""
+    asked = conversation.answer.tool_calls if conversation.answer is not None else ()
+    if conversation.api != REALTIME:
+        return asked
+    earlier = (
+        call for m in conversation.messages if m.role == "assistant" for call in m.tool_calls
+    )
+    return (*earlier, *asked)
 
 
 def _first_after(positions: list[int], position: int) -> int | None:
@@ -303,7 +320,7 @@ def _answered_by_name(
 
 def _id_name(conversation: Conversation) -> str:
     """The field that carries the call's id back, in this API's words."""
-    if conversation.api == "openai.responses":
+    if conversation.api in ("openai.responses", REALTIME):
         return "call_id"
     if conversation.api in ("anthropic.messages", "bedrock.invoke"):
         return "tool_use_id"

@@ -4,7 +4,8 @@ Shapes, by the REST reference of ``generateContent`` (google-genai's ``types.py`
 it as Content, Part, Tool, GenerateContentResponse):
 - the request: ``contents`` (``role``: ``user`` | ``model``; ``parts``), ``systemInstruction``
   (a Content), ``tools`` (``functionDeclarations``: ``name``, ``description``,
-  ``parameters`` or ``parametersJsonSchema``; or a built-in tool such as ``googleSearch``,
+  ``parameters`` or ``parametersJsonSchema`` (``parameters_json_schema`` as google-genai
+  sends it); or a built-in tool such as ``googleSearch``,
   ``codeExecution``); the model and whether it streams are the path's.
 - a Part holds one of: ``text`` (a thought when ``thought`` is true), ``inlineData``
   (``mimeType``, ``data``), ``fileData`` (``mimeType``, ``fileUri``), ``functionCall``

@@ -305,6 +305,24 @@ def test_a_gemini_stream_is_read_and_re_framed_as_it_was_recorded(framing: str) 
         assert [len(item["candidates"]) for item in json.loads(written)] == [1, 1, 1]
 
 
+@pytest.mark.parametrize(
+    "spelling", ["parametersJsonSchema", "parameters_json_schema", "parameters"]
+)
+def test_a_gemini_tool_s_schema_is_read_however_it_is_spelled(spelling: str) -> None:
+    """google-genai sends ``parameters_json_schema``, the field's proto name, which the API
+    takes as it takes ``parametersJsonSchema``."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    declared = {"functionDeclarations": [{"name": "get_weather", spelling: schema}]}
+    request = {"contents": [{"role": "user", "parts": [{"text": "Aveiro"}]}], "tools": [declared]}
+    exchange = stored_exchange(
+        seq=1,
+        url=GEMINI,
+        request_body=json.dumps(request).encode(),
+        response_body=json.dumps(GEMINI_PARTS[-1]).encode(),
+    )
+    assert conversation_of(exchange).tools[0].parameters == schema
+
+
 def test_a_bedrock_model_id_and_a_gemini_model_have_known_context_windows() -> None:
     url = CONVERSE.replace("/model/m/", "/model/us.anthropic.claude-3-5-sonnet-20240620-v1%3A0/")
     context = converse(TOOL_STREAM, url).context

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from support.exchanges import stored_exchange
 
 from freezeframe.evidence.conversation import conversation_of
+from freezeframe.evidence.steps import Link, Match, agent_steps
 from freezeframe.providers.realtime import read_session
 from freezeframe.storage import Exchange, Message
 from freezeframe.whatif.realtime_edit import NotEditable, edit_last_response
@@ -187,3 +188,12 @@ def test_any_messages_read_without_raising(events: list[tuple[bool, bytes]]) -> 
         edit_last_response(messages, lambda found: found | {"output": []})
     except NotEditable:
         pass
+
+
+def test_a_session_s_step_holds_the_calls_it_made_and_the_results_it_sent_back() -> None:
+    """The call came in an earlier response, not the answer; its result went back over the
+    same WebSocket, so the session's own step carries it."""
+    (step,) = agent_steps([VOICE]).steps
+    (requested,) = step.calls
+    assert (requested.call.name, requested.call.id) == ("lookup_orders", "call_9")
+    assert requested.result_in == Link(0, Match.EXACT, "call_id call_9")
