@@ -459,7 +459,7 @@ class Record:
             context=info.context,
             request_body_ref=request_body_ref,
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
-            answer=answer,
+            decoded_answer=answer,
         )
         return self._readers.sign(exchange)
 
