@@ -4,7 +4,9 @@ The response is never buffered for the client's sake: ``flow.response.stream`` i
 tee that hands each chunk on unchanged and notes its offset and arrival time. Neither
 is a request body too large to hold (see ``addons.uploads.Upload``): its tee, set in the
 ``requestheaders`` hook, forwards it as it arrives while hashing it and spilling it to
-the store, and the request is keyed and given its slot when the body has ended. Failures
+the store, and the request is keyed and given its slot when the body has ended. Every
+body, either way, is read, redacted and stored by its owner (addons.body); the hooks
+here only feed it and build the record from what lands. Failures
 are recorded like answers, because a 429 with a half-written body is exactly what a
 user will later want to see again. The store write itself happens on the store's
 writer thread; the request path only builds a record and enqueues it.
