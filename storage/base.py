@@ -353,7 +353,12 @@ class Store(ABC):
 
     @abstractmethod
     def import_cassette(
-        self, cassette: str, exchanges: Iterable[Imported], *, origin: ForkOrigin | None = None
+        self,
+        cassette: str,
+        exchanges: Iterable[Imported],
+        *,
+        origin: ForkOrigin | None = None,
+        notes: Sequence[Note] = (),
     ) -> ImportedCassette:
         """Write ``exchanges`` as the new cassette ``cassette``, all in one transaction.
 
@@ -366,7 +371,11 @@ class Store(ABC):
         rolls everything back and is raised here, so nothing is half-imported.
         An ``origin`` (an exported fork's) is kept as the new cassette's, its chain starting
         from it as the fork's did, so ``verify`` reports what it was forked from.
-        Raises StoreError when ``cassette`` exists, ValueError for a fact of the wrong kind.
+        ``notes`` (an export's case notes) are kept on the new cassette in the same
+        transaction, so an import never lands without them; one on an exchange the import
+        does not hold refuses it.
+        Raises StoreError when ``cassette`` exists or a note names no imported exchange,
+        ValueError for a fact of the wrong kind.
         """
 
     @abstractmethod

@@ -436,10 +436,15 @@ class SqlStore(Store):
         return fork_origin_of(found[0])
 
     def import_cassette(
-        self, cassette: str, exchanges: Iterable[Imported], *, origin: ForkOrigin | None = None
+        self,
+        cassette: str,
+        exchanges: Iterable[Imported],
+        *,
+        origin: ForkOrigin | None = None,
+        notes: Sequence[Note] = (),
     ) -> ImportedCassette:
         self._check_open()
-        job = ImportJob(cassette, exchanges, origin)
+        job = ImportJob(cassette, exchanges, origin, notes)
         self._writer.put(job)
         try:
             job.done.wait()
