@@ -162,7 +162,8 @@ class Store(ABC):
     def misses(self, cassette: str | None = None, limit: int = 200) -> list[Miss]:
         """The misses kept for ``cassette`` (for every cassette when None), newest first,
         at most ``limit``. A cassette that does not exist has its misses too: a typo'd
-        cassette is exactly what a miss can be about."""
+        cassette is exactly what a miss can be about. Every miss noted through this store
+        before the call is listed (note_miss only queues it for the writer)."""
 
     @abstractmethod
     def search(self, query: str, cassette: str | None = None, limit: int = 50) -> list[SearchHit]:
