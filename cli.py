@@ -1288,7 +1288,7 @@ def import_(
     A capture from another tool has its secrets replaced by markers and its requests keyed
     as the proxy would; what it lacks (chunk timing, run context) is said, one line each.
     Like run and exec, import makes the store when there is none (and says so): a bundle
-    someone sent can be read in an empty directory.
+    someone sent can be read in an empty directory. A refused file leaves no store behind.
 
     \b
     Example:
@@ -1297,6 +1297,7 @@ def import_(
     """
     from freezeframe.proxy.keys import key_config, rules_path
     from freezeframe.storage import open_store
+    from freezeframe.storage.leftovers import Made, new_sqlite_files
     from freezeframe.storage.redaction import Redactor, load_or_create_key
 
     if name is not None:
@@ -1307,23 +1308,30 @@ def import_(
         redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
         return exchange_formats.Keeper(cassette, redactor, key_config(rules_path(rules, directory)))
 
-    source = exchange_formats.open_import(file, name, keeper)
+    # Refused, it leaves nothing: not the store it made, nor the directory or the key.
+    made_here = Made([directory / settings_module.KEY_FILENAME, *new_sqlite_files(url)])
     try:
-        validate_cassette_name(source.cassette)
-    except InvalidCassetteName as exc:
-        raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
-    made = False
-    try:
-        opened = open_store(url, create=False)
-    except StoreNotFound:
-        opened, made = open_store(url), True
-    with opened:
-        with _progress(f"importing {file.name}", source.total) as advance:
-            imported = opened.import_cassette(
-                source.cassette, _counted(source.exchanges, advance), origin=source.origin
-            )
-        for kept in source.case_notes:
-            opened.add_note(kept)
+        source = exchange_formats.open_import(file, name, keeper)
+        try:
+            validate_cassette_name(source.cassette)
+        except InvalidCassetteName as exc:
+            raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
+        made = False
+        try:
+            opened = open_store(url, create=False)
+        except StoreNotFound:
+            opened, made = open_store(url), True
+        with opened:
+            with _progress(f"importing {file.name}", source.total) as advance:
+                imported = opened.import_cassette(
+                    source.cassette,
+                    _counted(source.exchanges, advance),
+                    origin=source.origin,
+                    notes=source.case_notes,
+                )
+    except BaseException:
+        made_here.undo()
+        raise
     if made:  # said once the import held: a refused file's error stays the one line
         _note(f"made a new store at {opened.location}")
     _say(

@@ -9,7 +9,6 @@ loaded to be printed.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -27,6 +26,7 @@ from freezeframe.storage import (
     Message,
     Miss,
     SearchHit,
+    boundedjson,
 )
 
 
@@ -53,7 +53,7 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "http_version": exchange.http_version,
             "headers": headers_document(exchange.request_headers),
             "body": body_document(exchange.request_body, exchange.request_body_ref),
-            "canonical": json.loads(exchange.canonical),
+            "canonical": canonical_document(exchange.canonical),
         },
         "response": None
         if response is None
@@ -118,6 +118,16 @@ def cassette_document(summary: CassetteSummary) -> dict[str, Any]:
 
 def headers_document(fields: Sequence[Header]) -> list[list[str]]:
     return [[name.decode("latin-1"), value.decode("latin-1")] for name, value in fields]
+
+
+def canonical_document(form: bytes) -> object:
+    """A canonical form as the JSON it is, or as its text where it is not JSON: the proxy
+    always writes JSON, but a store filled by other means (a benchmark's synthetic forms, an
+    import whose file carries its own) holds what it was given, and must still be shown."""
+    try:
+        return boundedjson.loads(form)
+    except ValueError:  # not JSON, not UTF-8, or nested too deep
+        return form.decode("utf-8", "backslashreplace")
 
 
 def body_document(data: bytes, ref: BlobRef | None = None) -> dict[str, Any]:

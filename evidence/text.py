@@ -62,7 +62,10 @@ def _lines(document: dict[str, Any], full: bool) -> Iterator[str]:
     yield from _body(request["body"], _content_type(request["headers"]), full)
     yield ""
     yield "== canonical form (what the key is computed from)"
-    yield from _clipped(json.dumps(request["canonical"], indent=2, ensure_ascii=False), full)
+    canonical = request["canonical"]
+    if not isinstance(canonical, str):  # a form that is not JSON is shown as its text
+        canonical = json.dumps(canonical, indent=2, ensure_ascii=False)
+    yield from _clipped(canonical, full)
     stripped = document["stripped"]
     if stripped is None:
         yield "stripped     not kept (recorded before schema 4; freezeframe rekey computes it)"

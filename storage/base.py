@@ -162,7 +162,8 @@ class Store(ABC):
     def misses(self, cassette: str | None = None, limit: int = 200) -> list[Miss]:
         """The misses kept for ``cassette`` (for every cassette when None), newest first,
         at most ``limit``. A cassette that does not exist has its misses too: a typo'd
-        cassette is exactly what a miss can be about."""
+        cassette is exactly what a miss can be about. Every miss noted through this store
+        before the call is listed (note_miss only queues it for the writer)."""
 
     @abstractmethod
     def search(self, query: str, cassette: str | None = None, limit: int = 50) -> list[SearchHit]:
@@ -353,7 +354,12 @@ class Store(ABC):
 
     @abstractmethod
     def import_cassette(
-        self, cassette: str, exchanges: Iterable[Imported], *, origin: ForkOrigin | None = None
+        self,
+        cassette: str,
+        exchanges: Iterable[Imported],
+        *,
+        origin: ForkOrigin | None = None,
+        notes: Sequence[Note] = (),
     ) -> ImportedCassette:
         """Write ``exchanges`` as the new cassette ``cassette``, all in one transaction.
 
@@ -366,7 +372,11 @@ class Store(ABC):
         rolls everything back and is raised here, so nothing is half-imported.
         An ``origin`` (an exported fork's) is kept as the new cassette's, its chain starting
         from it as the fork's did, so ``verify`` reports what it was forked from.
-        Raises StoreError when ``cassette`` exists, ValueError for a fact of the wrong kind.
+        ``notes`` (an export's case notes) are kept on the new cassette in the same
+        transaction, so an import never lands without them; one on an exchange the import
+        does not hold refuses it.
+        Raises StoreError when ``cassette`` exists or a note names no imported exchange,
+        ValueError for a fact of the wrong kind.
         """
 
     @abstractmethod

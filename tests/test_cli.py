@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from support.exchanges import plausible_exchange
 from support.proxy import free_port
 
 from freezeframe import cli
@@ -153,6 +154,22 @@ def test_show_one_exchange_whole(data_dir: Path) -> None:
     assert ["authorization", "Bearer [redacted:0123456789abcdef]"] in document["request"]["headers"]
     people = invoke("show", "bug-8821", "1", "--data-dir", str(data_dir)).stdout
     assert "chatcmpl-1" in people and "run-id: run-7" in people
+
+
+def test_show_reads_an_exchange_whose_canonical_form_is_not_json(tmp_path: Path) -> None:
+    """What tests/benchmarks/bench_scale.py writes: a synthetic form, not the proxy's JSON."""
+    with open_store(store_url(tmp_path)) as store:
+        slot = store.reserve("scale", "f" * 64)
+        store.submit(plausible_exchange(slot, cassette="scale", key="f" * 64))
+    people = invoke("show", "scale", "0", "--data-dir", str(tmp_path))
+    assert people.exit_code == 0, people.stderr
+    assert f"== canonical form (what the key is computed from)\nPOST /v1/chat {'f' * 64}\n" in (
+        people.stdout
+    )
+    document = json.loads(
+        invoke("show", "scale", "0", "--json", "--data-dir", str(tmp_path)).stdout
+    )
+    assert document["request"]["canonical"] == f"POST /v1/chat {'f' * 64}"
 
 
 def test_show_of_what_is_not_there_is_one_line(data_dir: Path) -> None:

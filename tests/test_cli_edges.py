@@ -178,6 +178,49 @@ def test_import_into_an_empty_directory_makes_the_store_and_says_so(
     assert again.returncode == 0 and again.stderr == ""  # the store is there now
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "har"])
+def test_a_refused_import_into_an_empty_directory_leaves_nothing(
+    data_dir: Path, tmp_path: Path, kind: str
+) -> None:
+    exported = tmp_path / f"orders.{kind}"
+    export = ("export", "orders", "-o", str(exported), "--format", kind)
+    assert invoke(*export, "--data-dir", str(data_dir)).exit_code == 0
+    if kind == "jsonl":  # the last exchange is damaged: refused once the store is made
+        lines = exported.read_text().splitlines()
+        exported.write_text("\n".join([*lines[:-1], lines[-1][:40]]) + "\n")
+    else:  # a capture: keyed with the data dir's key, which the import makes first
+        document = json.loads(exported.read_text())
+        document["log"]["entries"][-1]["startedDateTime"] = "yesterday"
+        exported.write_text(json.dumps(document))
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    done = freezeframe("import", str(exported), "--as", "orders", cwd=fresh)
+    assert done.returncode == 1
+    assert len(done.stderr.splitlines()) == 1 and "made a new store" not in done.stderr
+    assert list(fresh.iterdir()) == [], "no store, no data dir, no key"
+    elsewhere = tmp_path / "new" / "data"
+    refused = invoke("import", str(exported), "--as", "orders", "--data-dir", str(elsewhere))
+    assert refused.exit_code == 1
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_refused_import_into_a_store_leaves_it_as_it_was(data_dir: Path, tmp_path: Path) -> None:
+    exported = tmp_path / "orders.jsonl"
+    assert (
+        invoke("export", "orders", "-o", str(exported), "--data-dir", str(data_dir)).exit_code == 0
+    )
+    header, *rest = exported.read_text().splitlines()
+    stray = {"seq": 99, "at": 1.0, "text": "on an exchange the file does not hold"}
+    noted = json.dumps({**json.loads(header), "notes": [stray]})
+    exported.write_text("\n".join([noted, *rest]) + "\n")
+    before = sorted(p.name for p in data_dir.iterdir())
+    done = invoke("import", str(exported), "--as", "orders-2", "--data-dir", str(data_dir))
+    assert_one_line_error(done, "exchange 99 of 'orders-2'")
+    listed = json.loads(invoke("ls", "--json", "--data-dir", str(data_dir)).stdout)
+    assert [row["name"] for row in listed] == ["orders", "other"], "no import without its notes"
+    assert sorted(p.name for p in data_dir.iterdir()) == before
+
+
 def test_readers_without_a_data_dir_read_the_running_proxys_store(
     data_dir: Path, tmp_path: Path, upstream_ca_file: Path
 ) -> None:

@@ -202,6 +202,9 @@ class SqlStore(Store):
         self._writer.put(miss)
 
     def misses(self, cassette: str | None = None, limit: int = 200) -> list[Miss]:
+        # A miss is written by the writer after its answer has gone: a flush lists what
+        # this process has answered, as search() does.
+        self.flush(PENDING_WAIT_S)
         with self._connect() as conn:
             return list_misses(conn, cassette, limit)
 
@@ -436,10 +439,15 @@ class SqlStore(Store):
         return fork_origin_of(found[0])
 
     def import_cassette(
-        self, cassette: str, exchanges: Iterable[Imported], *, origin: ForkOrigin | None = None
+        self,
+        cassette: str,
+        exchanges: Iterable[Imported],
+        *,
+        origin: ForkOrigin | None = None,
+        notes: Sequence[Note] = (),
     ) -> ImportedCassette:
         self._check_open()
-        job = ImportJob(cassette, exchanges, origin)
+        job = ImportJob(cassette, exchanges, origin, notes)
         self._writer.put(job)
         try:
             job.done.wait()

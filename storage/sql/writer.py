@@ -55,7 +55,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -74,6 +74,7 @@ from freezeframe.storage.records import (
     ImportedCassette,
     Miss,
     NewExchange,
+    Note,
     Slot,
     check_facts,
 )
@@ -87,6 +88,7 @@ from freezeframe.storage.sql.prepared import Prepared
 from freezeframe.storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
 from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
 from freezeframe.storage.sql.schema import blobs as blobs_table
+from freezeframe.storage.sql.schema import notes as notes_table
 from freezeframe.storage.sql.search import SearchIndex
 from freezeframe.storage.stats import StatsCounter, WriterStats
 
@@ -181,6 +183,7 @@ class _Statements:
             insert(drifts), dialect, ("cassette_id", "seq", "at", "paths", "context")
         )
         self.add_miss = Prepared(insert(misses), dialect, MISS_COLUMNS)
+        self.add_note = Prepared(insert(notes_table), dialect, ("cassette", "seq", "at", "text"))
         self.exchange_id = Prepared(
             select(exchanges.c.id).where(
                 exchanges.c.cassette_id == bindparam("cassette_id"),
@@ -235,10 +238,18 @@ class DriftNote:
 class ImportJob:
     """An import waiting for the writer thread, and, once done, what came of it."""
 
-    def __init__(self, cassette: str, items: Iterable[Imported], origin: ForkOrigin | None) -> None:
+    def __init__(
+        self,
+        cassette: str,
+        items: Iterable[Imported],
+        origin: ForkOrigin | None,
+        notes: Sequence[Note] = (),
+    ) -> None:
         self.cassette = cassette
         self.items = items
         self.origin = origin
+        self.notes = notes
+        """Case notes to keep on the new cassette, in the import's transaction."""
         self.cancelled = threading.Event()
         """Set by a caller that stopped waiting (Ctrl-C): the import rolls back."""
         self.done = threading.Event()
@@ -763,6 +774,7 @@ class Writer:
                 if batch:
                     tip = self._insert_imported(cursor, tip, batch, written)
                     count += len(batch)
+                self._insert_notes(cursor, tip.cassette_id, cassette, job.notes)
                 self._statements.set_head.execute(
                     cursor, {"cassette_id": tip.cassette_id, "head": tip.head}
                 )
@@ -772,6 +784,24 @@ class Writer:
         self._ids[cassette] = tip.cassette_id
         self._known.add(written)
         return ImportedCassette(cassette, count, tip.head)
+
+    def _insert_notes(
+        self, cursor: DBAPICursor, cassette_id: int, cassette: str, notes: Sequence[Note]
+    ) -> None:
+        """Keep an import's case notes on the cassette it is imported as; a note on an
+        exchange the import does not hold refuses the import (StoreError)."""
+        for note in notes:
+            if note.seq is not None:
+                found = self._statements.exchange_id.first(
+                    cursor, {"cassette_id": cassette_id, "seq": note.seq}
+                )
+                if found is None:
+                    raise StoreError(
+                        f"a case note is on exchange {note.seq} of {cassette!r}, "
+                        "which the import does not hold"
+                    )
+            row = {"cassette": cassette, "seq": note.seq, "at": note.at, "text": note.text}
+            self._statements.add_note.execute(cursor, row)
 
     def _stream_in(
         self, cursor: DBAPICursor, ref: BlobRef, read: Callable[[], Iterable[bytes]]

@@ -259,7 +259,12 @@ def test_a_har_export_imports_back_and_replays_what_the_client_saw(
     log = json.loads(exported.read_text())["log"]
     assert log["version"] == "1.2"
     entries = log["entries"]
-    assert {e["_outcome"] for e in entries} == {"complete", "truncated", "failed"}
+    outcomes = {e["_outcome"] for e in entries}
+    # The openai SDK stops reading a stream at [DONE] and closes it: on a busy machine that
+    # is before the upstream's end of message has reached the proxy, and the exchange is
+    # recorded client_closed (replayed whole, as a complete one is).
+    assert {"complete", "truncated", "failed"} <= outcomes
+    assert outcomes - {"complete", "truncated", "failed"} <= {"client_closed"}
     (session,) = [e for e in entries if "_webSocketMessages" in e]
     assert [m["type"] for m in session["_webSocketMessages"]][:2] == ["receive", "send"]
     streamed = next(e for e in entries if len(e["_chunks"]) > 2)

@@ -31,13 +31,15 @@ def store_away(postgres_url: str) -> Iterator[None]:
     from conftest import pg_admin
 
     name = postgres_url.rsplit("/", 1)[1]
+    ours = "FROM pg_stat_activity WHERE datname = %s AND application_name = 'freezeframe'"
     with pg_admin() as admin:
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND application_name = 'freezeframe'",
-            (name,),
-        )
+        admin.execute(f"SELECT pg_terminate_backend(pid) {ours}", (name,))
+        # pg_terminate_backend only signals: a backend still ending would answer a query.
+        deadline = time.monotonic() + 30
+        while admin.execute(f"SELECT count(*) {ours}", (name,)).fetchone() != (0,):
+            assert time.monotonic() < deadline, "the proxy's connections outlived the outage"
+            time.sleep(0.05)
     try:
         yield
     finally:
@@ -73,14 +75,17 @@ def test_recording_forwards_through_an_outage_and_stores_again_after_it(
         with store_away(postgres_url):
             during = client.get(url, params={"n": "during"})
             assert during.status_code == 200, "the agent never notices"
+            # The writer gives "during" up on its own thread, after the answer has gone:
+            # the outage lasts until it has, or it would be stored once the store is back.
+            assert "could not store exchange" in proxy.logged("could not store exchange")
             health = proxy.admin("GET", "/health").json()
             assert health["status"] == "degraded" and health["store_problem"]
         assert client.get(url, params={"n": "after"}).status_code == 200
-    # The writer clears the problem when it next commits, after the answer has gone.
+    # The writer clears the problem when it next commits, a moment after the answer has
+    # gone and after the commit is there to read.
     assert len(proxy.stored("outage", 2, timeout=30)) == 2
-    assert proxy.admin("GET", "/health").json()["store_problem"] is None
+    assert proxy.health(lambda health: health["store_problem"] is None)["store_problem"] is None
     proxy.stop()
-    assert "could not store exchange" in proxy.log
     with open_store(postgres_url) as store:
         kept = [store.exchange("outage", r.seq).path for r in store.exchanges("outage")]
     assert kept == ["/tool/counter?n=before", "/tool/counter?n=after"]
@@ -166,14 +171,17 @@ def test_a_sqlite_disk_that_fills_up_forwards_and_stores_again_once_freed(
         filler = fill(seen)
         for n in range(3):
             assert client.get(url, params={"n": f"full-{n}"}).status_code == 200
+        # The writer gives them up on its own thread, after the answers have gone: the disk
+        # stays full until it has, or the last of them would be stored once it is freed.
+        assert proxy.logged("could not store exchange", 3).count("could not store exchange") == 3
         health = proxy.admin("GET", "/health").json()
         assert health["status"] == "degraded" and "full" in health["store_problem"]
         filler.unlink()
         assert client.get(url, params={"n": "after"}).status_code == 200
-    rows = proxy.stored("outage", 2)
+    rows = proxy.stored("outage", 2, timeout=30)
     assert [row["url"].rsplit("?", 1)[1] for row in rows] == ["n=before", "n=after"]
     assert [row["seq"] for row in rows] == [0, 4], "the dropped exchanges' seqs stay unused"
-    assert proxy.admin("GET", "/health").json()["store_problem"] is None
+    assert proxy.health(lambda health: health["store_problem"] is None)["store_problem"] is None
     assert proxy.log.count("could not store exchange") == 3
     assert "database or disk is full" in proxy.log
     verified = subprocess.run(

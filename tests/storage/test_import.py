@@ -13,6 +13,7 @@ from freezeframe.storage import (
     Drift,
     ForkOrigin,
     Imported,
+    Note,
     Slot,
     Store,
     StoreError,
@@ -44,6 +45,22 @@ def test_an_import_keeps_slots_bodies_and_drift_and_chains_afresh(store: Store) 
     report = store.verify("copy")
     assert report.ok and report.head == imported.head
     assert [hit.seq for hit in store.search("answer 2", cassette="copy")] == [2]
+
+
+def test_an_imports_case_notes_are_written_in_its_transaction(store: Store) -> None:
+    notes = [Note("noted", None, 10.0, "TICKET-9: seen twice"), Note("noted", 2, 11.0, "here")]
+    store.import_cassette("noted", items("noted", 3), notes=notes)
+    assert store.notes("noted") == notes
+
+
+def test_a_case_note_on_no_imported_exchange_refuses_the_whole_import(store: Store) -> None:
+    stray = Note("stray", 7, 10.0, "on an exchange the file does not hold")
+    with pytest.raises(StoreError, match="exchange 7 of 'stray'"):
+        store.import_cassette(
+            "stray", items("stray", 3), notes=[Note("stray", None, 9.0, "ok"), stray]
+        )
+    assert not store.has_cassette("stray")
+    assert store.notes("stray") == []
 
 
 def test_an_import_that_fails_half_way_leaves_nothing_and_recording_goes_on(

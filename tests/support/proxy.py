@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,29 @@ class ProxyProcess:
             rows: list[dict[str, Any]] = self.admin("GET", f"/api/cassettes/{cassette}").json()
             if len(rows) >= count or time.monotonic() > deadline:
                 return rows
+            time.sleep(0.05)
+
+    def health(
+        self, until: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+    ) -> dict[str, Any]:
+        """``/health`` once ``until`` holds for it (or the last one read, after ``timeout``):
+        the store writer reports a problem when it gives an exchange up, and clears it when
+        it next commits one, both on its own thread after the answer has gone."""
+        deadline = time.monotonic() + timeout
+        while True:
+            health: dict[str, Any] = self.admin("GET", "/health").json()
+            if until(health) or time.monotonic() > deadline:
+                return health
+            time.sleep(0.05)
+
+    def logged(self, text: str, count: int = 1, timeout: float = 30.0) -> str:
+        """The log once ``text`` is in it ``count`` times (or as it is, after ``timeout``):
+        what the proxy logs after an answer has gone, such as the store writer's errors."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.log
+            if log.count(text) >= count or time.monotonic() > deadline:
+                return log
             time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
