@@ -4,7 +4,9 @@ Each model call becomes a ``chat`` span following the GenAI semantic conventions
 ``gen_ai.operation.name``, ``gen_ai.provider.name``, request and response model, response id,
 usage, finish reasons, and ``gen_ai.input.messages`` / ``gen_ai.output.messages`` as JSON
 text; each tool call it asked for becomes an ``execute_tool`` span beneath it, lasting until
-the request that carried the tool's result back (or no time at all when none did). Any other
+the request that carried the tool's result back (or no time at all when none did): by the
+call's id, or, where the API gives none (Gemini), by name in order among the results after
+the history's last model message, as the API pairs them. Any other
 exchange is an HTTP client span. Where the agent sent a W3C ``traceparent``, its spans join
 that trace under the agent's span; otherwise a run's spans share a trace derived from its
 run id. Ids are hex strings, as OTLP/JSON requires (its one exception to the protobuf JSON
@@ -155,9 +157,14 @@ def _spans(
     end = _nanos(exchange.started_at + (exchange.duration or 0.0))
     spans = []
     if conversation is not None:
-        for message in conversation.messages:
+        messages = conversation.messages
+        latest = max((n for n, m in enumerate(messages) if m.role == "assistant"), default=-1)
+        for number, message in enumerate(messages):
             for result in message.tool_results:
-                tool = pending.pop(result.call_id or "", None)
+                key = result.call_id or ""
+                if not key and number > latest:  # older results answered older calls
+                    key = _oldest_by_name(pending, result.name or "")
+                tool = pending.pop(key, None)
                 if tool is not None:
                     tool["endTimeUnixNano"] = str(max(start, int(tool["startTimeUnixNano"])))
                     spans.append(tool)
@@ -195,8 +202,21 @@ def _spans(
     answer = conversation.answer if conversation is not None else None
     for index, call in enumerate(answer.tool_calls if answer is not None else ()):
         tool = _tool_span(trace_id, span_id, f"{cassette}\0{exchange.seq}\0{index}", call, end)
-        pending[call.id or f"{exchange.seq}:{index}"] = tool
+        pending[call.id or f"{_NO_ID}{exchange.seq}:{index}"] = tool
     return spans
+
+
+_NO_ID = "\0"
+"""Starts the key of a pending call that came without an id (no id starts so)."""
+
+
+def _oldest_by_name(pending: dict[str, dict[str, Any]], name: str) -> str:
+    """The key of the oldest pending call without an id named ``name``: results that carry no
+    id answer such calls in the order they were asked."""
+    for key, tool in pending.items():
+        if key.startswith(_NO_ID) and tool["name"] == f"execute_tool {name}":
+            return key
+    return ""
 
 
 def _trace(cassette: str, exchange: Exchange) -> tuple[str, str | None]:

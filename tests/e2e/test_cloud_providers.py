@@ -620,14 +620,26 @@ def test_otel_spans_and_dataset_rows_name_each_provider(recorded: Recorded, tmp_
     )
     assert done.returncode == 0, done.stderr
     providers: dict[str, str] = {}
-    for line in spans_file.read_text().splitlines():
-        for span in json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-            attributes = {a["key"]: a["value"] for a in span["attributes"]}
-            if "gen_ai.provider.name" in attributes:
-                name = attributes["gen_ai.provider.name"]["stringValue"]
-                providers[name] = attributes["gen_ai.system"]["stringValue"]
-                if name != "azure.ai.openai":  # its stream was not asked for usage
-                    assert "gen_ai.usage.input_tokens" in attributes, span["name"]
+    spans = [
+        span
+        for line in spans_file.read_text().splitlines()
+        for span in json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    ]
+    gemini_chats = set()
+    for span in spans:
+        attributes = {a["key"]: a["value"] for a in span["attributes"]}
+        if "gen_ai.provider.name" in attributes:
+            name = attributes["gen_ai.provider.name"]["stringValue"]
+            providers[name] = attributes["gen_ai.system"]["stringValue"]
+            if name != "azure.ai.openai":  # its stream was not asked for usage
+                assert "gen_ai.usage.input_tokens" in attributes, span["name"]
+            if name == "gcp.gemini":
+                gemini_chats.add(span["spanId"])
+    # Gemini's calls carry no id: each tool span lasts until the request that sent its
+    # functionResponse back, paired by name in order, not zero time.
+    gemini_tools = [s for s in spans if s.get("parentSpanId") in gemini_chats]
+    assert [s["name"] for s in gemini_tools] == ["execute_tool get_weather"] * 2
+    assert all(int(s["endTimeUnixNano"]) > int(s["startTimeUnixNano"]) for s in gemini_tools)
     assert providers == {
         "aws.bedrock": "aws.bedrock",
         "gcp.gemini": "gcp.gemini",
