@@ -2,7 +2,7 @@
 
 Committing, compressing, deltas and search indexing are Python work that held the GIL
 the proxy's event loop needs; here they run in a process of their own, started by
-storage.sql.writerprocess with ``python -m freezeframe.storage.sql.writerchild FD PID``
+storage.sql.writerprocess as ``python -c "...writerchild import main; main()" FD PID``
 (fork and exec, never a bare fork of a process running threads and an event loop).
 
 What comes over the channel (storage.sql.channel), in order:
@@ -183,7 +183,3 @@ def main() -> None:
         sys.exit(1)
     _send(channel, ("ready",))
     served.serve()
-
-
-if __name__ == "__main__":
-    main()

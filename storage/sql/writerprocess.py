@@ -55,7 +55,7 @@ RESTART_DELAY_S = 1.0
 does not spin."""
 
 _EXIT_WAIT_S = 5.0
-_CHILD = "freezeframe.storage.sql.writerchild"
+_CHILD = "from freezeframe.storage.sql.writerchild import main; main()"
 _PACKAGE_HOME = Path(__file__).parents[3]
 """Where the freezeframe package this module was imported from lives (its symlinked
 checkout folder, or site-packages)."""
@@ -289,15 +289,12 @@ class WriterProcess:
 
     def _start(self, channel: Channel, theirs: socket.socket) -> "subprocess.Popen[bytes]":
         fd = theirs.fileno()
-        # The child finds freezeframe where this process found it (a checkout, say).
-        paths = [str(_PACKAGE_HOME)]
-        paths += [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
-        env = os.environ | {"PYTHONPATH": os.pathsep.join(paths)}
+        # Found where this process found freezeframe (a checkout, say), or earlier on the path.
+        run = f"import sys; sys.path.append({str(_PACKAGE_HOME)!r}); {_CHILD}"
         process = subprocess.Popen(
-            [sys.executable, "-m", _CHILD, str(fd), str(os.getpid())],
+            [sys.executable, "-c", run, str(fd), str(os.getpid())],
             pass_fds=(fd,),
             stdin=subprocess.DEVNULL,
-            env=env,
         )
         return process
 
