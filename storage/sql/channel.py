@@ -80,7 +80,11 @@ class Channel:
                 return pickle.loads(b"".join(pieces)), fd
 
     def close(self) -> None:
-        self._sock.close()
+        """Close this end, from any thread: a sender blocked on it is woken first (and gets
+        OSError), and one that comes later gets OSError, never another file's descriptor."""
+        self.shutdown()
+        with self._lock:
+            self._sock.close()
 
     def shutdown(self) -> None:
         """Tell the other end nothing more comes (it reads EOF), from any thread."""

@@ -143,7 +143,12 @@ class SqlStore(Store):
         """The store at ``url``; with ``writer_process`` (Linux only), written by a process
         of its own (storage.sql.writerprocess), else by a thread of this one."""
         apart = writer_process and sys.platform == "linux"
-        return cls(connect(url, create=create), mask(url), process_url=url if apart else None)
+        engine = connect(url, create=create)
+        try:
+            return cls(engine, mask(url), process_url=url if apart else None)
+        except BaseException:
+            engine.dispose()
+            raise
 
     def __repr__(self) -> str:
         return f"<SqlStore {self._where}>"
