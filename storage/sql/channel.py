@@ -7,8 +7,8 @@ temporary file (storage.spool) crosses as it is, ahead of the exchange that name
 and is never given a name a killed process could leave behind. A message larger than a
 frame is cut into frames; one sender's frames never interleave with another's.
 
-The socket's send buffer is the bound between the two processes: a sender waits when it
-is full, and the writer process stops reading while its own queue is full
+The socket's send buffer (SEND_BUFFER) is the bound between the two processes: a sender
+waits when it is full, and the writer process stops reading while its own queue is full
 (storage.sql.writerchild QUEUE_LIMIT), so a writer that falls behind slows the proxy down
 instead of growing its memory without end.
 """
@@ -21,6 +21,11 @@ import threading
 FRAME = 65_536
 """Bytes of a message per frame: well under a Unix socket's default send buffer, which
 bounds a SOCK_SEQPACKET frame."""
+
+SEND_BUFFER = 4 * 1024 * 1024
+"""Bytes a sender may have in flight before it waits (at most; the system may allow less):
+room for a burst of recordings while the writer process is busy, so that the proxy's event
+loop does not wait on it."""
 
 _MORE = b"\x01"
 _LAST = b"\x00"
@@ -37,6 +42,9 @@ class Channel:
     def pair(cls) -> tuple["Channel", socket.socket]:
         """This process's end, and the socket to hand to the other process (inheritable)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for end in (ours, theirs):
+            # The kernel caps it (net.core.wmem_max): asked for, not promised.
+            end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         theirs.set_inheritable(True)
         return cls(ours), theirs
 
