@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from freezeframe.evidence.compare import RunDiff
-    from freezeframe.proxy.clock import FakedClock
-    from freezeframe.proxy.command import Confinement, Run
     from freezeframe.proxy.discovery import Trust
+    from freezeframe.sandbox.clock import FakedClock
+    from freezeframe.sandbox.command import Confinement, Run
     from freezeframe.storage import ExchangeSummary
 
 # Only what every command needs is imported above: `--help`, `ls` and the other readers
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
 # what-if machinery are imported inside the commands that use them.
 
 CAPTURES = ("transparent", "local")
-"""The values of ``exec --capture`` (``proxy.command`` checks them against its own)."""
+"""The values of ``exec --capture`` (``sandbox.command`` checks them against its own)."""
 SHELLS = ("sh", "fish", "dotenv")
-"""The values of ``env --shell`` (``proxy.wiring`` renders each)."""
+"""The values of ``env --shell`` (``sandbox.wiring`` renders each)."""
 FAILURE_KINDS = (
     "provider_error",
     "upstream_failure",
@@ -531,7 +531,7 @@ def exec_(
     """
     import asyncio
 
-    from freezeframe.proxy.command import Confinement, run_command
+    from freezeframe.sandbox.command import Confinement, run_command
 
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
@@ -579,7 +579,7 @@ def _repeat(
     output goes to stderr, so that stdout is the one JSON document."""
     import asyncio
 
-    from freezeframe.proxy.command import run_repeatedly
+    from freezeframe.sandbox.command import run_repeatedly
 
     stdout = os.dup(1) if as_json else None
     if stdout is not None:
@@ -626,7 +626,7 @@ def _print_runs(done: Sequence[Run]) -> None:
 
 def _faked_clock(value: str, options: dict[str, Any]) -> FakedClock:
     """``--clock``: refused in one line without libfaketime, or without a time to start at."""
-    from freezeframe.proxy.clock import Clock, FakedClock, library
+    from freezeframe.sandbox.clock import Clock, FakedClock, library
 
     wanted = Clock.parse(value)
     lib = library()
@@ -706,7 +706,7 @@ def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
     """
     from freezeframe.proxy.discovery import proxy_url, running, trust_in, trust_of_running
     from freezeframe.proxy.trust import java_truststore
-    from freezeframe.proxy.wiring import client_environment, render
+    from freezeframe.sandbox.wiring import client_environment, render
 
     address = settings_module.Address.parse(admin, "admin address")
     document = running(address, admin_token)
@@ -1428,7 +1428,7 @@ def rekey(
     from rich.console import Console
 
     from freezeframe.proxy.keys import key_config, rules_path
-    from freezeframe.proxy.rekey import rekey as rekey_cassette
+    from freezeframe.whatif.rekey import rekey as rekey_cassette
 
     validate_cassette_name(cassette)
     config = key_config(rules_path(rules, _located(data_dir, store)[0]))
@@ -1599,8 +1599,8 @@ def edit(
         freezeframe edit bug-8821 3 --into bug-8821-fix1 \\
             --set '$.orders=[{"id": "ord_8821", "user": "u-17"}]'
     """
-    from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
     from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.whatif.editing import AnswerEdit, Assignment, edited
 
     validate_cassette_name(cassette)
     validate_cassette_name(target)
@@ -1686,11 +1686,11 @@ def resend(
     """
     import ssl
 
-    from freezeframe.evidence.editing import Assignment
     from freezeframe.proxy.keys import key_config, rules_path
-    from freezeframe.proxy.resend import resend as resend_exchange
     from freezeframe.proxy.trust import upstream_bundle
     from freezeframe.storage.redaction import Redactor, load_or_create_key
+    from freezeframe.whatif.editing import Assignment
+    from freezeframe.whatif.resend import resend as resend_exchange
 
     validate_cassette_name(cassette)
     validate_cassette_name(target)
@@ -2105,9 +2105,9 @@ def recheck(
     import asyncio
 
     from freezeframe.evidence.triage import find_group
-    from freezeframe.proxy.command import Confinement
-    from freezeframe.proxy.recheck import RunCheck, check_line, recheck_document
-    from freezeframe.proxy.recheck import recheck as recheck_group
+    from freezeframe.sandbox.command import Confinement
+    from freezeframe.sandbox.recheck import RunCheck, check_line, recheck_document
+    from freezeframe.sandbox.recheck import recheck as recheck_group
 
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     settings = settings_module.build(

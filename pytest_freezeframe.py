@@ -515,7 +515,7 @@ class Proxy:
 
     def client_environment(self) -> dict[str, str | None]:
         from freezeframe.proxy.trust import java_truststore
-        from freezeframe.proxy.wiring import CLEARED, client_environment
+        from freezeframe.sandbox.wiring import CLEARED, client_environment
 
         ca, bundle = Path(self.health["ca"]), Path(self.health["ca_bundle"])
         wanted: dict[str, str | None] = dict.fromkeys(CLEARED)

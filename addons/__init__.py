@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from freezeframe.addons.routing import Routing
     from freezeframe.addons.state import Mode, RuntimeState
     from freezeframe.canonicalize import KeyConfig
-    from freezeframe.evidence.perturb import Perturber
     from freezeframe.storage import Store
     from freezeframe.storage.redaction import Redactor
+    from freezeframe.whatif.perturb import Perturber
 
 __all__ = ["AddressBook", "Mode", "Routing", "RuntimeState", "default_addons"]
 

@@ -7,6 +7,7 @@ absorbed in one place (hishel's ``_httpx_to_internal`` habit), and ``canonicaliz
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -14,14 +15,14 @@ from dataclasses import dataclass, field
 
 from mitmproxy import http
 
+from freezeframe.addons.body import Body, Landed
 from freezeframe.addons.routing import Decision
 from freezeframe.addons.state import Mode
 from freezeframe.canonicalize import Canonical, KeyConfig, RequestView, canonicalize
-from freezeframe.evidence.perturb import Perturbed
 from freezeframe.evidence.requests import WireRequest
-from freezeframe.evidence.requests import decoded_body as decoded_body_of
 from freezeframe.storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.perturb import Perturbed
 
 log = logging.getLogger("freezeframe.proxy")
 
@@ -40,6 +41,7 @@ class FlowInfo:
     decision: Decision  # how it is handled: the mode in force, or its route's (addons.routing)
     canonical: Canonical | None = None
     view: RequestView | None = None  # what ``canonical`` was computed from, when held whole
+    body: Landed | None = None  # the request body as it lands (addons.body), once read
     served: Exchange | None = None  # set when replay answered this flow
     perturbed: Perturbed | None = None  # set when that answer was perturbed (--perturb)
     notes: list[str] = field(default_factory=list)
@@ -65,34 +67,38 @@ def info_of(flow: http.HTTPFlow) -> FlowInfo | None:
     return info if isinstance(info, FlowInfo) else None
 
 
-def request_body(flow: http.HTTPFlow, redactor: Redactor) -> bytes:
-    """The body as it was sent (still content-encoded), with secrets replaced."""
-    info = info_of(flow)
-    return redactor.body(flow.request.raw_content or b"", info.secrets if info else ())
-
-
 def canonical_of(
     flow: http.HTTPFlow, info: FlowInfo, config: KeyConfig, redactor: Redactor
 ) -> Canonical:
-    """Compute the request key once per flow; replay and record both need it."""
+    """Compute the request key once per flow; replay and record both need it. The body is
+    read once (addons.body), as held by mitmproxy unless it streamed in already."""
     if info.canonical is None:
-        body = redactor.body(decoded_body(flow, info), info.secrets)
-        info.view = wire_request(flow, info).view_of(body)
+        if info.body is None:
+            body = Body(redactor, info.secrets, flow.request.headers.fields, hold=None)
+            body.feed(flow.request.raw_content or b"")
+            info.body = body.end()
+        decoded = info.body.decoded
+        if decoded is not None and not decoded.whole:
+            log.warning(
+                "%s %s: body keyed as sent: %s",
+                flow.request.method,
+                display_url(flow, info),
+                decoded.note,
+            )
+        info.view = wire_request(flow, info).view_of(info.body.keyed)
         info.canonical = canonicalize(info.view, config)
     return info.canonical
 
 
-def decoded_body(flow: http.HTTPFlow, info: FlowInfo | None = None) -> bytes:
-    """The request body with its content codings undone, as keys and ids are read from it
-    (evidence.requests.decoded_body, the limits every reader of a request keys with;
-    mitmproxy's own decoder has none). A body that does not decode whole is read as it was
-    sent, and the log says so."""
-    raw = flow.request.raw_content or b""
-    body, note = decoded_body_of(raw, flow.request.headers.fields)
-    if note is not None:
-        where = display_url(flow, info) if info is not None else flow.request.pretty_url
-        log.warning("%s %s: body keyed as sent: %s", flow.request.method, where, note)
-    return body
+def stored_request(flow: http.HTTPFlow, info: FlowInfo) -> tuple[WireRequest, BlobRef | None]:
+    """The request as stored, once keyed: its body as it landed (addons.body), with a
+    matching Content-Length if it was encoded again, or the reference of a spilled one."""
+    landed = info.body
+    assert landed is not None  # canonical_of (or a streamed body's end) has read it
+    request = wire_request(flow, info, landed.stored)
+    if landed.reencoded:
+        request = dataclasses.replace(request, headers=landed.headers(request.headers))
+    return request, landed.ref
 
 
 def wire_request(flow: http.HTTPFlow, info: FlowInfo, body: bytes | None = None) -> WireRequest:

@@ -18,8 +18,8 @@ from mitmproxy import http
 from freezeframe.addons._flows import canonical_of, display_url, info_of
 from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.canonicalize import KeyConfig, canonicalize
-from freezeframe.evidence.bodies import media_type, response_body
 from freezeframe.evidence.response_ids import answer_ids, is_responses_path, pair_ids
+from freezeframe.providers.bodies import media_type, response_body
 from freezeframe.storage import Store, StoreError
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.redaction import Redactor

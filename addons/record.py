@@ -4,7 +4,9 @@ The response is never buffered for the client's sake: ``flow.response.stream`` i
 tee that hands each chunk on unchanged and notes its offset and arrival time. Neither
 is a request body too large to hold (see ``addons.uploads.Upload``): its tee, set in the
 ``requestheaders`` hook, forwards it as it arrives while hashing it and spilling it to
-the store, and the request is keyed and given its slot when the body has ended. Failures
+the store, and the request is keyed and given its slot when the body has ended. Every
+body, either way, is read, redacted and stored by its owner (addons.body); the hooks
+here only feed it and build the record from what lands. Failures
 are recorded like answers, because a 429 with a half-written body is exactly what a
 user will later want to see again. The store write itself happens on the store's
 writer thread; the request path only builds a record and enqueues it.
@@ -13,10 +15,8 @@ writer thread; the request path only builds a record and enqueues it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from collections.abc import Sequence
 
 from mitmproxy import http
 
@@ -27,32 +27,20 @@ from freezeframe.addons._flows import (
     display_url,
     info_of,
     recorded_response,
-    request_body,
     request_view,
-    wire_request,
+    stored_request,
 )
-from freezeframe.addons.encoded import scrub_encoded
+from freezeframe.addons.body import Body, Landed
 from freezeframe.addons.state import Mode, RuntimeState
-from freezeframe.addons.uploads import (
-    LARGE_BODY,
-    RequestBody,
-    begin_upload,
-    upload_canonical,
-    upload_of,
-)
+from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.canonicalize import KeyConfig, RequestView
 from freezeframe.evidence.recording import new_exchange
-from freezeframe.evidence.requests import WireRequest
 from freezeframe.evidence.triage import RunReaders
 from freezeframe.storage import (
-    BlobRef,
-    BlobWriter,
-    Chunk,
     Exchange,
     NewExchange,
     Origin,
     Outcome,
-    RecordedResponse,
     Slot,
     Store,
     StoreError,
@@ -87,7 +75,8 @@ def _end_after_the_hook(flow: http.HTTPFlow) -> None:
 
 
 PACED_STEP = 1024 * 1024
-"""Past LARGE_BODY, a chunk starts a new timing entry only this many bytes after the last."""
+"""Once an answer spills (past addons.body.LARGE_BODY), a chunk starts a new timing entry only
+this many bytes after the last."""
 
 
 def _read_and_closed(recording: _Recording, flow: http.HTTPFlow) -> bool:
@@ -104,14 +93,14 @@ def _read_and_closed(recording: _Recording, flow: http.HTTPFlow) -> bool:
 
 
 class _Recording:
-    """One exchange on its way through the proxy; the tee is its stream callable.
+    """One exchange on its way through the proxy; the tee is its answer's stream callable.
 
-    A body is kept in memory until it passes ``LARGE_BODY``; from then on every chunk goes
-    straight to a blob writer (hashed and compressed as it arrives), so recording a large
-    download costs the proxy no more memory than a small one. Chunks are redacted one by
-    one there, so a secret pattern split across two chunks of such a body is not caught.
-    Past ``LARGE_BODY`` the pacing is kept per ``PACED_STEP`` bytes rather than per chunk:
-    a timing entry per chunk grew by about 2 MB a gigabyte (a 10 GB download, 21 MB).
+    The tee hands each chunk on unchanged, notes its offset and arrival time, and feeds it
+    to the answer's ``Body`` (addons.body), which holds it while it is small and spills it
+    to the store past LARGE_BODY, redacted in fixed blocks, so recording a large download
+    costs the proxy no more memory than a small one. Once it spills the pacing is kept per
+    ``PACED_STEP`` bytes rather than per chunk: a timing entry per chunk grew by about 2 MB
+    a gigabyte (a 10 GB download, 21 MB).
     """
 
     __slots__ = (
@@ -119,13 +108,9 @@ class _Recording:
         "info",
         "slot",
         "upload",
-        "body",
-        "size",
+        "answer",
         "chunks",
         "started",
-        "spill",
-        "store",
-        "redactor",
         "upstream_headers",
     )
 
@@ -134,47 +119,26 @@ class _Recording:
         flow: http.HTTPFlow,
         info: FlowInfo,
         slot: Slot | None,
-        store: Store,
-        redactor: Redactor,
         upload: RequestBody | None = None,
     ) -> None:
         self.flow = flow
         self.info = info
         self.slot = slot  # None until a streamed request body has ended
         self.upload = upload
-        self.store = store
-        self.redactor = redactor
-        self.body = bytearray()
-        self.size = 0
+        self.answer: Body | None = None  # from the answer's head on
         self.chunks: list[tuple[int, float]] = []
         self.started = flow.request.timestamp_start
-        self.spill: BlobWriter | None = None
         # The response's headers as the upstream sent them, before any annotation.
         self.upstream_headers: tuple[tuple[bytes, bytes], ...] | None = None
 
     def tee(self, data: bytes) -> bytes:
+        answer = self.answer
+        assert answer is not None
         if data:
-            if self.spill is None or self.size - self.chunks[-1][0] >= PACED_STEP:
-                self.chunks.append((self.size, time.time() - self.started))
-            self.size += len(data)
-            if self.spill is None and self.size > LARGE_BODY:
-                self.spill = self.store.blob_writer()
-                self._spill(bytes(self.body))
-                self.body = bytearray()
-            if self.spill is None:
-                self.body += data
-            else:
-                self._spill(data)
+            if not answer.spilled or answer.size - self.chunks[-1][0] >= PACED_STEP:
+                self.chunks.append((answer.size, time.time() - self.started))
+            answer.feed(data)
         return data
-
-    def _spill(self, data: bytes) -> None:
-        assert self.spill is not None
-        self.spill.write(self.redactor.body(data, self.info.secrets))
-
-    def body_and_ref(self) -> tuple[bytes, BlobRef | None]:
-        if self.spill is None:
-            return self.redactor.body(bytes(self.body), self.info.secrets), None
-        return b"", self.spill.finish()
 
 
 class Record:
@@ -224,11 +188,11 @@ class Record:
         body = RequestBody(
             self._redactor,
             info.secrets,
+            flow.request.headers.fields,
             spill=self._store.blob_writer,
             large=upload.large,
-            content_type=flow.request.headers.get("content-type", ""),
         )
-        recording = _Recording(flow, info, None, self._store, self._redactor, body)
+        recording = _Recording(flow, info, None, body)
         self._inflight[flow.id] = recording
 
         def tee(data: bytes) -> bytes:
@@ -284,7 +248,7 @@ class Record:
         except StoreError as exc:  # the proxy stays transparent; the loss is said loudly
             log.error("%s %s: NOT RECORDED: %s", flow.request.method, display_url(flow, info), exc)
             return
-        self._inflight[flow.id] = _Recording(flow, info, slot, self._store, self._redactor)
+        self._inflight[flow.id] = _Recording(flow, info, slot)
 
     def _copy(self, flow: http.HTTPFlow, info: FlowInfo, served: Exchange, into: str) -> None:
         """A replayed answer joins the new run (--record-into) as the recording it came
@@ -292,15 +256,17 @@ class Record:
         exactly, and an Origin naming the source, so the new cassette replays on its own."""
         canonical = info.canonical
         assert canonical is not None  # replay keyed it to find ``served``
+        request, request_body_ref = stored_request(flow, info)
         try:
             slot = self._store.reserve(into, canonical.key)
             self._store.submit(
                 new_exchange(
                     into,
-                    self._stored_request(flow, info),
+                    request,
                     canonical,
                     self._view(flow, info),
                     slot=slot,
+                    request_body_ref=request_body_ref,
                     started_at=flow.request.timestamp_start,
                     duration=served.duration,
                     response=served.response,
@@ -344,8 +310,9 @@ class Record:
         assert flow.response is not None
         recording = self._inflight.get(flow.id)
         if recording is not None:
-            flow.response.stream = recording.tee
             recording.upstream_headers = flow.response.headers.fields
+            recording.answer = self._answer_body(recording.info, recording.upstream_headers)
+            flow.response.stream = recording.tee
             if self._strict:
                 _end_after_the_hook(flow)
             if self._state.annotate and recording.slot is not None:
@@ -405,16 +372,6 @@ class Record:
             self._submit(recording, Outcome.INCOMPLETE, STOPPED)
         self._inflight.clear()
 
-    def _stored_request(self, flow: http.HTTPFlow, info: FlowInfo) -> WireRequest:
-        """The request as stored: its body redacted, and encoded again when its compressed
-        body hid a secret (addons.encoded)."""
-        body = request_body(flow, self._redactor)
-        found = scrub_encoded(self._redactor, body, info.request_headers, info.secrets)
-        if found is None:
-            return wire_request(flow, info, body)
-        body, headers = found
-        return dataclasses.replace(wire_request(flow, info, body), headers=headers)
-
     @staticmethod
     def _view(flow: http.HTTPFlow, info: FlowInfo) -> RequestView:
         """The request the key was computed from; a streamed body is not held, so for
@@ -423,20 +380,12 @@ class Record:
             return info.view
         return request_view(flow, info, b"")
 
-    def _scrubbed(self, response: RecordedResponse, secrets: Sequence[bytes]) -> RecordedResponse:
-        """The response, re-encoded if its compressed body hid a secret (addons.encoded).
-
-        Its chunks then collapse into one, at the first chunk's time: the new bytes have
-        no offsets in common with those that arrived.
-        """
-        if response.body_ref is not None:
-            return response
-        found = scrub_encoded(self._redactor, response.body, response.headers, secrets)
-        if found is None:
-            return response
-        body, headers = found
-        chunks = (Chunk(0, response.chunks[0].at),) if response.chunks else ()
-        return dataclasses.replace(response, body=body, headers=headers, chunks=chunks)
+    def _answer_body(self, info: FlowInfo, headers: tuple[tuple[bytes, bytes], ...]) -> Body:
+        """The owner of an answer's body (addons.body): spilled past LARGE_BODY, and
+        scrubbed of what the request's secrets would look like echoed back."""
+        return Body(
+            self._redactor, info.secrets, headers, spill=self._store.blob_writer, what="answer"
+        )
 
     def _submit(self, recording: _Recording, outcome: Outcome, error: str | None) -> None:
         exchange = self._exchange(recording, outcome, error)
@@ -478,30 +427,26 @@ class Record:
         ended = flow.response.timestamp_end if flow.response else None
         if flow.websocket is not None:  # it lasted until it closed (addons.websocket)
             ended = flow.websocket.timestamp_end
-        response = None
+        response, answer = None, None
         if flow.response is not None:
-            body, ref = recording.body_and_ref()
-            if not recording.chunks and flow.response.raw_content:
-                body = self._redactor.body(flow.response.raw_content, info.secrets)  # not streamed
-            if ref is None:
+            landed = self._landed_answer(recording)
+            body = landed.stored
+            if landed.ref is None:
                 body = self._redactor.answer(flow.request.method, info.target, body)
+            chunks = tuple(recording.chunks)
+            if landed.reencoded:  # its new bytes share no offsets with those that arrived
+                chunks = chunks[:1] and ((0, chunks[0][1]),)
             response = recorded_response(
                 flow,
                 info,
                 body,
-                ref,
-                tuple(recording.chunks),
+                landed.ref,
+                chunks,
                 self._redactor,
-                recording.upstream_headers,
+                landed.headers(recording.upstream_headers or flow.response.headers.fields),
             )
-            response = self._scrubbed(response, info.secrets)
-        request_body_ref = None
-        if recording.upload is None:
-            request = self._stored_request(flow, info)
-        elif (small := recording.upload.small) is not None:
-            request = wire_request(flow, info, self._redactor.body(small, info.secrets))
-        else:
-            request, request_body_ref = wire_request(flow, info, b""), recording.upload.ref
+            answer = landed.decoded
+        request, request_body_ref = stored_request(flow, info)
         exchange = new_exchange(
             info.record_cassette,
             request,
@@ -516,5 +461,17 @@ class Record:
             context=info.context,
             request_body_ref=request_body_ref,
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
+            decoded_answer=answer,
         )
         return self._readers.sign(exchange)
+
+    def _landed_answer(self, recording: _Recording) -> Landed:
+        """The answer's body as it lands; one that did not stream through the tee (it came
+        whole) is fed to its ``Body`` whole."""
+        response = recording.flow.response
+        assert response is not None
+        if recording.answer is None:
+            recording.answer = self._answer_body(recording.info, response.headers.fields)
+        if not recording.chunks and response.raw_content:
+            recording.answer.feed(response.raw_content)
+        return recording.answer.end()

@@ -22,7 +22,6 @@ from freezeframe.addons import annotate, answers
 from freezeframe.addons._flows import (
     FlowInfo,
     canonical_of,
-    decoded_body,
     display_url,
     info_of,
     response_from,
@@ -33,8 +32,6 @@ from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonic
 from freezeframe.addons.websocket import is_websocket
 from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
 from freezeframe.canonicalize.drift import drifted
-from freezeframe.evidence.perturb import Perturbed, Perturber
-from freezeframe.evidence.perturb import Request as PerturbedRequest
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
@@ -55,6 +52,8 @@ from freezeframe.storage import (
     StoreError,
 )
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.perturb import Perturbed, Perturber
+from freezeframe.whatif.perturb import Request as PerturbedRequest
 
 log = logging.getLogger("freezeframe.replay")
 
@@ -135,9 +134,8 @@ class Replay:
         if upload.info.mode is not Mode.REPLAY:
             return  # record, auto and passthrough forward it as it streams (addons.record)
         upload.route(flow)
-        content_type = flow.request.headers.get("content-type", "")
         body = RequestBody(
-            self._redactor, upload.info.secrets, large=upload.large, content_type=content_type
+            self._redactor, upload.info.secrets, flow.request.headers.fields, large=upload.large
         )
         self._reenactor.route_upload(flow, body, lambda body: self._answer_upload(flow, body))
 
@@ -316,7 +314,7 @@ class Replay:
         pace = self._state.pace
         if perturbed is not None and perturbed.pace != 1.0:
             pace = (pace or 1.0) * perturbed.pace
-        recorded, rewritten = self._answer_as(flow, exchange, recorded)
+        recorded, rewritten = self._answer_as(info, exchange, recorded)
         if exchange.outcome is Outcome.CLIENT_CLOSED:
             recorded = _ended_where_read(recorded)
         headers = recorded.headers
@@ -404,16 +402,17 @@ class Replay:
         return served_whole and in_memory and not paced
 
     def _answer_as(
-        self, flow: http.HTTPFlow, exchange: Exchange, recorded: RecordedResponse
+        self, info: FlowInfo, exchange: Exchange, recorded: RecordedResponse
     ) -> tuple[RecordedResponse, list[str]]:
-        """A JSON-RPC answer must carry the live request's id (MCP clients match on it).
+        """A JSON-RPC answer must carry the live request's id (MCP clients match on it),
+        read from the request as it was keyed (a streamed body is not held: it has none).
 
         Returns the response to serve and the names of what was rewritten in it.
         """
         original = jsonrpc_rewritable(exchange.request_body, recorded)
         if original is None:
             return recorded, []
-        live = jsonrpc_id(decoded_body(flow))
+        live = jsonrpc_id(info.view.body if info.view is not None else b"")
         if live is None or live == original:
             return recorded, []
         body, edits = rewrite_jsonrpc_id(recorded.body, original, live)

@@ -19,7 +19,6 @@ because reading those by meaning would mean holding them.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -27,6 +26,7 @@ from blake3 import blake3
 from mitmproxy import http
 
 from freezeframe.addons._flows import FlowInfo, canonical_of, info_of, request_view
+from freezeframe.addons.body import LARGE_BODY, Body, Landed
 from freezeframe.canonicalize import BodyDigest, Canonical, FormPart, KeyConfig, canonicalize
 from freezeframe.canonicalize.multipart import (
     NotMultipart,
@@ -34,18 +34,10 @@ from freezeframe.canonicalize.multipart import (
     read_multipart,
     read_part_head,
 )
-from freezeframe.storage import BlobRef, BlobWriter
-from freezeframe.storage.errors import StoreError
+from freezeframe.storage import BlobRef, BlobWriter, Header
 from freezeframe.storage.redaction import Redactor
 
-log = logging.getLogger("freezeframe.proxy")
-
 UPLOAD_KEY = "freezeframe.upload"
-#: A request body above this size is never held whole: it streams (see ``Upload``).
-LARGE_BODY = 8 * 1024 * 1024
-#: A large body is redacted and hashed in blocks of this size at fixed offsets, so its
-#: key never depends on how the network happened to cut it into chunks.
-_BLOCK = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -111,115 +103,84 @@ def begin_upload(flow: http.HTTPFlow) -> Upload | None:
 
 
 class RequestBody:
-    """A request body read as it arrives: held while it is small, then hashed as it goes.
+    """A request body read as it arrives, through its ``Body`` (addons.body).
 
     Up to LARGE_BODY bytes are held (a chunked body may turn out small, and is then keyed
     as it always was). Past that, and from the start when the Content-Length says so, the
-    body is redacted and hashed in fixed blocks of ``_BLOCK`` bytes and, when ``spill`` is
-    given, written to a blob writer: at most one block plus one chunk is ever held. A
-    secret that straddles two blocks is not redacted (the same limit as for large
-    responses, but at offsets that do not depend on the network).
+    body spills: its ``Body`` redacts it in fixed blocks and, when ``spill`` is given,
+    writes it to a blob writer, and each redacted block is hashed here (and read part by
+    part when it is a multipart form) for its key. At most a block, its overlap and a
+    chunk are held.
     """
 
-    __slots__ = (
-        "_redactor",
-        "_secrets",
-        "_spill",
-        "_content_type",
-        "_pending",
-        "_hasher",
-        "_writer",
-        "multipart",
-        "size",
-        "ended",
-        "ref",
-    )
+    __slots__ = ("_body", "_hasher", "multipart", "ended", "landed")
 
     def __init__(
         self,
         redactor: Redactor,
         secrets: Sequence[bytes],
+        headers: Sequence[Header] = (),
+        *,
         spill: Callable[[], BlobWriter] | None = None,
         large: bool = False,
-        content_type: str = "",
     ) -> None:
-        self._redactor = redactor
-        self._secrets = tuple(secrets)
-        self._spill = spill
-        self._content_type = content_type
-        self._pending = bytearray()
-        self._hasher: blake3 | None = None
-        self._writer: BlobWriter | None = None
-        self.multipart: MultipartReader | None = None  # set for a large multipart form
-        self.size = 0
+        content_type = next(
+            (value.decode("latin-1") for name, value in headers if name.lower() == b"content-type"),
+            "",
+        )
+        self._hasher = blake3()
+        self.multipart = MultipartReader.of(content_type)  # read once the body spills
+        self._body = Body(
+            redactor,
+            secrets,
+            headers,
+            spill=spill,
+            spill_now=large,
+            blocks=self._take,
+            what="request body",
+        )
         self.ended = False
-        self.ref: BlobRef | None = None
-        if large:
-            self._go_large()
+        self.landed: Landed | None = None  # once it has ended
+
+    @property
+    def size(self) -> int:
+        return self._body.size
 
     @property
     def large(self) -> bool:
-        return self._hasher is not None
+        return self._body.spilled
+
+    @property
+    def ref(self) -> BlobRef | None:
+        return self.landed.ref if self.landed is not None else None
 
     def feed(self, data: bytes) -> None:
-        if self.ended or not data:
-            return
-        self.size += len(data)
-        self._pending += data
-        if self._hasher is None:
-            if self.size <= LARGE_BODY:
-                return
-            self._go_large()
-        while len(self._pending) >= _BLOCK:
-            block = bytes(self._pending[:_BLOCK])
-            del self._pending[:_BLOCK]
-            self._take(block)
+        if not self.ended:
+            self._body.feed(data)
 
     def end(self) -> None:
         """The body is complete (or will never be: it is then keyed as far as it came)."""
         if self.ended:
             return
         self.ended = True
-        if self._hasher is not None:
-            if self._pending:
-                self._take(bytes(self._pending))
-                self._pending = bytearray()
-            if self.multipart is not None:
-                self.multipart.end()
-            if self._writer is not None:
-                try:
-                    self.ref = self._writer.finish()
-                except StoreError as exc:
-                    log.error("request body not stored: %s", exc)
+        self.landed = self._body.end()
+        if self.multipart is not None and self._body.spilled:
+            self.multipart.end()
 
     @property
     def small(self) -> bytes | None:
         """The whole body as received, if it ended at LARGE_BODY bytes or fewer."""
-        return None if self._hasher is not None else bytes(self._pending)
+        return self._body.held
 
     @property
     def digest(self) -> str:
-        assert self._hasher is not None
+        """The blake3 digest of the redacted body, once it spilled."""
         return self._hasher.hexdigest()
 
-    def _go_large(self) -> None:
-        self._hasher = blake3()
-        self._writer = self._spill() if self._spill is not None else None
-        self.multipart = MultipartReader.of(self._content_type)
-
     def _take(self, block: bytes) -> None:
-        assert self._hasher is not None
-        redacted = self._redactor.body(block, self._secrets)
-        self._hasher.update(redacted)
+        self._hasher.update(block)
         if self.multipart is not None:
-            self.multipart.feed(redacted)
-        if self._writer is not None:
-            try:
-                self._writer.write(redacted)
-            except StoreError as exc:  # keep forwarding and hashing; only the copy is lost
-                log.error("request body not stored: %s", exc)
-                self._writer.abort()
-                self._writer = None
+            self.multipart.feed(block)
 
 
 def upload_canonical(
@@ -228,6 +189,7 @@ def upload_canonical(
     """The key of a streamed request, once its body has ended (see the comment above)."""
     if info.canonical is not None:
         return info.canonical
+    info.body = body.landed
     small = body.small
     if small is not None:
         flow.request.data.content = small  # held anyway: from here on it is like any other

@@ -23,6 +23,7 @@ from .model import RequestView
 from .profiles import select_profile
 from .profiles.bedrock import bedrock_call
 from .profiles.gemini import gemini_call
+from .profiles.mcp import is_stream_request
 from .providers import MODEL_PROVIDERS, azure_deployment, provider_of
 
 type FactValue = str | int | float | bool | None | dict[str, int] | dict[str, str]
@@ -131,6 +132,11 @@ _CONVERSE_EVENTS = frozenset({"messageStop", "metadata"})
 """ConverseStream events that carry facts (botocore's ConverseStreamOutput): the stop reason,
 and the usage and metrics."""
 
+_BEDROCK_METRICS = "amazon-bedrock-invocationMetrics"
+"""What Bedrock adds to the last chunk of every InvokeModel stream, beside the model's own."""
+_LLAMA_COUNTS = ("prompt_token_count", "generation_token_count")
+"""Meta Llama's usage on Bedrock (its InvokeModel answer and each chunk of its stream)."""
+
 _INT64 = range(-(2**63), 2**63)
 """Integers outside this are no real count or seed, and SQL columns could not hold them."""
 
@@ -169,6 +175,8 @@ def facts_of(
             profile = select_profile(request.path, body).name
         if body.kind == "json":
             value = body.value
+    if profile == "generic.empty" and is_stream_request(request.method, request.headers):
+        profile = "mcp"  # an MCP session's stream, opened or resumed by a GET
     provider = provider_of(profile, request.host, request.path, request.query)
     facts: dict[str, FactValue] = {"provider": provider, "api": profile}
     fields = value if isinstance(value, dict) else {}
@@ -434,8 +442,15 @@ class _Answer:
                 self._read_object(response)
         elif "candidates" in event or "usageMetadata" in event or "modelVersion" in event:
             self._read_gemini(event)
-        elif len(event) == 1 and next(iter(event)) in _CONVERSE_EVENTS:
-            inner = next(iter(event.values()))
+        elif isinstance(event.get("generation"), str):
+            # Meta Llama's InvokeModel chunks: the counts so far, the stop reason on the last.
+            self._add_usage({name: event.get(name) for name in _LLAMA_COUNTS})
+            self._finish_with(event.get("stop_reason"), 0)
+        elif len(named := [n for n in event if n != _BEDROCK_METRICS]) == 1 and (
+            named[0] in _CONVERSE_EVENTS
+        ):
+            # One Converse event, or an Amazon Nova InvokeModel chunk (the metrics on its last).
+            inner = event[named[0]]
             if isinstance(inner, dict):
                 self._finish_with(inner.get("stopReason"), 0)
                 self._add_usage(inner.get("usage"))

@@ -32,10 +32,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from freezeframe.canonicalize.diff import differences, json_differences
-from freezeframe.evidence.bodies import media_type, response_body
 from freezeframe.evidence.model_ids import IdRoles, minted_ids
 from freezeframe.evidence.response_ids import IdMap, Minted, answer_ids, pair_ids
 from freezeframe.evidence.steps import MODEL, Step, agent_steps
+from freezeframe.providers.bodies import media_type, response_body
 from freezeframe.storage import Exchange, ExchangeFilter, Outcome, Store
 from freezeframe.storage.names import validate_cassette_name
 

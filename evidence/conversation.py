@@ -2,7 +2,7 @@
 
 `conversation_of` reads a recorded exchange of OpenAI Chat Completions, OpenAI Responses or
 Anthropic Messages (streamed or not, on any host that serves their paths), or an OpenAI
-Realtime session (a WebSocket, evidence.realtime: its last response is the answer) into a
+Realtime session (a WebSocket, providers.realtime: its last response is the answer) into a
 `Conversation`: the system prompt, every message by role with its parts, tool calls and
 tool results with their ids, the tools offered, and the answer with its text and tool calls
 put back together from the stream, its finish reason, usage and ids, the model asked for
@@ -21,14 +21,14 @@ from urllib.parse import parse_qsl
 
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
 from freezeframe.canonicalize.providers import model_in_path, provider_of
-from freezeframe.evidence.answers import Answer, read_answer
-from freezeframe.evidence.apis import api_of
-from freezeframe.evidence.bodies import as_dict, header, json_ready, parse_json, request_body
-from freezeframe.evidence.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
-from freezeframe.evidence.parts import Part
-from freezeframe.evidence.realtime import API as REALTIME
-from freezeframe.evidence.realtime import is_realtime, read_session
 from freezeframe.evidence.windows import ContextUse, context_use
+from freezeframe.providers.answers import Answer, read_answer
+from freezeframe.providers.apis import api_of
+from freezeframe.providers.bodies import as_dict, header, json_ready, parse_json, request_body
+from freezeframe.providers.messages import Message, MessageMemo, Tool, ToolCall, ToolResult
+from freezeframe.providers.parts import Part
+from freezeframe.providers.realtime import API as REALTIME
+from freezeframe.providers.realtime import is_realtime, read_session
 from freezeframe.storage import Exchange
 
 
@@ -49,7 +49,7 @@ class Conversation:
     stream: bool
     """A streamed answer was asked for."""
     system: str
-    """The system prompt, whole (see `evidence.messages.Prompt.system`)."""
+    """The system prompt, whole (see `providers.messages.Prompt.system`)."""
     messages: tuple[Message, ...]
     """Every message, in order, as the request carried them."""
     tools: tuple[Tool, ...]
@@ -76,7 +76,7 @@ def conversation_of(exchange: Exchange) -> Conversation | None:
 def conversations_of(exchanges: Iterable[Exchange]) -> Iterator[Conversation | None]:
     """`conversation_of` each exchange of a run, in the order given (recorded order reads
     fastest): each request repeats the conversation so far, and only what it adds to the
-    one before is read anew (see `evidence.messages.MessageMemo`)."""
+    one before is read anew (see `providers.messages.MessageMemo`)."""
     memos: dict[str, MessageMemo] = {}
     for exchange in exchanges:
         yield _conversation(exchange, memos)

@@ -15,9 +15,9 @@ from dataclasses import asdict
 from typing import Any
 
 from freezeframe.canonicalize.realtime import session_key
-from freezeframe.evidence.messages import Message as Turn
-from freezeframe.evidence.realtime import is_realtime, read_session
 from freezeframe.evidence.rewrites import replay_rewrites
+from freezeframe.providers.messages import Message as Turn
+from freezeframe.providers.realtime import is_realtime, read_session
 from freezeframe.storage import (
     BlobRef,
     CassetteSummary,

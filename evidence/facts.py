@@ -1,7 +1,7 @@
 """The replay-kit facts of an exchange, from the bytes the store keeps.
 
 The proxy reads them when it records (addons.record), and an edited answer needs them read
-again (evidence.editing); both go through here, so an edit's model, usage and finish reason
+again (whatif.editing); both go through here, so an edit's model, usage and finish reason
 are read exactly as a recording's are. The answer is content-decoded with the store's one
 bounded decoder, since canonicalize knows no content codings.
 """
@@ -16,17 +16,25 @@ from freezeframe.canonicalize import (
     facts_of,
 )
 from freezeframe.storage import RecordedResponse
-from freezeframe.storage.encodings import decode_body
+from freezeframe.storage.encodings import Decoded, decode_body
 
 
 def exchange_facts(
-    request: RequestView, response: RecordedResponse | None, profile: str | None
+    request: RequestView,
+    response: RecordedResponse | None,
+    profile: str | None,
+    decoded: Decoded | None = None,
 ) -> dict[str, FactValue]:
-    return facts_of(request, response_view(response), profile)
+    """``decoded``: the answer's body decoded already (see ``response_view``)."""
+    return facts_of(request, response_view(response, decoded), profile)
 
 
-def response_view(response: RecordedResponse | None) -> ResponseView | None:
-    """The answer as canonicalize reads facts from it: decoded, unless too large to read."""
+def response_view(
+    response: RecordedResponse | None, decoded: Decoded | None = None
+) -> ResponseView | None:
+    """The answer as canonicalize reads facts from it: decoded, unless too large to read.
+    ``decoded`` is its body decoded already, by a writer that had to decode it anyway (the
+    proxy, addons.body), so it is not decoded twice."""
     if response is None:
         return None
     headers = tuple(
@@ -34,9 +42,11 @@ def response_view(response: RecordedResponse | None) -> ResponseView | None:
     )
     body: bytes | None = None
     if response.body_ref is None and len(response.body) <= FACTS_BODY_LIMIT:
-        decoded = decode_body(response.body, response.headers, FACTS_BODY_LIMIT)
+        if decoded is None:
+            decoded = decode_body(response.body, response.headers, FACTS_BODY_LIMIT)
         # A truncated or unknown coding gives no body; the headers still give facts.
-        body = decoded.data if decoded.whole else None
+        whole = decoded.whole and len(decoded.data) <= FACTS_BODY_LIMIT
+        body = decoded.data if whole else None
     content_type = next((value for name, value in headers if name.lower() == "content-type"), "")
     return ResponseView(
         status=response.status, headers=headers, body=body, content_type=content_type

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
-from freezeframe.evidence.messages import ToolCall
+from freezeframe.providers.messages import ToolCall
 
 LOOP_MIN = 3
 """Calls in a run before it is a loop."""

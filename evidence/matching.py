@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, unquote_plus
 
 from freezeframe.canonicalize.jsonbody import JsonValue, Number, encode_json
-from freezeframe.evidence.bodies import media_type, parse_json, request_body
+from freezeframe.providers.bodies import media_type, parse_json, request_body
 from freezeframe.storage import Exchange
 
 MIN_TEXT = 3

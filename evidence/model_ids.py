@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from freezeframe.canonicalize import sse_events
-from freezeframe.evidence.bodies import media_type, response_body
+from freezeframe.providers.bodies import media_type, response_body
 from freezeframe.storage import Exchange, boundedjson
 
 __all__ = ["IdRoles", "minted_ids"]

@@ -24,6 +24,7 @@ from freezeframe.storage import (
     RecordedResponse,
     Slot,
 )
+from freezeframe.storage.encodings import Decoded
 
 
 def new_exchange(
@@ -42,10 +43,13 @@ def new_exchange(
     request_body_ref: BlobRef | None = None,
     messages: tuple[Message, ...] | None = None,
     origin: Origin | None = None,
+    decoded_answer: Decoded | None = None,
 ) -> NewExchange:
     """``request`` as it is stored (redacted) and ``keyed`` as ``canonical`` was computed
     from; ``request_body_ref`` stands for a body written through a blob writer (then
-    ``request.body`` is b"")."""
+    ``request.body`` is b""). ``decoded_answer`` is the response's body decoded already,
+    when its writer has it (the proxy decodes each body once, addons.body): the facts read
+    it instead of decoding it again."""
     return NewExchange(
         cassette=cassette,
         key=canonical.key,
@@ -68,7 +72,7 @@ def new_exchange(
         context=context,
         slot=slot,
         stripped=digests(canonical.stripped),
-        facts=exchange_facts(keyed, response, canonical.profile),
+        facts=exchange_facts(keyed, response, canonical.profile, decoded_answer),
         messages=messages,
         origin=origin,
     )

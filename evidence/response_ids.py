@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from freezeframe.canonicalize import RequestView, sse_events
 from freezeframe.canonicalize.jsonbody import JsonValue
-from freezeframe.evidence.bodies import (
+from freezeframe.providers.bodies import (
     as_dict,
     as_list,
     as_str,

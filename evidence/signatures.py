@@ -40,13 +40,13 @@ from typing import NamedTuple
 from blake3 import blake3
 
 from freezeframe.canonicalize.jsonbody import JsonValue, Number
-from freezeframe.evidence.apis import api_of
-from freezeframe.evidence.bodies import as_dict, media_type, parse_json, response_body
 from freezeframe.evidence.conversation import Conversation, conversation_of
 from freezeframe.evidence.loops import loop_key
 from freezeframe.evidence.masking import mask_text, path_template
-from freezeframe.evidence.messages import Message, ToolCall
 from freezeframe.evidence.toolschema import violations
+from freezeframe.providers.apis import api_of
+from freezeframe.providers.bodies import as_dict, media_type, parse_json, response_body
+from freezeframe.providers.messages import Message, ToolCall
 from freezeframe.storage import Exchange, NewExchange, Outcome, Signals
 
 SIGNATURE_VERSION = 1

@@ -15,7 +15,16 @@ calls its answer asked for, each linked
   most one call and each call is run by at most one exchange, the best match winning;
 - to the first later model request that carried its result back, by the result's
   ``tool_call_id`` / ``call_id`` / ``tool_use_id``: always an **exact** link, as ids are
-  minted per call.
+  minted per call. Where the API gives the call no id (Gemini's ``functionCall`` without
+  ``id``, Chat's deprecated ``function_call``), the results after the call's message are
+  paired with its calls the way the API pairs them: by name, in order, within the turn (the
+  second ``get_weather`` response answers the second ``get_weather`` call), in the first
+  later request whose history holds that message (the same calls, same arguments) with the
+  call answered. That is **exact** too: it is the API's own pairing.
+
+A Realtime session is one exchange (its WebSocket) holding many responses: its step holds
+the calls of them all, and each result it sent back over the same WebSocket (a
+``function_call_output`` with the call's ``call_id``) links to the session's own step.
 
 Loops (one tool asked for again and again with nearly the same arguments) are reported
 beside the steps; see `evidence.loops`.
@@ -30,7 +39,6 @@ from enum import StrEnum
 from typing import Any
 
 from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
-from freezeframe.evidence.bodies import parse_json, response_body
 from freezeframe.evidence.conversation import (
     Conversation,
     context_document,
@@ -41,9 +49,11 @@ from freezeframe.evidence.conversation import (
 )
 from freezeframe.evidence.loops import Loop, find_loops
 from freezeframe.evidence.matching import RequestContent, content_match, request_content
-from freezeframe.evidence.mcp import McpMessage, mcp_of
-from freezeframe.evidence.messages import ToolCall
-from freezeframe.evidence.streams import error_text
+from freezeframe.providers.bodies import parse_json, response_body
+from freezeframe.providers.mcp import McpMessage, mcp_of
+from freezeframe.providers.messages import Message, ToolCall
+from freezeframe.providers.realtime import API as REALTIME
+from freezeframe.providers.streams import error_text
 from freezeframe.storage import Exchange, Outcome
 
 MODEL = "model"
@@ -55,7 +65,8 @@ _NAME_SEPARATORS = ("__", "_", ".", "-", "/", ":")
 
 class Match(StrEnum):
     EXACT = "exact"
-    """Ids match, or an MCP tool's name and arguments are the call's own."""
+    """Ids match (or, where the API gives none, the name in order within the turn, as the
+    API pairs them), or an MCP tool's name and arguments are the call's own."""
     INFERRED = "inferred"
     """The time window and the content match; ``why`` says which content."""
 
@@ -202,6 +213,7 @@ def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
     """Every tool call the answers asked for, with its result link and its window."""
     models = [p for p, read in enumerate(reads) if read.conversation is not None]
     carriers: dict[str, list[int]] = {}
+    turns: dict[tuple[str, ...], list[tuple[int, dict[int, str]]]] = {}
     for position in models:
         conversation = reads[position].conversation
         assert conversation is not None
@@ -210,20 +222,45 @@ def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
                 found = carriers.setdefault(result.call_id, [])
                 if not found or found[-1] != position:
                     found.append(position)
+        field = _result_name(conversation)
+        for calls, answered in _named_turns(conversation.messages, field):
+            found_turns = turns.setdefault(_signature(calls), [])
+            if found_turns and found_turns[-1][0] == position:
+                found_turns[-1] = (position, answered | found_turns[-1][1])
+            else:
+                found_turns.append((position, answered))
     for number, position in enumerate(models):
         conversation = reads[position].conversation
         assert conversation is not None
-        if conversation.answer is None:
-            continue
         following = models[number + 1] if number + 1 < len(models) else len(reads)
-        for index, call in enumerate(conversation.answer.tool_calls):
-            carrier = _first_after(carriers.get(call.id or "", []), position)
+        calls = _asked(conversation)
+        named = turns.get(_signature(calls), [])
+        for index, call in enumerate(calls):
             result_in = None
             end = following
+            if call.id:
+                carrier = _first_after(carriers.get(call.id, []), position)
+                if conversation.api == REALTIME and position in carriers.get(call.id, []):
+                    carrier = position  # the session sent the result back itself
+                why = f"{_id_name(conversation)} {call.id}"
+            else:
+                carrier, why = _answered_by_name(named, position, index)
             if carrier is not None:
-                result_in = Link(seqs[carrier], Match.EXACT, f"{_id_name(conversation)} {call.id}")
-                end = carrier
+                result_in = Link(seqs[carrier], Match.EXACT, why)
+                end = carrier if carrier > position else following  # a session: after it
             yield _Request(position, index, call, result_in, range(position + 1, end))
+
+
+def _asked(conversation: Conversation) -> tuple[ToolCall, ...]:
+    """The tool calls a model call asked for: its answer's; for a Realtime session, every
+    response's, as the session went on after each call (its last response is the answer)."""
+    asked = conversation.answer.tool_calls if conversation.answer is not None else ()
+    if conversation.api != REALTIME:
+        return asked
+    earlier = (
+        call for m in conversation.messages if m.role == "assistant" for call in m.tool_calls
+    )
+    return (*earlier, *asked)
 
 
 def _first_after(positions: list[int], position: int) -> int | None:
@@ -231,9 +268,59 @@ def _first_after(positions: list[int], position: int) -> int | None:
     return positions[at] if at < len(positions) else None
 
 
+def _named_turns(
+    messages: tuple[Message, ...], field: str
+) -> Iterator[tuple[tuple[ToolCall, ...], dict[int, str]]]:
+    """Each message of calls without ids, with the results the messages after it (up to the
+    next assistant message) carried back: call index -> why, paired by name in order."""
+    calls: tuple[ToolCall, ...] = ()
+    answered: dict[int, str] = {}
+    waiting: dict[str, list[int]] = {}
+    for message in (*messages, None):
+        if message is None or message.role == "assistant":
+            if answered:
+                yield calls, answered
+            calls = message.tool_calls if message is not None else ()
+            answered = {}
+            waiting = {}
+            for index, call in enumerate(calls):
+                if not call.id:
+                    waiting.setdefault(call.name, []).append(index)
+            continue
+        for result in message.tool_results:
+            queue = waiting.get(result.name or "") if not result.call_id else None
+            if queue:
+                index = queue.pop(0)
+                answered[index] = _by_name(field, result.name or "", calls, index)
+
+
+def _by_name(field: str, name: str, calls: tuple[ToolCall, ...], index: int) -> str:
+    """Why a result answers the call at ``index``, in the API's words."""
+    same = [n for n, call in enumerate(calls) if call.name == name and not call.id]
+    if len(same) == 1:
+        return f"{field} {name} (by name; the call has no id)"
+    return f"{field} {name} ({same.index(index) + 1} of {len(same)} by that name, in order; no ids)"
+
+
+def _signature(calls: tuple[ToolCall, ...]) -> tuple[str, ...]:
+    """A message's calls as names and canonical arguments: the answer a later request's
+    history repeats."""
+    return tuple(f"{call.name}\n{_canonical(call.value, call.arguments)}" for call in calls)
+
+
+def _answered_by_name(
+    turns: list[tuple[int, dict[int, str]]], position: int, index: int
+) -> tuple[int | None, str]:
+    """The first request after ``position`` that answered call ``index`` by name, and why."""
+    for carrier, answered in turns:
+        if carrier > position and index in answered:
+            return carrier, answered[index]
+    return None, ""
+
+
 def _id_name(conversation: Conversation) -> str:
     """The field that carries the call's id back, in this API's words."""
-    if conversation.api == "openai.responses":
+    if conversation.api in ("openai.responses", REALTIME):
         return "call_id"
     if conversation.api in ("anthropic.messages", "bedrock.invoke"):
         return "tool_use_id"
@@ -242,6 +329,13 @@ def _id_name(conversation: Conversation) -> str:
     if conversation.api == "gemini.generate-content":
         return "functionResponse id"
     return "tool_call_id"
+
+
+def _result_name(conversation: Conversation) -> str:
+    """What carries a result back by its call's name, in this API's words."""
+    if conversation.api == "gemini.generate-content":
+        return "functionResponse"
+    return "function message"
 
 
 def _assign(reads: list[_Read], requests: list[_Request]) -> dict[int, tuple[int, Match, str]]:
@@ -400,6 +494,8 @@ def _title(read: _Read, calls: tuple[RequestedCall, ...]) -> str:
         text = " ".join(conversation.answer.text.split())
         return f"{who} answers" + (f": {text[:80]}" if text else "")
     if mcp is not None:
+        if mcp.resumed_after is not None:
+            return f"MCP {mcp.method} after event {mcp.resumed_after}"
         return f"MCP {mcp.method}" + (f" {mcp.call.name}" if mcp.call else "")
     return f"{exchange.method} {exchange.url}"
 
@@ -496,4 +592,6 @@ def _mcp_document(mcp: McpMessage) -> dict[str, Any]:
         "method": mcp.method,
         "call": None if mcp.call is None else tool_call_document(mcp.call),
         "result": None if mcp.result is None else tool_result_document(mcp.result),
+        "session": mcp.session,
+        "resumed_after": mcp.resumed_after,
     }

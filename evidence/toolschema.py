@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
 
-from freezeframe.evidence.messages import FUNCTION, Tool, ToolCall
+from freezeframe.providers.messages import FUNCTION, Tool, ToolCall
 
 VALIDATORS = 256
 """Tool schemas whose validators are kept, checked once each."""

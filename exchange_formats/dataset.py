@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from freezeframe.evidence import Conversation, conversations_of
-from freezeframe.evidence.bodies import json_ready
-from freezeframe.evidence.messages import Message, Tool, ToolCall
 from freezeframe.exchange_formats.jsonl import Progress
 from freezeframe.exchange_formats.reading import Current, each_exchange
+from freezeframe.providers.bodies import json_ready
+from freezeframe.providers.messages import Message, Tool, ToolCall
 from freezeframe.storage import Exchange, Store
 
 """The values of ``export --shape``, the default first."""

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from freezeframe.evidence.bodies import request_body, response_body
 from freezeframe.exchange_formats.captured import Captured, Keeper
 from freezeframe.exchange_formats.errors import FormatError
 from freezeframe.exchange_formats.jsonl import Progress
 from freezeframe.exchange_formats.portable import KIND_NAMES, kind_of
 from freezeframe.exchange_formats.streaming import Streamed
+from freezeframe.providers.bodies import request_body, response_body
 from freezeframe.storage import (
     BlobRef,
     Chunk,

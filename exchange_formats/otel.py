@@ -25,9 +25,9 @@ from typing import IO, Any
 import blake3
 
 from freezeframe.evidence import Conversation, conversations_of
-from freezeframe.evidence.messages import Message, ToolCall
 from freezeframe.exchange_formats.jsonl import Progress
 from freezeframe.exchange_formats.reading import Current, each_exchange
+from freezeframe.providers.messages import Message, ToolCall
 from freezeframe.storage import Exchange, Outcome, Store
 
 _CLIENT = 3
@@ -54,10 +54,22 @@ _SYSTEM = {"azure.ai.openai": "az.ai.openai"}
 """``gen_ai.system`` (deprecated by ``gen_ai.provider.name``, which collectors still read):
 the same names but Azure's, which it spelled ``az.ai.openai``."""
 
-_INPUT_TOKENS = ("prompt_tokens", "input_tokens", "inputTokens", "promptTokenCount")
-_OUTPUT_TOKENS = ("completion_tokens", "output_tokens", "outputTokens", "candidatesTokenCount")
+_INPUT_TOKENS = (
+    "prompt_tokens",
+    "input_tokens",
+    "inputTokens",
+    "promptTokenCount",
+    "prompt_token_count",
+)
+_OUTPUT_TOKENS = (
+    "completion_tokens",
+    "output_tokens",
+    "outputTokens",
+    "candidatesTokenCount",
+    "generation_token_count",
+)
 """Usage counts by each API's name for them: OpenAI Chat, Anthropic and Responses, Bedrock
-Converse, Gemini."""
+Converse (and Amazon Nova), Gemini, Meta Llama on Bedrock."""
 
 Send = Callable[[bytes], None]
 """Takes one ExportTraceServiceRequest as JSON."""

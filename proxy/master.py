@@ -15,12 +15,12 @@ from mitmproxy import options
 from freezeframe.addons import AddressBook, Routing, default_addons
 from freezeframe.addons.proxycredentials import DropProxyCredentials
 from freezeframe.addons.state import RuntimeState
-from freezeframe.evidence.perturb import Perturber
 from freezeframe.proxy.keys import key_config
 from freezeframe.proxy.mitmcore import Master, next_layer, proxyserver, tlsconfig, upstream_auth
 from freezeframe.proxy.settings import Settings
 from freezeframe.storage import Store
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.perturb import Perturber
 
 
 def mitmproxy_options(

@@ -20,7 +20,6 @@ from pathlib import Path
 from freezeframe.addons import AddressBook
 from freezeframe.addons.capture import Capture
 from freezeframe.addons.state import Journal, Mode, RuntimeState, SharedPositions
-from freezeframe.evidence.perturb import Perturber
 from freezeframe.proxy.admin import AdminServer, create_app
 from freezeframe.proxy.discovery import admin_url
 from freezeframe.proxy.master import build_master
@@ -32,6 +31,7 @@ from freezeframe.proxy.settings import Address, Settings
 from freezeframe.proxy.trust import client_bundle, upstream_bundle
 from freezeframe.storage import CassetteNotFound, Store, open_store
 from freezeframe.storage.redaction import Redactor, load_or_create_key
+from freezeframe.whatif.perturb import Perturber
 
 log = logging.getLogger("freezeframe")
 

@@ -21,8 +21,8 @@ from freezeframe.storage.names import validate_cassette_name
 
 if TYPE_CHECKING:
     from freezeframe.canonicalize import Route
-    from freezeframe.evidence.perturb import Perturbation
     from freezeframe.storage import Store
+    from freezeframe.whatif.perturb import Perturbation
 
 # The command line reads the defaults and Address from here for every command, `--help`
 # too; the validators that need cryptography, the key rules or the perturbation grammar
@@ -199,7 +199,7 @@ class Settings:
     """``--store-writer``: ``process`` (Linux; elsewhere a thread), or ``thread``: where the
     store's writes run (storage.sql.writerprocess)."""
     perturb: tuple[Perturbation, ...] = ()
-    """``--perturb``: in replay, recorded answers changed by seeded rolls (evidence.perturb)."""
+    """``--perturb``: in replay, recorded answers changed by seeded rolls (whatif.perturb)."""
     seed: int | None = None
     """``--seed``: the rolls' seed; None: one is drawn at start, and logged."""
     admin_token: str | None = field(default=None, repr=False)
@@ -413,8 +413,8 @@ def build(
     admin_trusted_proxies: tuple[str, ...] = (),
 ) -> Settings:
     """Validate every setting; raise ``ValueError`` naming the setting and the value."""
-    from freezeframe.evidence.perturb import parse_spec
     from freezeframe.proxy.keys import key_config, rules_path
+    from freezeframe.whatif.perturb import parse_spec
 
     ca = Path(upstream_ca).expanduser() if upstream_ca else None
     if ca is not None:

@@ -18,7 +18,7 @@ from test_cli import invoke, record
 
 from freezeframe import cli
 from freezeframe.evidence import signatures
-from freezeframe.proxy import command, wiring
+from freezeframe.sandbox import command, wiring
 
 HEAVY = (
     "mitmproxy",

@@ -8,7 +8,18 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-OURS = {"addons", "canonicalize", "cli", "evidence", "exchange_formats", "proxy", "storage"}
+OURS = {
+    "addons",
+    "canonicalize",
+    "cli",
+    "evidence",
+    "exchange_formats",
+    "providers",
+    "proxy",
+    "sandbox",
+    "storage",
+    "whatif",
+}
 SKIP = {".venv", "node_modules", ".git", "freezeframe", "build"}
 
 

@@ -31,6 +31,8 @@ Two revisions of the transport are in use, and both key the same way:
   trace context do not.
 """
 
+from collections.abc import Iterable
+
 from ..jsonbody import JsonValue
 from ..jsonpath import parse_path
 from .profile import Profile
@@ -57,6 +59,18 @@ MCP_BATCH = Profile(
     keep=(parse_path(f'$[*].params._meta["{CAPABILITIES}"]'),),
     key_header_prefixes=_MIRRORED_PARAMS,
 )
+
+
+STREAM_HEADERS = frozenset({"mcp-session-id", "mcp-protocol-version"})
+"""Headers only an MCP client sends: a body-less ``GET`` carrying one (a 2025-11-25 stream
+resumed with ``Last-Event-ID``, or the session's standalone stream) is MCP's, though its
+request says nothing else. Such a GET keeps the generic profile for its key (it has no body
+to key), and is named MCP wherever it is read: its facts, its edits, the case file."""
+
+
+def is_stream_request(method: str, headers: Iterable[tuple[str, str]]) -> bool:
+    """A ``GET`` that opens or resumes an MCP session's SSE stream, by its headers."""
+    return method == "GET" and any(name.lower() in STREAM_HEADERS for name, _ in headers)
 
 
 def is_json_rpc_request(body: JsonValue) -> bool:

@@ -33,7 +33,6 @@ from freezeframe.evidence import (
     search_document,
     summary_document,
 )
-from freezeframe.evidence.editing import AnswerEdit, Assignment, edited
 from freezeframe.evidence.notes import with_notes
 from freezeframe.proxy.admin.access import AdminAccess, LoginAttempts, Sessions, login_routes
 from freezeframe.proxy.admin.casefile import casefile_routes, templates
@@ -60,6 +59,7 @@ from freezeframe.storage import (
 )
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
+from freezeframe.whatif.editing import AnswerEdit, Assignment, edited
 
 log = logging.getLogger("freezeframe")
 

@@ -471,6 +471,7 @@ def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> di
         if response is None
         else present.preview(store, response.body, response.body_ref, response.headers),
         "chart": chart,
+        "closed_normally": present.closed_normally(exchange),
         "json_answer": "json" in content_type.lower(),
         "editable": response is not None and response.body_ref is None,
         "edit_body": _editable_text(response),

@@ -4,17 +4,19 @@ stored body), so the pages show what the JSON twins say, only laid out for peopl
 
 Bodies are untrusted and may be huge: a preview reads at most ``PREVIEW_BYTES`` of a body
 (the first part of one kept in the store, never the whole), and shows it as text when it is
-UTF-8, else as a hex dump.
+UTF-8 (JSON indented, an AWS event stream as its decoded events), else as a hex dump.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from freezeframe.canonicalize import eventstream
 from freezeframe.storage import (
     BlobRef,
     Exchange,
@@ -199,10 +201,15 @@ def preview(
     size = ref.size if ref is not None else len(data)
     if size == 0:
         return None
-    if ref is None and "json" in content_type(headers).lower():
+    kind = content_type(headers)
+    if ref is None and "json" in kind.lower():
         pretty = _pretty_json(data, headers)
         if pretty is not None and len(pretty) <= PREVIEW_BYTES:
             return Preview(size, pretty, None, False)
+    if ref is None and eventstream.is_event_stream(kind):
+        events = _event_lines(data, headers)
+        if events is not None and len(events) <= PREVIEW_BYTES:
+            return Preview(size, events, None, False)
     head = _head(store.read_blob(ref)) if ref is not None else data[:PREVIEW_BYTES]
     cut = size > len(head)
     text = _utf8_prefix(head, cut)
@@ -219,6 +226,30 @@ def _pretty_json(data: bytes, headers: Sequence[Header]) -> str | None:
         return json.dumps(boundedjson.loads(decoded.data), indent=2, ensure_ascii=False)
     except ValueError:
         return None
+
+
+def _event_lines(data: bytes, headers: Sequence[Header]) -> str | None:
+    """An AWS event stream (Bedrock's) as ``show`` prints it, not as a hex dump of its
+    binary frames: one event a line, its padding left out, what stopped the reading last."""
+    decoded = decode_body(data, headers)
+    if not decoded.whole:
+        return None
+    events, damage = eventstream.json_events(decoded.data)
+    if not events:
+        return None
+    lines = [json.dumps(event, ensure_ascii=False) for event in events]
+    return "\n".join(lines + ([f"({damage})"] if damage else []))
+
+
+_NORMAL_CLOSE = re.compile(r"closed by (?:client|server): 100[01](?: .*)?", re.DOTALL)
+"""How a WebSocket that ended as sessions end is recorded in ``error`` (addons.websocket's
+``Close``): code 1000, a normal closure, or 1001, going away."""
+
+
+def closed_normally(exchange: Exchange) -> bool:
+    """Whether this is a WebSocket whose close was the ordinary end of its session: a fact
+    to state, not a problem to show in red."""
+    return exchange.messages is not None and bool(_NORMAL_CLOSE.fullmatch(exchange.error or ""))
 
 
 def content_type(headers: Sequence[Header]) -> str:

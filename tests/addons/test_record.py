@@ -172,6 +172,43 @@ async def test_a_large_upload_streams_into_the_store(store: Store) -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_secret_split_across_chunks_of_a_large_answer_is_not_stored(
+    store: Store,
+) -> None:
+    block = b"x" * (1024 * 1024)
+    secret = TOKEN.encode()
+    pieces = [block] * 9 + [b"echo " + secret[:7], secret[7:] + b" end"]
+    async with Chain(store) as chain:
+        received = await chain.send(request(), answer=Answer(pieces=pieces))
+
+    assert received.body == b"".join(pieces)  # the client gets every byte as sent
+    answer = only(store).response
+    assert answer is not None
+    ref = answer.body_ref
+    kept = answer.body if ref is None else b"".join(store.read_blob(ref))
+    assert len(kept) == len(received.body) and secret not in kept
+
+
+@pytest.mark.asyncio
+async def test_a_secret_across_a_block_boundary_of_a_large_upload_is_not_stored(
+    store: Store,
+) -> None:
+    secret = TOKEN.encode()
+    body = bytearray(b"y" * (LARGE_BODY + 1024 * 1024))
+    at = 1024 * 1024 - 10  # the secret straddles the first 1 MiB block's end
+    body[at - 1 : at + len(secret) + 1] = b" " + secret + b" "
+    pieces = [bytes(body[i : i + 65_536]) for i in range(0, len(body), 65_536)]
+    async with Chain(store) as chain:
+        received = await chain.send(request("PUT", body=bytes(body)), pieces)
+
+    assert received.status == 200
+    stored = only(store)
+    ref = stored.request_body_ref
+    kept = stored.request_body if ref is None else b"".join(store.read_blob(ref))
+    assert len(kept) == len(body) and secret not in kept
+
+
+@pytest.mark.asyncio
 async def test_a_websocket_is_stored_with_its_transcript_when_it_ends(store: Store) -> None:
     headers = [("upgrade", "websocket"), ("connection", "upgrade"), ("sec-websocket-key", "k")]
     async with Chain(store) as chain:

@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/benchmarks/bench_conversations.py
     .venv/bin/python tests/benchmarks/bench_conversations.py --turns 10 60 200 --json out.json
+    .venv/bin/python tests/benchmarks/bench_conversations.py --turns 60 --turn-kb 20
     .venv/bin/python tests/benchmarks/bench_conversations.py --url postgresql+psycopg://postgres@127.0.0.1:5432/DB
 
 Each run records one conversation (tests/support/agent_traffic.py: a system prompt, six
@@ -16,6 +17,8 @@ form the proxy would key it by (canonicalize) and a chat-completion answer, then
   (freezeframe before schema 6);
 * ``stored``: the ``stored_size`` of every blob, and ``per turn`` that divided by turns;
   ``db file``: the SQLite file after a checkpoint (no ``--url``);
+* ``db added``: what the SQLite file grew by (search index, rows and all), against the same
+  store empty;
 * ``read last``: reading the last exchange (the longest chain of bases) from a store just
   opened, so no body is cached, median of ``--reads`` runs; ``depth``: the longest chain.
 
@@ -25,6 +28,7 @@ A script, not a test: it asserts nothing but that every body reads back as it wa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import statistics
@@ -53,6 +57,9 @@ from freezeframe.storage import (  # noqa: E402
 )
 
 PATH = "/v1/chat/completions"
+WORD_BYTES = 7.8
+"""Bytes a drawn word takes in a request, its space and JSON included (measured over
+support.agent_traffic's prose), to turn ``--turn-kb`` into words."""
 
 
 def answer_body(text: str, n: int) -> bytes:
@@ -110,10 +117,21 @@ def exchange(store: Store, cassette: str, n: int, body: bytes, answer: bytes) ->
     )
 
 
-def one_conversation(url: str, turns: int, reads: int, db_file: Path | None) -> dict[str, float]:
-    conversation = Conversation(seed=turns)
+def one_conversation(
+    url: str, turns: int, reads: int, db_file: Path | None, words: int = 0
+) -> dict[str, float]:
+    conversation = (
+        Conversation(seed=turns, user_words=words // 3, answer_words=words - words // 3)
+        if words
+        else Conversation(seed=turns)
+    )
     cassette = f"conversation-{turns}"
     before = store_bytes(url) if db_file is None else 0
+    empty = 0
+    if db_file is not None:
+        with open_store(url) as store:
+            store.has_cassette(cassette)
+        empty = checkpointed_size(db_file)
     bodies: list[bytes] = []
     forms: list[bytes] = []
     answers: list[bytes] = []
@@ -129,9 +147,7 @@ def one_conversation(url: str, turns: int, reads: int, db_file: Path | None) -> 
         store.flush(120)
     stored = store_bytes(url) - before
     depth = max_depth(url)
-    if db_file is not None:
-        with sqlite3.connect(db_file) as db:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    added = checkpointed_size(db_file) - empty if db_file is not None else float("nan")
     timings = []
     for _ in range(reads):
         with open_store(url, create=False) as store:
@@ -153,9 +169,17 @@ def one_conversation(url: str, turns: int, reads: int, db_file: Path | None) -> 
         "stored": stored,
         "per_turn": stored / turns,
         "db_file": db_file.stat().st_size if db_file is not None else float("nan"),
+        "db_added": added,
         "read_last_ms": statistics.median(timings) * 1000,
         "depth": depth,
     }
+
+
+def checkpointed_size(db_file: Path) -> int:
+    """The SQLite file's size with its write-ahead log folded in."""
+    with contextlib.closing(sqlite3.connect(db_file)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db_file.stat().st_size
 
 
 def store_bytes(url: str) -> int:
@@ -181,11 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reads", type=int, default=5)
     parser.add_argument("--url", help="a store URL (default: SQLite in a temporary directory)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--turn-kb",
+        type=float,
+        default=0,
+        help="new text per turn, user message and answer together (default: about 2.7 KB)",
+    )
     args = parser.parse_args(argv)
     results = []
     header = (
         f"{'turns':>5} {'bodies':>10} {'distinct':>9} {'whole':>9} {'stored':>9} "
         f"{'per turn':>9} {'stored/distinct':>15} {'whole/stored':>12} {'db file':>9} "
+        f"{'db added':>9} "
         f"{'read last':>10} {'depth':>5}"
     )
     print(header)
@@ -193,13 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             db_file = None if args.url else Path(tmp) / "freezeframe.db"
             url = args.url or f"sqlite:///{db_file}"
-            result = one_conversation(url, turns, args.reads, db_file)
+            words = round(args.turn_kb * 1024 / WORD_BYTES) if args.turn_kb else 0
+            result = one_conversation(url, turns, args.reads, db_file, words)
         results.append(result)
         print(
             f"{turns:>5} {result['bodies']:>10,.0f} {result['distinct']:>9,.0f} "
             f"{result['whole']:>9,.0f} {result['stored']:>9,.0f} {result['per_turn']:>9,.0f} "
             f"{result['stored'] / result['distinct']:>14.2f}x "
             f"{result['whole'] / result['stored']:>11.1f}x {result['db_file']:>9,.0f} "
+            f"{result['db_added']:>9,.0f} "
             f"{result['read_last_ms']:>8.1f}ms {result['depth']:>5.0f}"
         )
     if args.json:

@@ -594,6 +594,21 @@ def test_mcp_trace_context_in_meta() -> None:
     }
 
 
+@pytest.mark.parametrize("profile", [None, "generic.empty"])
+def test_a_get_resuming_an_mcp_stream_is_mcp_and_a_plain_sse_get_is_not(
+    profile: str | None,
+) -> None:
+    """The 2025-11-25 resumption: a body-less GET with Last-Event-ID and the session's
+    headers. The same GET without MCP's headers (any SSE client reconnecting) stays generic."""
+    sse_get = (("accept", "text/event-stream"), ("last-event-id", "5"))
+    mcp = (("mcp-session-id", "0073ea66"), ("mcp-protocol-version", "2025-11-25"))
+    resumed = replace(sent("/mcp", headers=(*sse_get, *mcp)), method="GET", content_type="")
+    plain = replace(resumed, headers=sse_get)
+    assert facts_of(resumed, MCP_ANSWER, profile) == {"provider": "mcp", "api": "mcp"}
+    assert facts_of(plain, MCP_ANSWER, profile) == {"api": "generic.empty"}
+    assert facts_of(replace(resumed, method="DELETE"), None, profile)["api"] == "generic.empty"
+
+
 def test_mcp_meta_names_the_call_span_over_the_http_header() -> None:
     call = mcp_call({"traceparent": traceparent(span_id="b7ad6b7169203331")})
     header = ("traceparent", traceparent())

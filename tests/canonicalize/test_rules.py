@@ -491,9 +491,9 @@ def test_a_pattern_that_would_backtrack_for_ever_runs_in_linear_time() -> None:
     rules = '[[rule]]\n[[rule.substitute]]\npattern = "(a+)+$"\nreplacement = "<run>"\n'
     tool = replace(OPENAI, host="tools.internal", path="/lookup")
     long = "a" * 100_000 + "b"
-    started = time.perf_counter()
+    started = time.process_time()
     key, _ = keyed(tool, {"text": long, "tail": "aaa"}, rules)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert key == keyed(tool, {"text": long, "tail": "a"}, rules)[0]
     assert key != keyed(tool, {"text": long, "tail": "b"}, rules)[0]
 

@@ -17,8 +17,8 @@ from support.proxy import free_port
 from support.upstream import Upstream
 
 from freezeframe.addons.mitmproxy_internals import certificates_valid_from
-from freezeframe.proxy.clock import library
 from freezeframe.proxy.settings import default_store_url
+from freezeframe.sandbox.clock import library
 from freezeframe.storage import open_store
 
 

@@ -64,6 +64,8 @@ SECRETS += [
 ADMIN = "127.0.0.1:8081"
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 NOVA_PROFILE = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.amazon.nova-pro-v1:0"
+LLAMA = "us.meta.llama3-3-70b-instruct-v1:0"
+STREAM = "invoke-with-response-stream"
 WEATHER = {
     "toolSpec": {
         "name": "get_weather",
@@ -174,6 +176,22 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     seen["invoke_stream"] = "".join(
         p["delta"]["text"] for p in pieces if p["type"] == "content_block_delta"
     )
+    nova = {"messages": [{"role": "user", "content": [{"text": "Nova Tavira"}]}]}
+    chunks = client.invoke_model_with_response_stream(modelId=NOVA_PROFILE, body=json.dumps(nova))
+    pieces = [json.loads(e["chunk"]["bytes"]) for e in chunks["body"] if "chunk" in e]
+    seen["nova_stream"] = (
+        "".join(
+            p["contentBlockDelta"]["delta"]["text"] for p in pieces if "contentBlockDelta" in p
+        ),
+        [p["messageStop"]["stopReason"] for p in pieces if "messageStop" in p],
+    )
+    llama = {"prompt": "Llama Sagres", "max_gen_len": 64}
+    chunks = client.invoke_model_with_response_stream(modelId=LLAMA, body=json.dumps(llama))
+    pieces = [json.loads(e["chunk"]["bytes"]) for e in chunks["body"] if "chunk" in e]
+    seen["llama_stream"] = (
+        "".join(p["generation"] for p in pieces),
+        [p["stop_reason"] for p in pieces if p["stop_reason"]],
+    )
     options = types.HttpOptions(base_url=base, api_version="v1beta")
     gemini = genai.Client(api_key=GEMINI_KEY, http_options=options)
     answer = gemini.models.generate_content(
@@ -204,6 +222,7 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     )
     said = vertex.models.generate_content(model="gemini-2.0-flash", contents="Vertex Viseu")
     seen["vertex"] = said.text
+    seen["gemini_tools"] = gemini_tool_round_trip(gemini, base)
     azure = openai.AzureOpenAI(
         azure_endpoint=base, api_key=AZURE_KEY, api_version="2024-10-21", max_retries=0
     )
@@ -212,6 +231,38 @@ def cloud_agent(base: str, bundle: Path) -> dict[str, Any]:
     ) as chunks_:
         seen["azure"] = "".join(c.choices[0].delta.content or "" for c in chunks_ if c.choices)
     return seen
+
+
+def gemini_tool_round_trip(gemini: genai.Client, base: str) -> dict[str, Any]:
+    """Two get_weather calls without ids, each run against the tool route, both answered
+    by name in the next request, as google-genai's manual function calling does it."""
+    tool = types.Tool(
+        function_declarations=[
+            types.FunctionDeclaration(
+                name="get_weather",
+                description="The weather in a city now",
+                parameters_json_schema=WEATHER["toolSpec"]["inputSchema"]["json"],
+            )
+        ]
+    )
+    config = types.GenerateContentConfig(tools=[tool])
+    asked = [types.Content(role="user", parts=[types.Part(text="Tavira, Lagos")])]
+    first = gemini.models.generate_content(model="gemini-2.0-flash", contents=asked, config=config)
+    calls = first.function_calls or []
+    responses = []
+    with httpx.Client(timeout=10) as http:
+        for call in calls:
+            city = (call.args or {})["city"]
+            weather = http.get(f"{base}/tool/counter", params={"city": city}).json()
+            responses.append(
+                types.Part.from_function_response(name="get_weather", response=weather)
+            )
+    assert first.candidates and first.candidates[0].content
+    answered = [*asked, first.candidates[0].content, types.Content(role="user", parts=responses)]
+    second = gemini.models.generate_content(
+        model="gemini-2.0-flash", contents=answered, config=config
+    )
+    return {"calls": [(c.id, c.name, c.args) for c in calls], "answer": second.text}
 
 
 @dataclass
@@ -290,8 +341,17 @@ def test_every_sdk_gets_its_recorded_answers_with_no_upstream_request(recorded: 
     assert live["converse_stream"] == "answer 3 to: Stream to Porto"
     assert live["converse_stop"] == ["end_turn"]
     assert live["invoke"] == "answer 1 to: Invoke Faro"
+    assert live["nova_stream"] == ("answer 3 to: Nova Tavira", ["end_turn"])
+    assert live["llama_stream"] == ("answer 4 to: Llama Sagres", ["stop"])
     assert live["gemini_stream"] == "answer 2 to: Gemini Coimbra"
     assert live["gemini_array"] == ["answer ", "3 ", "to: ", "Array ", "Aveiro"]
+    assert live["gemini_tools"] == {
+        "calls": [
+            (None, "get_weather", {"city": "Tavira"}),
+            (None, "get_weather", {"city": "Lagos"}),
+        ],
+        "answer": "answer 6 to: ",
+    }
     assert recorded.replayed == live
     assert recorded.replay_connections == 0
 
@@ -311,12 +371,16 @@ def test_each_call_is_recognised_with_provider_model_stop_reason_and_tokens(
     assert ("gcp.gemini", "gemini.generate-content", "gemini-2.0-flash") in facts
     assert ("gcp.vertex_ai", "gemini.generate-content", "gemini-2.0-flash") in facts
     assert ("azure.ai.openai", "openai.chat-completions", "agent-gpt4o") in facts
-    by_path = {r["url"].split("?")[0].split("/", 3)[-1]: r["facts"] for r in rows}
+    by_path = {r["url"].split("?")[0].split("/", 3)[-1]: r["facts"] for r in reversed(rows)}
     stream = by_path[f"model/{quote(CLAUDE, safe='')}/converse-stream"]
     assert stream["finish_reason"] == "end_turn" and stream["stream"] is True
     assert stream["usage"]["inputTokens"] == 12 and stream["request_id"].startswith("bedrock-req-")
     invoked = by_path[f"model/{quote(CLAUDE, safe='')}/invoke-with-response-stream"]
     assert invoked["finish_reason"] == "end_turn" and invoked["usage"]["output_tokens"] == 7
+    nova = by_path[f"model/{quote(NOVA_PROFILE, safe='')}/{STREAM}"]
+    assert nova["finish_reason"] == "end_turn" and nova["usage"]["inputTokens"] == 11
+    llama = by_path[f"model/{quote(LLAMA, safe='')}/{STREAM}"]
+    assert llama["finish_reason"] == "stop" and llama["usage"]["prompt_token_count"] == 11
     gemini = by_path["v1beta/models/gemini-2.0-flash:generateContent"]
     assert gemini["answered_model"] == "gemini-2.0-flash-001" and gemini["finish_reason"] == "STOP"
     assert gemini["usage"]["promptTokenCount"] == 9 and gemini["temperature"] == 0.3
@@ -339,7 +403,9 @@ def test_the_case_file_reads_what_each_model_saw_and_answered(recorded: Recorded
     )
     assert streamed["answer"]["text"] == "answer 3 to: Stream to Porto" and streamed["stream"]
     assert streamed["answer"]["complete"] and not streamed["notes"]
-    invoke, invoke_stream = documents["bedrock.invoke"]
+    invoke, invoke_stream, nova, llama = documents["bedrock.invoke"]
+    assert nova["answer"]["text"] == "answer 3 to: Nova Tavira" and nova["answer"]["complete"]
+    assert llama["answer"]["text"] == "answer 4 to: Llama Sagres" and llama["answer"]["complete"]
     assert invoke_stream["answer"]["text"] == "answer 2 to: Invoke stream Evora"
     assert invoke["messages"][0]["text"] == "Invoke Faro"
     gemini = documents["gemini.generate-content"]
@@ -348,8 +414,12 @@ def test_the_case_file_reads_what_each_model_saw_and_answered(recorded: Recorded
         "answer 2 to: Gemini Coimbra",
         "answer 3 to: Array Aveiro",
         "answer 4 to: Vertex Viseu",
+        "",
+        "answer 6 to: ",
     ]
-    assert [g["provider"] for g in gemini] == ["gcp.gemini"] * 3 + ["gcp.vertex_ai"]
+    assert [g["provider"] for g in gemini] == ["gcp.gemini"] * 3 + ["gcp.vertex_ai"] + [
+        "gcp.gemini"
+    ] * 2
     assert gemini[0]["messages"][0]["role"] == "user" and gemini[1]["answer"]["streamed"]
     (azure,) = documents["openai.chat-completions"]
     assert azure["provider"] == "azure.ai.openai" and azure["model"] == "agent-gpt4o"
@@ -361,7 +431,11 @@ def test_agent_steps_link_the_converse_tool_call_to_its_tool_and_its_result(
 ) -> None:
     steps = steps_document(agent_steps(exchanges(recorded.data_dir)))
     text = json.dumps(steps)
-    (step,) = [s for s in steps["steps"] if s["kind"] == "model" and s["calls"]]
+    (step,) = [
+        s
+        for s in steps["steps"]
+        if s["kind"] == "model" and s["calls"] and s["model"]["api"] == "bedrock.converse"
+    ]
     (call,) = step["calls"]
     assert call["call"]["name"] == "get_weather" and call["call"]["value"] == {"city": "Lisbon"}
     tool = next(s for s in steps["steps"] if s["url"].endswith("/tool/counter?city=Lisbon"))
@@ -371,6 +445,41 @@ def test_agent_steps_link_the_converse_tool_call_to_its_tool_and_its_result(
         "match": "exact",
         "why": "toolUseId tooluse_1",
     }
+
+
+def test_agent_steps_link_gemini_calls_without_ids_to_their_responses_by_name_in_order(
+    recorded: Recorded,
+) -> None:
+    """google-genai's calls carry no id: each links to the tool request that ran it and to
+    the request whose functionResponse parts answered it, the two of one name by order."""
+    steps = steps_document(agent_steps(exchanges(recorded.data_dir)))
+    text = json.dumps(steps)
+    (step,) = [
+        s
+        for s in steps["steps"]
+        if s["kind"] == "model" and s["calls"] and s["model"]["api"] == "gemini.generate-content"
+    ]
+    ran = {
+        s["url"].rsplit("=", 1)[-1]: s["seq"]
+        for s in steps["steps"]
+        if "/tool/counter?" in s["url"]
+    }
+    answered = next(
+        s["seq"] for s in steps["steps"] if s["seq"] > step["seq"] and s["kind"] == "model"
+    )
+    assert [(c["call"]["id"], c["call"]["value"]) for c in step["calls"]] == [
+        (None, {"city": "Tavira"}),
+        (None, {"city": "Lagos"}),
+    ]
+    assert [c["executed_by"]["seq"] for c in step["calls"]] == [ran["Tavira"], ran["Lagos"]], text
+    assert [c["result_in"] for c in step["calls"]] == [
+        {
+            "seq": answered,
+            "match": "exact",
+            "why": f"functionResponse get_weather ({n} of 2 by that name, in order; no ids)",
+        }
+        for n in (1, 2)
+    ]
 
 
 def test_search_finds_streamed_answers_and_not_the_padding(recorded: Recorded) -> None:
@@ -389,11 +498,18 @@ def test_search_finds_streamed_answers_and_not_the_padding(recorded: Recorded) -
 def test_edit_set_on_bedrock_and_gemini_answers_replays_through_the_sdks(
     recorded: Recorded, upstream_ca_file: Path
 ) -> None:
-    rows = {e.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in exchanges(recorded.data_dir)}
-    rows = {e.path.split("?")[0][1:]: e.seq for e in exchanges(recorded.data_dir)} | rows
+    stored = exchanges(recorded.data_dir)
+    rows = {e.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in stored}
+    rows = {e.path.split("?")[0][1:]: e.seq for e in stored[::-1]} | rows  # first Braga
+    streams = {
+        model: next(e.seq for e in stored if e.path == f"/model/{quote(model, safe='')}/{STREAM}")
+        for model in (CLAUDE, NOVA_PROFILE, LLAMA)
+    }
     edits = [
         (rows["converse-stream"], "$.output.message.content[0].text", "edited Porto"),
-        (rows["invoke-with-response-stream"], "$.content[0].text", "edited Evora"),
+        (streams[CLAUDE], "$.content[0].text", "edited Evora"),
+        (streams[NOVA_PROFILE], "$.output.message.content[0].text", "edited Tavira"),
+        (streams[LLAMA], "$.generation", "edited Sagres"),
         (
             rows["v1beta/models/gemini-2.0-flash:generateContent"],
             "$.candidates[0].content.parts[0].text",
@@ -433,6 +549,8 @@ def test_edit_set_on_bedrock_and_gemini_answers_replays_through_the_sdks(
         replayer.kill()
     assert seen["converse_stream"] == "edited Porto" and seen["converse_stop"] == ["end_turn"]
     assert seen["invoke_stream"] == "edited Evora"
+    assert seen["nova_stream"] == ("edited Tavira", ["end_turn"])
+    assert seen["llama_stream"] == ("edited Sagres", ["stop"])
     assert seen["gemini"] == "edited Braga"
     assert seen["gemini_array"] == ["edited"]
     assert seen["gemini_stream"] == recorded.live["gemini_stream"]
@@ -545,7 +663,7 @@ def test_resend_names_what_changed_in_an_answer_and_not_its_fresh_ids(
 ) -> None:
     """A Gemini answer resent differs in its text, not in the responseId every call gets; a
     ConverseStream's differences name the event that changed, not "body"."""
-    found = {e.path: e.seq for e in exchanges(recorded.data_dir)}
+    found = {e.path: e.seq for e in exchanges(recorded.data_dir)[::-1]}
     gemini = found["/v1beta/models/gemini-2.0-flash:generateContent"]
     converse = next(seq for path, seq in found.items() if path.endswith("/converse-stream"))
     signed = (
@@ -592,7 +710,11 @@ def test_the_case_file_pages_show_each_call_and_its_steps(recorded: Recorded) ->
     assert {page.status_code for page in pages.values()} == {200}
     by_end = {path.split("?")[0].rsplit("/", 1)[-1]: page.text for path, page in pages.items()}
     assert "answer 3 to: Stream to Porto" in by_end["converse-stream"]
-    assert "answer 2 to: Invoke stream Evora" in by_end["invoke-with-response-stream"]
+    invoked = pages[f"/model/{quote(CLAUDE, safe='')}/invoke-with-response-stream"].text
+    assert "answer 2 to: Invoke stream Evora" in invoked
     keyed = next(page.text for path, page in pages.items() if "?key=" in path)
     assert "query:key" in keyed and QUERY_KEY not in keyed
     assert steps.status_code == 200 and "toolUseId tooluse_1" in steps.text
+    assert "functionResponse get_weather (2 of 2 by that name, in order; no ids)" in steps.text
+    answered = pages["/v1beta/models/gemini-2.0-flash:generateContent"].text  # the last
+    assert "result for <code>get_weather</code> (by name)" in answered and ">None<" not in answered

@@ -17,8 +17,14 @@ from pathlib import Path
 
 import pytest
 import trustme
+from starlette.testclient import TestClient
 from support.mcp_world import AGENT, McpDesk
 from support.proxy import ProxyProcess
+
+from freezeframe.addons.state import Mode, RuntimeState
+from freezeframe.proxy.admin import create_app
+from freezeframe.proxy.settings import Address, Settings
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -66,6 +72,21 @@ def run_agent(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
+
+
+def case_file_page(data_dir: Path, path: str) -> str:
+    """A page of the case file, served in-process over the recorded store."""
+    store = open_store(f"sqlite:///{data_dir / 'freezeframe.db'}")
+    admin = "127.0.0.1:8081"
+    settings = Settings(data_dir=data_dir, admin=Address.parse(admin, "admin"))
+    try:
+        app = create_app(store, RuntimeState(Mode.REPLAY, None), settings)
+        with TestClient(app, base_url=f"http://{admin}", follow_redirects=False) as client:
+            page = client.get(path)
+    finally:
+        store.close()
+    assert page.status_code == 200, page.text
+    return page.text
 
 
 def freezeframe(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -192,6 +213,14 @@ def test_a_2025_11_25_stream_resumed_with_last_event_id_records_and_replays(
         resumption[0]["response"]
     ), "the resumed stream carried the result"
     assert f"replayed resumed#{resumption[0]['seq']} for GET" in log
+    resumed_get = next(e for e in gets if e["seq"] == resumption[0]["seq"])
+    assert (resumed_get["facts"]["provider"], resumed_get["facts"]["api"]) == ("mcp", "mcp")
+    sent = {k.lower(): v for k, v in resumption[0]["request"]["headers"]}
+    steps_page = case_file_page(data_dir, "/cassettes/resumed/steps")
+    assert (
+        f'MCP stream resumed after event <code class="event-id">{sent["last-event-id"]}</code>'
+        f' · session <code class="session">{sent["mcp-session-id"]}</code>'
+    ) in steps_page
 
     edited = freezeframe(
         data_dir, "edit", "resumed", str(resumption[0]["seq"]), "--into", "resumed-fix",

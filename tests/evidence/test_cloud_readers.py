@@ -14,9 +14,9 @@ from support.exchanges import stored_exchange
 
 from freezeframe.canonicalize import eventstream
 from freezeframe.evidence.conversation import conversation_of
-from freezeframe.evidence.reframe import reframe
-from freezeframe.evidence.restream import NotRestreamable
 from freezeframe.evidence.steps import Match, agent_steps
+from freezeframe.whatif.reframe import reframe
+from freezeframe.whatif.restream import NotRestreamable
 
 CONVERSE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream"
 INVOKE = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke-with-response-stream"
@@ -159,8 +159,93 @@ def test_invoke_streams_of_nova_and_llama_are_read_by_their_own_shapes() -> None
         and read.answer.text == "Hello"
         and read.answer.complete
     )
-    with pytest.raises(NotRestreamable, match="only an Anthropic model"):
-        reframe("bedrock.invoke", llama)
+    mistral = chunks({"outputs": [{"text": "Hi", "stop_reason": "stop"}]})
+    with pytest.raises(NotRestreamable, match="Anthropic, Amazon Nova and Meta Llama models"):
+        reframe("bedrock.invoke", mistral)
+
+
+def decoded_chunks(data: bytes) -> list[dict[str, Any]]:
+    """The model's own chunks of an InvokeModel stream, as botocore hands them to boto3."""
+    return [json.loads(base64.b64decode(e["chunk"]["bytes"])) for e in botocore_events(data)]
+
+
+def test_an_edited_nova_invoke_stream_is_written_back_as_nova_chunks() -> None:
+    metrics = {"inputTokenCount": 3, "outputTokenCount": 2}
+    nova = chunks(
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockDelta": {"delta": {"text": "Ol"}, "contentBlockIndex": 0}},
+        {"contentBlockDelta": {"delta": {"text": "á"}, "contentBlockIndex": 0}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": "end_turn"}},
+        {
+            "metadata": {"usage": {"inputTokens": 3, "outputTokens": 2}, "trace": {}},
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    )
+    found = reframe("bedrock.invoke", nova)
+    assert found.message["output"]["message"]["content"] == [{"text": "Olá"}]
+    found.message["output"]["message"]["content"][0]["text"] = "Adeus"
+    written = decoded_chunks(b"".join(found.encode(found.message)))
+    assert written == [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"text": "Adeus"}}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": "end_turn"}},
+        {
+            "metadata": {"trace": {}, "usage": {"inputTokens": 3, "outputTokens": 2}},
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    ]
+
+
+def test_an_edited_llama_invoke_stream_is_its_text_then_its_counts_and_stop_reason() -> None:
+    metrics = {"inputTokenCount": 4, "outputTokenCount": 2}
+    llama = chunks(
+        {
+            "generation": "Hel",
+            "prompt_token_count": 4,
+            "generation_token_count": 1,
+            "stop_reason": None,
+        },
+        {
+            "generation": "lo",
+            "prompt_token_count": None,
+            "generation_token_count": 2,
+            "stop_reason": None,
+        },
+        {
+            "generation": "",
+            "prompt_token_count": None,
+            "generation_token_count": 2,
+            "stop_reason": "stop",
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    )
+    found = reframe("bedrock.invoke", llama)
+    assert found.message == {
+        "generation": "Hello",
+        "prompt_token_count": 4,
+        "generation_token_count": 2,
+        "stop_reason": "stop",
+    }
+    written = decoded_chunks(b"".join(found.encode({**found.message, "generation": "Olá"})))
+    assert written == [
+        {
+            "generation": "Olá",
+            "prompt_token_count": 4,
+            "generation_token_count": 1,
+            "stop_reason": None,
+        },
+        {
+            "generation": "",
+            "prompt_token_count": None,
+            "generation_token_count": 2,
+            "stop_reason": "stop",
+            "amazon-bedrock-invocationMetrics": metrics,
+        },
+    ]
+    with pytest.raises(NotRestreamable, match="without a stop_reason"):
+        reframe("bedrock.invoke", chunks({"generation": "Hel", "stop_reason": None}))
 
 
 def gemini_answer(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
@@ -218,6 +303,24 @@ def test_a_gemini_stream_is_read_and_re_framed_as_it_was_recorded(framing: str) 
     assert again.finish_reason == "STOP"
     if framing == "array":
         assert [len(item["candidates"]) for item in json.loads(written)] == [1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "spelling", ["parametersJsonSchema", "parameters_json_schema", "parameters"]
+)
+def test_a_gemini_tool_s_schema_is_read_however_it_is_spelled(spelling: str) -> None:
+    """google-genai sends ``parameters_json_schema``, the field's proto name, which the API
+    takes as it takes ``parametersJsonSchema``."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    declared = {"functionDeclarations": [{"name": "get_weather", spelling: schema}]}
+    request = {"contents": [{"role": "user", "parts": [{"text": "Aveiro"}]}], "tools": [declared]}
+    exchange = stored_exchange(
+        seq=1,
+        url=GEMINI,
+        request_body=json.dumps(request).encode(),
+        response_body=json.dumps(GEMINI_PARTS[-1]).encode(),
+    )
+    assert conversation_of(exchange).tools[0].parameters == schema
 
 
 def test_a_bedrock_model_id_and_a_gemini_model_have_known_context_windows() -> None:

@@ -17,8 +17,8 @@ from support.streams import CALL, RESPONSE, anthropic_stream, responses_stream
 from support.upstream import ENCODERS, Upstream
 
 from freezeframe.evidence.conversation import Conversation, conversation_document, conversation_of
-from freezeframe.evidence.messages import ToolCall, ToolResult
-from freezeframe.evidence.parts import Part
+from freezeframe.providers.messages import ToolCall, ToolResult
+from freezeframe.providers.parts import Part
 from freezeframe.storage import BlobRef, Exchange, Outcome
 
 WEATHER = {

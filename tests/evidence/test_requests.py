@@ -23,11 +23,11 @@ from freezeframe import cli
 from freezeframe.canonicalize import KeyConfig, canonicalize
 from freezeframe.evidence.requests import WireRequest, stored_view
 from freezeframe.exchange_formats.captured import Captured, Keeper
-from freezeframe.proxy.resend import resend
 from freezeframe.proxy.settings import KEY_FILENAME
 from freezeframe.storage import Exchange, Outcome, Store
 from freezeframe.storage.encodings import HELD_DECODED
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.resend import resend
 
 SMALL = gzip.compress(json.dumps({"model": "m", "input": "hello"}).encode())
 #: decodes to more than the proxy holds: keyed by its bytes as sent, by everyone

@@ -88,9 +88,9 @@ def test_a_redaction_pattern_runs_in_linear_time_on_any_body() -> None:
     byte."""
     redactor = Redactor(KEY, patterns=[r"(x+x+)+y", r"pw=[^&\s]{6,}"])
     body = b"\xff\x80" + b"x" * 50_000 + b" pw=hunter2&\x00"
-    started = time.perf_counter()
+    started = time.process_time()
     redacted = redactor.body(body)
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
     assert len(redacted) == len(body) and b"hunter2" not in redacted
     assert redacted.startswith(b"\xff\x80" + b"x" * 50_000)
 

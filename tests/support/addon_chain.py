@@ -29,9 +29,9 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Reenactor
 from freezeframe.addons.replay import Replay
 from freezeframe.addons.state import INSTANT_PACE, Mode
 from freezeframe.canonicalize import KeyConfig
-from freezeframe.evidence.perturb import Perturber
 from freezeframe.storage import Store, open_store
 from freezeframe.storage.redaction import Redactor
+from freezeframe.whatif.perturb import Perturber
 
 KEY = bytes(range(32))
 ADMIN = "127.0.0.1:9"

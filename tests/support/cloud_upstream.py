@@ -8,11 +8,15 @@ answers as they parse the real services':
   (JSON), ``/converse-stream`` (``application/vnd.amazon.eventstream``, each event framed
   with its CRCs and Bedrock's random ``p`` padding), ``/invoke`` (Anthropic's Messages body,
   as Claude on Bedrock answers) and ``/invoke-with-response-stream`` (Anthropic's stream
-  events, base64 in ``chunk`` events, the last with ``amazon-bedrock-invocationMetrics``).
+  events, base64 in ``chunk`` events, the last with ``amazon-bedrock-invocationMetrics``;
+  an Amazon Nova model's are Converse's events, a Meta Llama model's ``generation`` chunks).
   A tool offered while the user has just spoken is called, as the base server does.
 * Gemini: ``POST …/models/{m}:generateContent`` and ``:streamGenerateContent`` (``alt=sse``:
   server-sent events of whole answers, no ``[DONE]``; else one JSON array), under any prefix
-  (``/v1beta``, Vertex's ``/v1/projects/…/publishers/google/models/…``).
+  (``/v1beta``, Vertex's ``/v1/projects/…/publishers/google/models/…``). Offered functions
+  and the user's own words, it calls the first function once per comma-separated word, with
+  no ``id`` (as the Gemini API sends its calls); the request carrying their
+  ``functionResponse`` parts is answered in text.
 * Azure OpenAI: ``/openai/deployments/{d}/chat/completions`` and
   ``/openai/v1/chat/completions``, answered as the base server's chat, by the model behind
   the deployment (``AZURE_MODEL``).
@@ -51,6 +55,8 @@ _BEDROCK = re.compile(
     r"/model/([^/]+)/(converse-stream|converse|invoke-with-response-stream|invoke)"
 )
 _GEMINI = re.compile(r".*/models/([^/:]+):(generateContent|streamGenerateContent)")
+_SCHEMAS = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+"""Where a function declaration's schema is (google-genai sends ``parameters_json_schema``)."""
 _AZURE = re.compile(r"/openai/(?:deployments/[^/]+|v1)/chat/completions")
 
 
@@ -65,6 +71,48 @@ def _text_blocks(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
     return ""
+
+
+_METRICS = {"inputTokenCount": 11, "outputTokenCount": 7, "invocationLatency": 210}
+
+
+def _nova_chunks(answer: str) -> list[dict[str, Any]]:
+    """Amazon Nova's InvokeModel stream: Converse's events, one a chunk, the metrics last."""
+    chunks: list[dict[str, Any]] = [{"messageStart": {"role": "assistant"}}]
+    chunks += [
+        {"contentBlockDelta": {"delta": {"text": piece}, "contentBlockIndex": 0}}
+        for piece in _words(answer)
+    ]
+    usage = {"inputTokens": 11, "outputTokens": 7, "totalTokens": 18}
+    return [
+        *chunks,
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {"messageStop": {"stopReason": "end_turn"}},
+        {
+            "metadata": {"usage": usage, "metrics": {}, "trace": {}},
+            "amazon-bedrock-invocationMetrics": _METRICS,
+        },
+    ]
+
+
+def _llama_chunks(answer: str) -> list[dict[str, Any]]:
+    """Meta Llama's InvokeModel stream: a piece of the generation a chunk, with the counts so
+    far; the last chunk has none, the stop reason and the metrics."""
+    pieces = _words(answer)
+    chunks: list[dict[str, Any]] = [
+        {
+            "generation": piece,
+            "prompt_token_count": 11 if at == 0 else None,
+            "generation_token_count": at + 1,
+            "stop_reason": None,
+        }
+        for at, piece in enumerate(pieces)
+    ]
+    last = {"generation": "", "prompt_token_count": None, "generation_token_count": len(pieces)}
+    return [
+        *chunks,
+        {**last, "stop_reason": "stop", "amazon-bedrock-invocationMetrics": _METRICS},
+    ]
 
 
 class CloudUpstream(Upstream):
@@ -193,6 +241,11 @@ class CloudUpstream(Upstream):
         n = self._next("invoke")
         messages = body.get("messages") or []
         text = _text_blocks(messages[-1].get("content")) if messages else ""
+        if operation != "invoke" and ".nova-" in model:
+            return await self._invoke_stream(wire, conn, n, _nova_chunks(f"answer {n} to: {text}"))
+        if operation != "invoke" and "meta.llama" in model:
+            said = f"answer {n} to: {body.get('prompt', '')}"
+            return await self._invoke_stream(wire, conn, n, _llama_chunks(said))
         answer = f"answer {n} to: {text}"
         usage = {"input_tokens": 11, "output_tokens": 5 + n}
         message = {
@@ -248,6 +301,12 @@ class CloudUpstream(Upstream):
                 },
             },
         ]
+        return await self._invoke_stream(wire, conn, n, events)
+
+    async def _invoke_stream(
+        self, wire: _Wire, conn: h11.Connection, n: int, events: list[dict[str, Any]]
+    ) -> bool:
+        """The model's own chunks, each base64 in a ``chunk`` event with Bedrock's padding."""
         frames = [
             eventstream.event(
                 "chunk",
@@ -284,9 +343,11 @@ class CloudUpstream(Upstream):
         finish = "STOP"
         if declarations and not answered:
             tool = declarations[0]
-            schema = tool.get("parametersJsonSchema") or tool.get("parameters")
-            call = {"id": f"fc_{n}", "name": tool["name"], "args": tool_arguments(schema, text)}
-            pieces: list[dict[str, Any]] = [{"functionCall": call}]
+            schema = next((tool[n] for n in _SCHEMAS if n in tool), None)
+            pieces: list[dict[str, Any]] = [
+                {"functionCall": {"name": tool["name"], "args": tool_arguments(schema, said)}}
+                for said in text.split(", ")
+            ]
         else:
             pieces = [{"text": piece} for piece in _words(f"answer {n} to: {text}")]
         usage = {"promptTokenCount": 9, "candidatesTokenCount": 4 + n, "totalTokenCount": 13 + n}

@@ -7,7 +7,11 @@ then replay it and assert that the server saw no new connection. The server
   connection opens; ``session.update`` -> ``session.updated``; ``conversation.item.create``
   -> ``conversation.item.created``; ``response.create`` -> ``response.created``, then
   ``deltas`` ``response.output_text.delta`` / ``response.output_audio.delta`` (base64)
-  events with ``gaps`` between them, then ``response.done``; anything else -> ``error``;
+  events with ``gaps`` between them, then ``response.done`` (``completed``, with its token
+  ``usage``); with ``calls_tools``, a response to the user's own words in a session that
+  offers tools is a call of the first (``response.function_call_arguments.done``, then
+  ``response.done`` with the ``function_call`` item), as a model told to use one answers;
+  anything else -> ``error``;
 * echoes a binary message back unchanged;
 * closes with a chosen code on ``{"type": "test.close", "code": C, "reason": R}`` (not a
   Realtime event: how a test makes the *server* end a session);
@@ -48,7 +52,7 @@ from wsproto.events import (
 )
 from wsproto.extensions import PerMessageDeflate
 
-from support.upstream import _TlsServer
+from support.upstream import _TlsServer, tool_arguments
 
 __all__ = ["WsUpstream"]
 
@@ -72,13 +76,19 @@ class WsUpstream(_TlsServer):
     _ends = (OSError, TimeoutError, asyncio.IncompleteReadError)
 
     def __init__(
-        self, ca: trustme.CA, *, gaps: Sequence[float] = (0.005,), deltas: int = 4
+        self,
+        ca: trustme.CA,
+        *,
+        gaps: Sequence[float] = (0.005,),
+        deltas: int = 4,
+        calls_tools: bool = False,
     ) -> None:
         super().__init__(ca, ["http/1.1"])
         if not gaps or any(not 0 <= g <= MAX_GAP for g in gaps):
             raise ValueError(f"gaps must be a non-empty list within [0, {MAX_GAP}] s")
         self.gaps = tuple(float(g) for g in gaps)
         self.deltas = max(1, min(deltas, MAX_DELTAS))
+        self.calls_tools = calls_tools
         self.received: list[str | bytes] = []  # every client message, in arrival order
         self.n = 0
 
@@ -111,6 +121,9 @@ class _Session:
         self.ws = WSConnection(ConnectionType.SERVER)
         self.parts: list[str | bytes] = []
         self.session_id = ""
+        self.tools: list[dict[str, Any]] = []
+        self.heard: str | None = None
+        """The user's words when they were the last item to join the conversation."""
 
     async def send(self, event: Event) -> None:
         self.writer.write(self.ws.send(event))
@@ -179,9 +192,12 @@ class _Session:
             return False
         if kind == "session.update":
             session = {"id": self.session_id, **event.get("session", {})}
+            self.tools = list(session.get("tools") or self.tools)
             await self.emit({"type": "session.updated", "session": session})
         elif kind == "conversation.item.create":
             item = {"id": f"item_{self.owner.n + 1}", **event.get("item", {})}
+            said = [part.get("text", "") for part in item.get("content") or []]
+            self.heard = "".join(said) if item.get("role") == "user" else None
             await self.emit({"type": "conversation.item.created", "item": item})
         elif kind == "response.create":
             await self.respond()
@@ -192,6 +208,10 @@ class _Session:
     async def respond(self) -> None:
         response_id = f"resp_{self.owner.n + 1}"
         await self.emit({"type": "response.created", "response": {"id": response_id}})
+        if self.owner.calls_tools and self.tools and self.heard is not None:
+            await self.call_tool(response_id, self.tools[0], self.heard)
+            self.heard = None
+            return
         for i in range(self.owner.deltas):
             await asyncio.sleep(self.owner.gap(i))
             n = self.owner.n + 1
@@ -203,9 +223,23 @@ class _Session:
                 delta = {"type": "response.output_audio.delta", "delta": audio}
             await self.emit({**delta, **common, "content_index": 0})
         await asyncio.sleep(self.owner.gap(self.owner.deltas))
-        await self.emit(
-            {"type": "response.done", "response": {"id": response_id, "status": "completed"}}
-        )
+        usage = {"total_tokens": 20 + self.owner.deltas, "input_tokens": 20}
+        usage["output_tokens"] = self.owner.deltas
+        done = {"id": response_id, "status": "completed", "usage": usage}
+        await self.emit({"type": "response.done", "response": done})
+
+    async def call_tool(self, response_id: str, tool: dict[str, Any], heard: str) -> None:
+        n = self.owner.n + 1
+        arguments = json.dumps(tool_arguments(tool.get("parameters"), heard))
+        call = {"type": "function_call", "id": f"item_fc_{n}", "call_id": f"call_{n}"}
+        call |= {"name": tool.get("name", ""), "arguments": arguments}
+        where = {"response_id": response_id, "item_id": call["id"], "output_index": 0}
+        done = {"call_id": call["call_id"], "name": call["name"], "arguments": arguments}
+        await self.emit({"type": "response.function_call_arguments.done", **where, **done})
+        usage = {"total_tokens": 30, "input_tokens": 24, "output_tokens": 6}
+        output = [{**call, "status": "completed"}]
+        response = {"id": response_id, "status": "completed", "output": output, "usage": usage}
+        await self.emit({"type": "response.done", "response": response})
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

@@ -1,0 +1,4 @@
+"""What each provider's API says, read from its bytes: requests, answers and streams of
+OpenAI, Anthropic, Bedrock, Gemini, Realtime and MCP, with the shared vocabulary (bodies,
+messages, parts, streams) they are read into. Knows nothing of mitmproxy, the process or the
+read model above it (``evidence``)."""
