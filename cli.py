@@ -417,6 +417,11 @@ _RUN_OPTIONS = [
         default="batched",
     ),
     _setting(
+        "--store-writer",
+        "process, or thread: where the store's commits, compression and indexing run.",
+        default="process",
+    ),
+    _setting(
         "--max-age",
         "Remove cassettes with no exchange newer than this (30d, 12h), at start and hourly.",
         metavar="DURATION",

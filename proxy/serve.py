@@ -160,7 +160,8 @@ async def serve(
     except ValueError as exc:
         raise StartupError(str(exc)) from None
     trust = upstream_bundle(settings.data_dir, settings.upstream_ca)
-    store = open_store(settings.store_url)
+    # Writes run in a process of their own, so they never take the GIL from the event loop.
+    store = open_store(settings.store_url, writer_process=settings.store_writer == "process")
     try:
         if settings.fresh:
             _empty(store, settings.cassette)

@@ -195,6 +195,9 @@ class Settings:
     """``--max-age``: seconds after its last exchange that a cassette is removed."""
     durability: str = "batched"
     """``--durability``: ``batched``, or ``strict``: an answer ends once it is committed."""
+    store_writer: str = "process"
+    """``--store-writer``: ``process`` (Linux; elsewhere a thread), or ``thread``: where the
+    store's writes run (storage.sql.writerprocess)."""
     perturb: tuple[Perturbation, ...] = ()
     """``--perturb``: in replay, recorded answers changed by seeded rolls (whatif.perturb)."""
     seed: int | None = None
@@ -261,6 +264,13 @@ def _durability(value: str) -> str:
     choice = value.strip().lower()
     if choice not in ("batched", "strict"):
         raise ValueError(f"--durability {value!r}: choose batched or strict")
+    return choice
+
+
+def _store_writer(value: str) -> str:
+    choice = value.strip().lower()
+    if choice not in ("process", "thread"):
+        raise ValueError(f"--store-writer {value!r}: choose process or thread")
     return choice
 
 
@@ -395,6 +405,7 @@ def build(
     replay_session: str | None = None,
     max_age: str | None = None,
     durability: str = "batched",
+    store_writer: str = "process",
     perturb: str | None = None,
     seed: str | None = None,
     admin_token: str | None = None,
@@ -446,6 +457,7 @@ def build(
         replay_session=_session(replay_session) if replay_session else None,
         max_age=parse_duration(max_age, "--max-age") if max_age else None,
         durability=_durability(durability),
+        store_writer=_store_writer(store_writer),
         perturb=parse_spec(perturb) if perturb else (),
         seed=_seed(seed) if seed else None,
         admin_token=check_admin_token(admin_token, admin_address),

@@ -3,7 +3,7 @@
 from freezeframe.storage.base import Store
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, writer_process: bool = False) -> Store:
     """Open (and on first use, unless ``create`` is False, create) the store at ``url``.
 
     ``sqlite:///PATH`` keeps everything in one file, creating its directory;
@@ -11,8 +11,12 @@ def open_store(url: str, *, create: bool = True) -> Store:
     PostgreSQL server through psycopg. Raises StoreUnavailable with a one-line
     reason and the password masked, StoreNotFound when ``create`` is False and there
     is no store at ``url``, or SchemaTooNew.
+
+    ``writer_process``: the store's writes (commits, compression, search indexing) run in
+    a child process instead of a thread of this one, so they never take the GIL from this
+    process (the proxy; storage.sql.writerprocess). Close the store to drain it.
     """
     # Imported here so that importing the records does not import SQLAlchemy.
     from freezeframe.storage.sql import SqlStore
 
-    return SqlStore.open(url, create=create)
+    return SqlStore.open(url, create=create, writer_process=writer_process)

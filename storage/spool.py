@@ -15,6 +15,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import Enum
 from typing import IO
 
@@ -63,6 +64,28 @@ class SpooledBlob:
         """Close and so delete the spool file. Safe to call twice."""
         if self._close is not None:
             self._close()
+
+    def handed(self) -> tuple["SpoolFacts", int | None]:
+        """What another process needs to take this body over: its facts, and the spool
+        file's descriptor (None for a body of one part). Discard it once they are sent:
+        the other process's copy of the descriptor keeps the file."""
+        fd = None if self._file is None else self._file.fileno()
+        return SpoolFacts(self.ref, self._lengths, self._last), fd
+
+    @classmethod
+    def taken(cls, facts: "SpoolFacts", fd: int | None) -> "SpooledBlob":
+        """The body another process handed over (handed()), owning the descriptor."""
+        file = None if fd is None else open(fd, "rb", closefd=True)  # noqa: SIM115
+        return cls(facts.ref, file, facts.lengths, facts.last)
+
+
+@dataclass(frozen=True)
+class SpoolFacts:
+    """A spooled body apart from its file: what crosses to the writer process."""
+
+    ref: BlobRef
+    lengths: tuple[int, ...]
+    last: bytes
 
 
 class _State(Enum):

@@ -15,11 +15,12 @@ rewriting keys in storage.sql.rekey.
 
 import dataclasses
 import logging
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Self
 
 import blake3
@@ -82,10 +83,13 @@ from freezeframe.storage.sql.rows import canonical_of
 from freezeframe.storage.sql.schema import ExactText, cassettes, exchanges
 from freezeframe.storage.sql.verify import verify_cassette
 from freezeframe.storage.sql.writer import DriftNote, ImportJob, Writer
+from freezeframe.storage.sql.writerprocess import WriterProcess
 from freezeframe.storage.stats import WriterStats
 
 PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
+HEALTH_WAIT_S = 0.5
+"""How long health() waits for what was submitted to be written before it answers."""
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
 
@@ -115,13 +119,19 @@ log = logging.getLogger("freezeframe.storage")
 class SqlStore(Store):
     """A Store in a SQL database. Build one with storage.open_store(url)."""
 
-    def __init__(self, engine: Engine, where: str) -> None:
+    def __init__(self, engine: Engine, where: str, *, process_url: str | None = None) -> None:
         self._engine = engine
         self._where = where
         self._cache = blobs.BlobCache()
         self._counters = Counters(self._load_counts)
         self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
-        self._writer = Writer(engine, self._written, where, self._counters.moved)
+        self._writer: Writer | WriterProcess
+        if process_url is None:
+            self._writer = Writer(engine, self._written, where, self._counters.moved)
+        else:
+            self._writer = WriterProcess(
+                engine, process_url, where, self._written, self._counters.moved
+            )
         self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._table = ReplayTable()
         self._blob_writers: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
@@ -129,8 +139,16 @@ class SqlStore(Store):
         self._closed = False
 
     @classmethod
-    def open(cls, url: str, *, create: bool = True) -> Self:
-        return cls(connect(url, create=create), mask(url))
+    def open(cls, url: str, *, create: bool = True, writer_process: bool = False) -> Self:
+        """The store at ``url``; with ``writer_process`` (Linux only), written by a process
+        of its own (storage.sql.writerprocess), else by a thread of this one."""
+        apart = writer_process and sys.platform == "linux"
+        engine = connect(url, create=create)
+        try:
+            return cls(engine, mask(url), process_url=url if apart else None)
+        except BaseException:
+            engine.dispose()
+            raise
 
     def __repr__(self) -> str:
         return f"<SqlStore {self._where}>"
@@ -140,6 +158,11 @@ class SqlStore(Store):
         return self._where
 
     def health(self) -> str | None:
+        # What was recorded before the question counts in the answer, as it did when the
+        # writer was a thread of this process and wrote at once; bounded, so that a writer
+        # that is busy, or stuck on a store that went away, never holds /health up.
+        with suppress(StoreError):
+            self._writer.flush(HEALTH_WAIT_S)
         if self._writer.failing is not None:
             return f"cannot write to store {self._where}: {self._writer.failing}"
         try:

@@ -58,6 +58,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import Dialect, Engine, bindparam, func, insert, select, update
 from sqlalchemy.engine.interfaces import DBAPICursor
@@ -257,7 +258,14 @@ class ImportJob:
         self.error: BaseException | None = None
 
 
-_Taken = NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | threading.Event
+class Marker(Protocol):
+    """A flush marker: set once everything queued before it is written (a threading.Event,
+    or the writer process's answer to the proxy's flush, storage.sql.writerchild)."""
+
+    def set(self) -> None: ...
+
+
+_Taken = NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | Marker
 """An exchange, a streamed body, a drift note, a miss or an import to write, or a flush marker
 to set once everything before it is written."""
 _Item = _Taken | None
@@ -278,7 +286,9 @@ Moved = Callable[[NewExchange, Slot], None]
 
 class Writer:
     """Owns the writer thread. ``done(exchange, ok)`` is called from that thread
-    once an exchange is committed (ok) or given up on (not ok)."""
+    once an exchange is committed (ok) or given up on (not ok), after ``moved`` if it was
+    stored at another slot; ``served()``, if given, after each round of work (the writer
+    process reports its state to the proxy then)."""
 
     def __init__(
         self,
@@ -286,10 +296,12 @@ class Writer:
         done: Callable[[NewExchange, bool], None],
         where: str,
         moved: Moved,
+        served: Callable[[], None] | None = None,
     ) -> None:
         self._engine = engine
         self._done = done
         self._moved = moved
+        self._served = served
         self._where = where
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._ids: dict[str, int] = {}
@@ -320,9 +332,9 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob) -> None:
-        """Queue an exchange, a drift note, a miss, an import, or a streamed body (which the
-        writer then discards)."""
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | Marker) -> None:
+        """Queue an exchange, a drift note, a miss, an import, a streamed body (which the
+        writer then discards), or a flush marker of the caller's."""
         with self._lock:
             if self._stopping:
                 raise StoreClosed(self._where)
@@ -375,7 +387,7 @@ class Writer:
             items, stop = self._take()
             batch: list[NewExchange] = []
             notes: list[DriftNote | Miss] = []
-            markers: list[threading.Event] = []
+            markers: list[Marker] = []
             for item in items:
                 if isinstance(item, NewExchange):
                     batch.append(item)
@@ -402,6 +414,8 @@ class Writer:
                 self._index_waiting()
             for marker in markers:
                 marker.set()
+            if self._served is not None:
+                self._served()
             if stop:
                 return
 
@@ -557,9 +571,9 @@ class Writer:
         else:
             self.failing = None
             for given, stored in zip(batch, written, strict=True):
-                self._done(given, True)
                 if stored.slot != given.slot:
                     self._moved(given, stored.slot)
+                self._done(given, True)
             if not self._unindexed:
                 self._unindexed_since = time.monotonic()
             self._unindexed.extend(written)

@@ -62,8 +62,9 @@ Absolute times move from run to run and machine to machine; compare the ``x pt``
 which divide by the bare ``passthrough`` row of the same run (for latency, lower is better;
 for ``req/s x pt``, higher is better). The replay rows are measured in the second phase, so
 their ratios against passthrough cross phases; replay-vs-replay comparisons are within one.
-``proxy CPU/req`` is the proxy process's own CPU time (user+sys, all threads, psutil) per
-timed request, the steadiest column: it does not depend on which side was the bottleneck.
+``proxy CPU/req`` is the proxy's CPU time (user+sys, all threads, psutil, with its child
+processes: freezeframe's store writer) per timed request, the steadiest column: it does not
+depend on which side was the bottleneck.
 ``client core`` is how busy CPU 0 (client + upstream) was during that scenario's blocks;
 near 100% means the row's throughput was bounded by the client side, not by the proxy.
 The header line reports ``other load``: CPU used by processes outside the benchmark during
@@ -134,6 +135,8 @@ CONVERSATION_TURNS = 25
 PASSTHROUGH = "passthrough"
 STREAMING = "passthrough+stream"
 FF_RECORD = "freezeframe record"
+FF_RECORD_THREAD = "ff record, thread"
+"""``--writer-thread``: recording with the store's writer as a thread of the proxy."""
 FF_REPLAY = "freezeframe replay"
 FF_INSTANT = "ff replay instant"
 MITM_REPLAY = "mitmdump -S"
@@ -382,10 +385,17 @@ class Child:
         if not self.alive():
             return math.nan
         try:
-            times = psutil.Process(self.pid).cpu_times()
+            process = psutil.Process(self.pid)
+            # The proxy's own processes too (freezeframe's store writer), live ones.
+            family = [process, *process.children(recursive=True)]
+            total = 0.0
+            for member in family:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    times = member.cpu_times()
+                    total += times.user + times.system
         except psutil.Error:
             return math.nan
-        return float(times.user + times.system)
+        return total
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str, child: Child) -> None:
@@ -424,18 +434,29 @@ def task_cpu_ns(pid: int) -> int | None:
     return total
 
 
+def family_cpu_ns(pid: int) -> int | None:
+    """task_cpu_ns() of ``pid`` and of its live descendants (freezeframe's store writer)."""
+    total = task_cpu_ns(pid)
+    if total is None:
+        return None
+    with contextlib.suppress(psutil.Error):
+        for member in psutil.Process(pid).children(recursive=True):
+            total += task_cpu_ns(member.pid) or 0
+    return total
+
+
 def wait_idle(child: Child | None) -> None:
     """Wait (bounded) until the proxy stops using CPU: a recorder may still be writing."""
     if child is None or not child.alive():
         return
-    last = task_cpu_ns(child.pid)
+    last = family_cpu_ns(child.pid)
     if last is None:
         time.sleep(0.25)
         return
     deadline = time.monotonic() + IDLE_LIMIT
     while time.monotonic() < deadline:
         time.sleep(IDLE_STEP)
-        now = task_cpu_ns(child.pid)
+        now = family_cpu_ns(child.pid)
         if now is None or now - last < IDLE_QUIET * 1e9:
             return
         last = now
@@ -461,13 +482,21 @@ class Scenario:
     records: bool = False
 
 
-def live_scenarios(flow_file: Path) -> list[Scenario]:
+def live_scenarios(flow_file: Path, writer_thread: bool = False) -> list[Scenario]:
+    thread = Scenario(
+        FF_RECORD_THREAD,
+        "freezeframe",
+        ("--mode", "record", "--store-writer", "thread"),
+        data_dir="freezeframe-data-thread",
+        records=True,
+    )
     return [
         Scenario("no proxy", "direct"),
         Scenario(PASSTHROUGH, "mitmdump"),
         Scenario(STREAMING, "mitmdump", ("--set", "stream_large_bodies=1")),
         Scenario(MITM_RECORD, "mitmdump", ("-w", str(flow_file)), records=True),
         Scenario(FF_RECORD, "freezeframe", ("--mode", "record"), records=True),
+        *([thread] if writer_thread else []),
     ]
 
 
@@ -985,7 +1014,13 @@ def run_phase(
     return results, info
 
 
-def run(cfg: Config, pin: bool, keep: Path | None, say: Callable[[str], None]) -> dict[str, Any]:
+def run(
+    cfg: Config,
+    pin: bool,
+    keep: Path | None,
+    say: Callable[[str], None],
+    writer_thread: bool = False,
+) -> dict[str, Any]:
     tmp_obj = None
     if keep is None:
         tmp_obj = tempfile.TemporaryDirectory(prefix="freezeframe-bench-")
@@ -998,7 +1033,9 @@ def run(cfg: Config, pin: bool, keep: Path | None, say: Callable[[str], None]) -
     try:
         env.start_upstream()
         say("live phase (upstream up)")
-        live, live_info = run_phase(env, live_scenarios(env.flow_file), cfg, bodies, say)
+        live, live_info = run_phase(
+            env, live_scenarios(env.flow_file, writer_thread), cfg, bodies, say
+        )
         say("stopping the upstream: the replays run without it")
         env.stop_upstream()
         recorded = tmp / "freezeframe-data"
@@ -1380,6 +1417,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (logs, recordings)")
+    parser.add_argument(
+        "--writer-thread",
+        action="store_true",
+        help="also record with --store-writer thread (the store's writer in the proxy process)",
+    )
     args = parser.parse_args(argv)
 
     cfg = QUICK if args.quick else FULL
@@ -1408,7 +1450,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     started = time.perf_counter()
-    run_result = run(cfg, pin, Path(args.keep) if args.keep else None, say)
+    run_result = run(cfg, pin, Path(args.keep) if args.keep else None, say, args.writer_thread)
     meta["seconds"] = time.perf_counter() - started
     derived = derive(run_result["scenarios"])
     print(render(run_result, derived, meta), end="")

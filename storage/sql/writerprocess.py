@@ -1,0 +1,365 @@
+"""The proxy's side of the writer process (storage.sql.writerchild).
+
+The proxy's store hands what it records to another process, so that committing,
+compressing and indexing never take the GIL from the event loop. WriterProcess has the
+thread Writer's face (put, flush, stats, forget, stop, failing): SqlStore uses either.
+
+put() pickles the item and sends it at once (storage.sql.channel): an exchange, a note
+or a streamed body's spool file, whose descriptor crosses with it. One thread here, the
+supervisor, starts the process, reads its answers (done, moved, flushed, state, log) and
+calls ``done`` and ``moved`` from there, as the Writer calls them from its thread; so
+``strict`` still answers a client only once the writer process has committed.
+
+A writer process that dies (killed, out of memory) is noticed when its end of the channel
+closes: the supervisor logs it, reports every exchange it had not answered for as not
+stored (a ``strict`` client gets its error; one the process committed just before dying
+is counted as lost though it is in the database), sets /health's store problem until a
+new process commits, and starts a new process, at most one a second. Restarting, rather
+than stopping the proxy, keeps recording going after a one-off death (a huge body that
+ran it out of memory); what arrives in between is given up on at once, never waited
+for. A stop (SIGTERM) drains: the process writes everything sent, answers, and exits.
+
+Linux only (SOCK_SEQPACKET, PR_SET_PDEATHSIG): elsewhere the store keeps its writer thread.
+
+Imports (Store.import_cassette) carry callables that read a file and cannot cross: they run
+on a thread Writer here, after what was sent before them is written.
+"""
+
+import itertools
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import fields, replace
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from freezeframe.storage.errors import StoreClosed, StoreError, StoreUnavailable
+from freezeframe.storage.records import Miss, NewExchange
+from freezeframe.storage.spool import SpooledBlob
+from freezeframe.storage.sql.channel import Channel
+from freezeframe.storage.sql.writer import DriftNote, ImportJob, Moved, Writer
+from freezeframe.storage.stats import WriterStats
+
+log = logging.getLogger("freezeframe.storage")
+
+START_WAIT_S = 60.0
+"""How long opening the store waits for the first writer process to open it."""
+RESTART_DELAY_S = 1.0
+"""The least time between two starts of the writer process, so that one that cannot start
+does not spin."""
+
+_EXIT_WAIT_S = 5.0
+_CHILD = "from freezeframe.storage.sql.writerchild import main; main()"
+_PACKAGE_HOME = Path(__file__).parents[3]
+"""Where the freezeframe package this module was imported from lives (its symlinked
+checkout folder, or site-packages)."""
+
+
+class WriterProcess:
+    """Owns the writer process and the supervisor thread that talks to it."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        url: str,
+        where: str,
+        done: Callable[[NewExchange, bool], None],
+        moved: Moved,
+    ) -> None:
+        self._engine = engine
+        self._url = url
+        self._where = where
+        self._done = done
+        self._moved = moved
+        self._lock = threading.Lock()
+        self._tokens = itertools.count()
+        self._pending: dict[int, NewExchange] = {}
+        """Exchanges sent and not yet answered for, by token."""
+        self._markers: dict[int, threading.Event] = {}
+        self._stats = WriterStats()
+        """The running process's totals, as it last reported them."""
+        self._earlier = WriterStats()
+        """The totals of the processes that died before it."""
+        self._failing: str | None = None
+        self._died: str | None = None
+        """Why the last process died, until its successor commits."""
+        self._stopping = False
+        self._wake = threading.Event()
+        self._ready = threading.Event()
+        """Set once the first process has opened the store, or has ended."""
+        self._imports: Writer | None = None
+        self._channel: Channel | None
+        channel, theirs = self._pair()
+        self._channel = channel
+        self._thread = threading.Thread(
+            target=self._supervise, args=(channel, theirs), name="freezeframe-store-writer"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+        # Ready before the proxy is: a first recording never waits for the process to start,
+        # and one that cannot start stops the proxy's start with its reason.
+        if not self._ready.wait(START_WAIT_S) or self._died is not None:
+            why = self._died or f"it did not start within {START_WAIT_S:.0f}s"
+            self.stop()
+            raise StoreUnavailable(f"cannot start the writer process of store {where}: {why}")
+
+    @property
+    def failing(self) -> str | None:
+        """Why the writer process cannot store; None while it stores. Read by
+        Store.health()."""
+        return self._died or self._failing
+
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob) -> None:
+        """Send an exchange, a note or a streamed body (then discarded here) to the
+        process; run an import here. Waits only while the process is QUEUE_LIMIT behind."""
+        if isinstance(item, ImportJob):
+            self._import(item)
+            return
+        token = next(self._tokens)
+        with self._lock:
+            if self._stopping:
+                if isinstance(item, SpooledBlob):
+                    item.discard()
+                raise StoreClosed(self._where)
+            channel = self._channel
+            if isinstance(item, NewExchange):
+                self._pending[token] = item
+        try:
+            if channel is None:
+                raise OSError("the writer process is restarting")
+            if isinstance(item, NewExchange):
+                channel.send(("exchange", token, item))
+            elif isinstance(item, SpooledBlob):
+                facts, fd = item.handed()
+                channel.send(("blob", facts), fd)
+            else:
+                channel.send(("note", item))
+        except OSError as exc:
+            self._lost(token, item, exc)
+        finally:
+            if isinstance(item, SpooledBlob):
+                item.discard()
+
+    def flush(self, timeout: float | None) -> None:
+        """Wait until everything sent so far is written (or, once stopping, until the
+        process has exited)."""
+        token = next(self._tokens)
+        marker = threading.Event()
+        with self._lock:
+            stopping, channel = self._stopping, self._channel
+            if not stopping and channel is not None:
+                self._markers[token] = marker
+        if stopping:
+            self._thread.join(timeout)
+            finished = not self._thread.is_alive()
+        elif channel is None:
+            finished = True  # restarting: what was sent before is as written as it will be
+        else:
+            try:
+                channel.send(("flush", token))
+            except OSError:
+                marker.set()
+            finished = marker.wait(timeout)
+            with self._lock:
+                self._markers.pop(token, None)
+        if not finished:
+            raise StoreError(f"store {self._where} did not finish writing within {timeout}s")
+
+    def stats(self) -> WriterStats:
+        """What the writer processes have done so far (their totals added up)."""
+        with self._lock:
+            return replace(_added(self._earlier, self._stats), queued=len(self._pending))
+
+    def forget(self, *, digests: bool) -> None:
+        """Forget which blobs are stored, because some were deleted (a cassette removed)."""
+        with self._lock:
+            channel, imports = self._channel, self._imports
+        if channel is not None:
+            try:
+                channel.send(("forget", digests))
+            except OSError:
+                pass  # a new process knows no digests
+        if imports is not None:
+            imports.forget(digests=digests)
+
+    def stop(self) -> None:
+        """Write everything sent so far, then end the process. Safe to call twice."""
+        with self._lock:
+            first = not self._stopping
+            self._stopping = True
+            channel, imports = self._channel, self._imports
+        if first:
+            self._wake.set()
+            if channel is not None:
+                try:
+                    channel.send(("stop",))
+                except OSError:
+                    channel.shutdown()
+        self._thread.join()
+        if imports is not None:
+            imports.stop()
+
+    def _import(self, job: ImportJob) -> None:
+        """Run an import on this process's thread Writer, after what was sent before it."""
+        self.flush(None)
+        with self._lock:
+            if self._stopping:
+                raise StoreClosed(self._where)
+            if self._imports is None:
+                self._imports = Writer(self._engine, self._done, self._where, self._moved)
+            imports = self._imports
+        imports.put(job)
+
+    def _lost(
+        self, token: int, item: NewExchange | SpooledBlob | DriftNote | Miss, exc: OSError
+    ) -> None:
+        """``item`` could not be sent: the process died or is being replaced."""
+        with self._lock:
+            exchange = self._pending.pop(token, None)
+        what = "a drift note or miss"
+        if isinstance(item, NewExchange):
+            what = f"exchange {item.slot.seq} of cassette {item.cassette!r}"
+        elif isinstance(item, SpooledBlob):
+            what = f"body {item.ref.digest[:16]}"
+        log.error("could not store %s in %s, dropping it: %s", what, self._where, exc)
+        if exchange is not None:
+            self._done(exchange, False)
+
+    def _supervise(self, channel: Channel, theirs: socket.socket) -> None:
+        """Run the process, and another each time one dies, until stopped."""
+        while True:
+            self._run(channel, theirs)
+            with self._lock:
+                if self._stopping:
+                    return
+            self._wake.wait(RESTART_DELAY_S)
+            with self._lock:
+                if self._stopping:
+                    return
+                channel, theirs = self._pair()
+                self._channel = channel
+            log.info("restarted the writer process of store %s", self._where)
+
+    def _run(self, channel: Channel, theirs: socket.socket) -> None:
+        """Start one process, answer for what it says until it ends, then clean up."""
+        started = time.monotonic()
+        try:
+            process = self._start(channel, theirs)
+        except OSError as exc:
+            self._ended(channel, f"the writer process could not start: {exc}")
+            return
+        finally:
+            theirs.close()
+        stopped = False
+        while True:
+            try:
+                message, fd = channel.receive()
+            except EOFError:
+                break
+            if fd is not None:
+                os.close(fd)
+            if message == ("stopped",):
+                stopped = True
+                break
+            self._answer(message)
+        try:
+            code = process.wait(_EXIT_WAIT_S if stopped else None)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+        if stopped:
+            channel.close()
+            return
+        lived = time.monotonic() - started
+        self._ended(channel, f"the writer process exited (code {code}) after {lived:.1f}s")
+
+    def _pair(self) -> tuple[Channel, socket.socket]:
+        """A channel for a new process, its first message (which store to open) sent before
+        anyone else can send on it: it waits in the socket until the process reads it."""
+        channel, theirs = Channel.pair()
+        level = logging.getLogger("freezeframe").getEffectiveLevel()
+        channel.send(("open", self._url, self._where, level))
+        return channel, theirs
+
+    def _start(self, channel: Channel, theirs: socket.socket) -> "subprocess.Popen[bytes]":
+        fd = theirs.fileno()
+        # Found where this process found freezeframe (a checkout, say), or earlier on the path.
+        run = f"import sys; sys.path.append({str(_PACKAGE_HOME)!r}); {_CHILD}"
+        process = subprocess.Popen(
+            [sys.executable, "-c", run, str(fd), str(os.getpid())],
+            pass_fds=(fd,),
+            stdin=subprocess.DEVNULL,
+        )
+        return process
+
+    def _ended(self, channel: Channel, why: str) -> None:
+        """The process is gone without being stopped: say so, and give up on what it had."""
+        channel.close()
+        with self._lock:
+            if self._channel is channel:
+                self._channel = None
+            lost, self._pending = list(self._pending.values()), {}
+            markers, self._markers = list(self._markers.values()), {}
+            self._earlier = _added(self._earlier, self._stats)
+            self._stats = WriterStats()
+            stopping = self._stopping
+            if not stopping:
+                self._died = why
+        if not stopping:
+            log.error(
+                "%s; %d exchanges it had not stored are lost (store %s)",
+                why,
+                len(lost),
+                self._where,
+            )
+        for exchange in lost:
+            self._done(exchange, False)
+        for marker in markers:
+            marker.set()
+        self._ready.set()
+
+    def _answer(self, message: object) -> None:
+        """Act on one message from the process."""
+        if not isinstance(message, tuple) or not message:
+            log.error("the writer process of %s said %r", self._where, message)
+            return
+        kind = message[0]
+        if kind == "ready":
+            self._ready.set()
+        elif kind == "done":
+            _, token, ok = message
+            with self._lock:
+                exchange = self._pending.pop(token, None)
+                if ok:
+                    self._died = None
+            if exchange is not None:
+                self._done(exchange, ok)
+        elif kind == "moved":
+            _, token, slot = message
+            with self._lock:
+                exchange = self._pending.get(token)
+            if exchange is not None:
+                self._moved(exchange, slot)
+        elif kind == "flushed":
+            with self._lock:
+                marker = self._markers.pop(message[1], None)
+            if marker is not None:
+                marker.set()
+        elif kind == "state":
+            _, stats, failing = message
+            with self._lock:
+                self._stats, self._failing = stats, failing
+        elif kind == "log":
+            _, name, level, text = message
+            logging.getLogger(name).log(level, "%s", text)
+
+
+def _added(a: WriterStats, b: WriterStats) -> WriterStats:
+    """The totals of two processes, one after the other."""
+    return WriterStats(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(a)})

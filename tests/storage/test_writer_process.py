@@ -1,0 +1,142 @@
+"""The store written by a process of its own (storage.sql.writerprocess), as the proxy opens
+it: real child processes, a real SQLite file or PostgreSQL database, nothing stubbed."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from support.exchanges import plausible_exchange
+
+from freezeframe.storage import Store, StoreClosed, blobs, open_store
+from freezeframe.storage.sql.writerprocess import RESTART_DELAY_S
+
+WAIT = 15.0  # seconds; every wait in this file is bounded by it
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with open_store(store_url, writer_process=True) as opened:
+        yield opened
+
+
+def writer_processes() -> list[psutil.Process]:
+    """This process's writer processes, live ones."""
+    return [
+        child
+        for child in psutil.Process().children()
+        if child.is_running()
+        and child.status() != psutil.STATUS_ZOMBIE
+        and "writerchild" in " ".join(child.cmdline())
+    ]
+
+
+def eventually(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def record(store: Store, key: str, **changes: object) -> bool:
+    slot = store.reserve("c", key)
+    return store.submit_durably(plausible_exchange(slot, key=key, **changes), WAIT)
+
+
+def test_strict_answers_once_another_connection_reads_it(store: Store, store_url: str) -> None:
+    assert record(store, "first")
+    # A store opened now (its own connection, its own process's view) has it: committed.
+    with open_store(store_url, create=False) as reader:
+        assert [e.key for e in reader.exchanges("c")] == ["first"]
+    assert store.stats().exchanges == 1
+    assert store.stats().queued == 0
+
+
+def test_writes_happen_in_another_process(store: Store) -> None:
+    assert record(store, "k")
+    (child,) = writer_processes()
+    assert child.pid != os.getpid()
+
+
+def test_a_streamed_body_crosses_with_its_spool_file(store: Store) -> None:
+    writer = store.blob_writer()
+    data = os.urandom(blobs.PART_SIZE * 2 + 17)  # spooled to the file, parts past the first
+    writer.write(data)
+    ref = writer.finish()
+    assert record(store, "big", request_body=b"", request_body_ref=ref)
+    assert b"".join(store.read_blob(ref)) == data
+    assert store.verify("c").ok
+
+
+def test_close_writes_everything_submitted(store_url: str) -> None:
+    store = open_store(store_url, writer_process=True)
+    for n in range(300):
+        store.submit(plausible_exchange(store.reserve("c", f"k{n}"), key=f"k{n}"))
+    store.close()
+    eventually(lambda: not writer_processes(), "the writer process to exit")
+    with open_store(store_url, create=False) as reader:
+        assert len(reader.exchanges("c")) == 300
+        assert reader.verify("c").ok
+    with pytest.raises(StoreClosed):
+        store.submit(plausible_exchange(store.reserve("c", "late"), key="late"))
+
+
+def test_what_the_writer_logs_is_logged_by_the_proxy(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="freezeframe"):
+        store.note_drift("c", 99, ["$.model"], {})
+        store.flush(WAIT)
+    assert any(
+        "cannot note drift on exchange 99" in r.getMessage() and r.levelno == logging.ERROR
+        for r in caplog.records
+    )
+
+
+def test_a_killed_writer_is_reported_and_replaced(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert record(store, "before")
+    (child,) = writer_processes()
+    with caplog.at_level(logging.ERROR, logger="freezeframe"):
+        child.send_signal(signal.SIGKILL)
+        eventually(lambda: store.health() is not None, "/health to report the dead writer")
+    assert "writer process exited" in str(store.health())
+    assert any("writer process exited" in r.getMessage() for r in caplog.records)
+    # A new process takes over, and once it has committed the store is healthy again.
+    time.sleep(RESTART_DELAY_S)
+    eventually(lambda: record(store, f"after-{time.monotonic()}"), "a recording to commit")
+    assert store.health() is None
+    assert store.verify("c").ok
+    assert store.stats().exchanges >= 2
+
+
+def test_the_writer_dies_with_the_process_that_started_it(store_url: str, tmp_path: Path) -> None:
+    script = (
+        "import sys, time\n"
+        "from freezeframe.storage import open_store\n"
+        f"store = open_store({store_url!r}, writer_process=True)\n"
+        "print('open', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2]
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == b"open\n"
+        eventually(lambda: bool(psutil.Process(parent.pid).children()), "the writer to start")
+        (child,) = psutil.Process(parent.pid).children()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(WAIT)
+        child.wait(WAIT)  # raises psutil.TimeoutExpired if it outlived the proxy
+    finally:
+        parent.kill()
+        parent.wait(WAIT)
+        if parent.stdout is not None:
+            parent.stdout.close()
