@@ -457,9 +457,13 @@ def run(**options: Any) -> None:
     """
     import asyncio
 
+    settings = settings_module.build(**options)
+    if settings.store_writer == "process":
+        from freezeframe.storage.sql.writerprocess import start_early
+
+        start_early()  # it imports the store while this process imports the proxy
     from freezeframe.proxy.serve import serve
 
-    settings = settings_module.build(**options)
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     asyncio.run(serve(settings))
 

@@ -95,10 +95,16 @@ class WriterProcess:
         """Set once the first process has opened the store, or has ended."""
         self._imports: Writer | None = None
         self._channel: Channel | None
-        channel, theirs = self._pair()
+        early = _adopt()
+        if early is not None:  # started by start_early(): it has been importing meanwhile
+            channel, started = early
+            channel.send(self._opening())
+            first: socket.socket | subprocess.Popen[bytes] = started
+        else:
+            channel, first = self._pair()
         self._channel = channel
         self._thread = threading.Thread(
-            target=self._supervise, args=(channel, theirs), name="freezeframe-store-writer"
+            target=self._supervise, args=(channel, first), name="freezeframe-store-writer"
         )
         self._thread.daemon = True
         self._thread.start()
@@ -231,10 +237,13 @@ class WriterProcess:
         if exchange is not None:
             self._done(exchange, False)
 
-    def _supervise(self, channel: Channel, theirs: socket.socket) -> None:
-        """Run the process, and another each time one dies, until stopped."""
+    def _supervise(
+        self, channel: Channel, first: "socket.socket | subprocess.Popen[bytes]"
+    ) -> None:
+        """Run the process (``first``: its end of the channel, or the process started
+        early), and another each time one dies, until stopped."""
         while True:
-            self._run(channel, theirs)
+            self._run(channel, first)
             with self._lock:
                 if self._stopping:
                     return
@@ -242,20 +251,24 @@ class WriterProcess:
             with self._lock:
                 if self._stopping:
                     return
-                channel, theirs = self._pair()
+                channel, first = self._pair()
                 self._channel = channel
             log.info("restarted the writer process of store %s", self._where)
 
-    def _run(self, channel: Channel, theirs: socket.socket) -> None:
-        """Start one process, answer for what it says until it ends, then clean up."""
+    def _run(self, channel: Channel, first: "socket.socket | subprocess.Popen[bytes]") -> None:
+        """Start one process (unless ``first`` is one already started), answer for what it
+        says until it ends, then clean up."""
         started = time.monotonic()
-        try:
-            process = self._start(channel, theirs)
-        except OSError as exc:
-            self._ended(channel, f"the writer process could not start: {exc}")
-            return
-        finally:
-            theirs.close()
+        if isinstance(first, subprocess.Popen):
+            process = first
+        else:
+            try:
+                process = _start(first)
+            except OSError as exc:
+                self._ended(channel, f"the writer process could not start: {exc}")
+                return
+            finally:
+                first.close()
         stopped = False
         while True:
             try:
@@ -283,20 +296,13 @@ class WriterProcess:
         """A channel for a new process, its first message (which store to open) sent before
         anyone else can send on it: it waits in the socket until the process reads it."""
         channel, theirs = Channel.pair()
-        level = logging.getLogger("freezeframe").getEffectiveLevel()
-        channel.send(("open", self._url, self._where, level))
+        channel.send(self._opening())
         return channel, theirs
 
-    def _start(self, channel: Channel, theirs: socket.socket) -> "subprocess.Popen[bytes]":
-        fd = theirs.fileno()
-        # Found where this process found freezeframe (a checkout, say), or earlier on the path.
-        run = f"import sys; sys.path.append({str(_PACKAGE_HOME)!r}); {_CHILD}"
-        process = subprocess.Popen(
-            [sys.executable, "-c", run, str(fd), str(os.getpid())],
-            pass_fds=(fd,),
-            stdin=subprocess.DEVNULL,
-        )
-        return process
+    def _opening(self) -> tuple[str, str, str, int]:
+        """A process's first message: which store to open, and the proxy's log level."""
+        level = logging.getLogger("freezeframe").getEffectiveLevel()
+        return ("open", self._url, self._where, level)
 
     def _ended(self, channel: Channel, why: str) -> None:
         """The process is gone without being stopped: say so, and give up on what it had."""
@@ -358,6 +364,46 @@ class WriterProcess:
         elif kind == "log":
             _, name, level, text = message
             logging.getLogger(name).log(level, "%s", text)
+
+
+_early: "tuple[Channel, subprocess.Popen[bytes]] | None" = None
+
+
+def start_early() -> None:
+    """Start the first writer process now, before the proxy's own imports: it spends about
+    half a second importing the store, which then overlaps the proxy's instead of following
+    it, and the store opened next (SqlStore.open with ``writer_process``) adopts it. The
+    process waits for its first message to know which store to open; one never adopted ends
+    with this process (its channel closes). The calling thread must live as long as the
+    proxy (the main thread): the process is killed when it ends (PR_SET_PDEATHSIG)."""
+    global _early
+    if sys.platform != "linux" or _early is not None:
+        return
+    channel, theirs = Channel.pair()
+    try:
+        _early = (channel, _start(theirs))
+    except OSError:
+        channel.close()  # the store's own start tries again, and says why it cannot
+    finally:
+        theirs.close()
+
+
+def _adopt() -> "tuple[Channel, subprocess.Popen[bytes]] | None":
+    """The process start_early() started, once: the first store to open takes it."""
+    global _early
+    early, _early = _early, None
+    return early
+
+
+def _start(theirs: socket.socket) -> "subprocess.Popen[bytes]":
+    fd = theirs.fileno()
+    # Found where this process found freezeframe (a checkout, say), or earlier on the path.
+    run = f"import sys; sys.path.append({str(_PACKAGE_HOME)!r}); {_CHILD}"
+    return subprocess.Popen(
+        [sys.executable, "-c", run, str(fd), str(os.getpid())],
+        pass_fds=(fd,),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _added(a: WriterStats, b: WriterStats) -> WriterStats:
