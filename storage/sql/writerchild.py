@@ -168,7 +168,10 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     channel = Channel(socket.socket(fileno=fd))
-    opened, _ = channel.receive()
+    try:
+        opened, _ = channel.receive()
+    except EOFError:  # started early, and the proxy stopped before it opened its store
+        sys.exit(0)
     if not (isinstance(opened, tuple) and opened[0] == "open"):
         raise TypeError("the writer process was not told which store to open")
     _, url, where, level = opened
