@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 from mitmproxy import http
 
-from freezeframe.addons.body import Body, Landed
 from freezeframe.addons.routing import Decision
 from freezeframe.addons.state import Mode
 from freezeframe.canonicalize import Canonical, KeyConfig, RequestView, canonicalize
 from freezeframe.evidence.requests import WireRequest
 from freezeframe.storage import BlobRef, Chunk, Exchange, Header, RecordedResponse
+from freezeframe.storage.inflight import Body, Landed
 from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.perturb import Perturbed
 
@@ -41,7 +41,7 @@ class FlowInfo:
     decision: Decision  # how it is handled: the mode in force, or its route's (addons.routing)
     canonical: Canonical | None = None
     view: RequestView | None = None  # what ``canonical`` was computed from, when held whole
-    body: Landed | None = None  # the request body as it lands (addons.body), once read
+    body: Landed | None = None  # the request body as it lands (storage.inflight), once read
     served: Exchange | None = None  # set when replay answered this flow
     perturbed: Perturbed | None = None  # set when that answer was perturbed (--perturb)
     notes: list[str] = field(default_factory=list)
@@ -71,7 +71,7 @@ def canonical_of(
     flow: http.HTTPFlow, info: FlowInfo, config: KeyConfig, redactor: Redactor
 ) -> Canonical:
     """Compute the request key once per flow; replay and record both need it. The body is
-    read once (addons.body), as held by mitmproxy unless it streamed in already."""
+    read once (storage.inflight), as held by mitmproxy unless it streamed in already."""
     if info.canonical is None:
         if info.body is None:
             body = Body(redactor, info.secrets, flow.request.headers.fields, hold=None)
@@ -91,7 +91,7 @@ def canonical_of(
 
 
 def stored_request(flow: http.HTTPFlow, info: FlowInfo) -> tuple[WireRequest, BlobRef | None]:
-    """The request as stored, once keyed: its body as it landed (addons.body), with a
+    """The request as stored, once keyed: its body as it landed (storage.inflight), with a
     matching Content-Length if it was encoded again, or the reference of a spilled one."""
     landed = info.body
     assert landed is not None  # canonical_of (or a streamed body's end) has read it

@@ -5,7 +5,7 @@ tee that hands each chunk on unchanged and notes its offset and arrival time. Ne
 is a request body too large to hold (see ``addons.uploads.Upload``): its tee, set in the
 ``requestheaders`` hook, forwards it as it arrives while hashing it and spilling it to
 the store, and the request is keyed and given its slot when the body has ended. Every
-body, either way, is read, redacted and stored by its owner (addons.body); the hooks
+body, either way, is read, redacted and stored by its owner (storage.inflight); the hooks
 here only feed it and build the record from what lands. Failures
 are recorded like answers, because a 429 with a half-written body is exactly what a
 user will later want to see again. The store write itself happens on the store's
@@ -30,7 +30,6 @@ from freezeframe.addons._flows import (
     request_view,
     stored_request,
 )
-from freezeframe.addons.body import Body, Landed
 from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.canonicalize import KeyConfig, RequestView
@@ -45,6 +44,7 @@ from freezeframe.storage import (
     Store,
     StoreError,
 )
+from freezeframe.storage.inflight import Body, Landed
 from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")
@@ -75,7 +75,7 @@ def _end_after_the_hook(flow: http.HTTPFlow) -> None:
 
 
 PACED_STEP = 1024 * 1024
-"""Once an answer spills (past addons.body.LARGE_BODY), a chunk starts a new timing entry only
+"""Once an answer spills (past storage.inflight.LARGE_BODY), a chunk starts a new timing entry only
 this many bytes after the last."""
 
 
@@ -96,7 +96,7 @@ class _Recording:
     """One exchange on its way through the proxy; the tee is its answer's stream callable.
 
     The tee hands each chunk on unchanged, notes its offset and arrival time, and feeds it
-    to the answer's ``Body`` (addons.body), which holds it while it is small and spills it
+    to the answer's ``Body`` (storage.inflight), which holds it while it is small and spills it
     to the store past LARGE_BODY, redacted in fixed blocks, so recording a large download
     costs the proxy no more memory than a small one. Once it spills the pacing is kept per
     ``PACED_STEP`` bytes rather than per chunk: a timing entry per chunk grew by about 2 MB
@@ -381,7 +381,7 @@ class Record:
         return request_view(flow, info, b"")
 
     def _answer_body(self, info: FlowInfo, headers: tuple[tuple[bytes, bytes], ...]) -> Body:
-        """The owner of an answer's body (addons.body): spilled past LARGE_BODY, and
+        """The owner of an answer's body (storage.inflight): spilled past LARGE_BODY, and
         scrubbed of what the request's secrets would look like echoed back."""
         return Body(
             self._redactor, info.secrets, headers, spill=self._store.blob_writer, what="answer"

@@ -26,7 +26,6 @@ from blake3 import blake3
 from mitmproxy import http
 
 from freezeframe.addons._flows import FlowInfo, canonical_of, info_of, request_view
-from freezeframe.addons.body import LARGE_BODY, Body, Landed
 from freezeframe.canonicalize import BodyDigest, Canonical, FormPart, KeyConfig, canonicalize
 from freezeframe.canonicalize.multipart import (
     NotMultipart,
@@ -35,6 +34,7 @@ from freezeframe.canonicalize.multipart import (
     read_part_head,
 )
 from freezeframe.storage import BlobRef, BlobWriter, Header
+from freezeframe.storage.inflight import LARGE_BODY, Body, Landed
 from freezeframe.storage.redaction import Redactor
 
 UPLOAD_KEY = "freezeframe.upload"
@@ -103,7 +103,7 @@ def begin_upload(flow: http.HTTPFlow) -> Upload | None:
 
 
 class RequestBody:
-    """A request body read as it arrives, through its ``Body`` (addons.body).
+    """A request body read as it arrives, through its ``Body`` (storage.inflight).
 
     Up to LARGE_BODY bytes are held (a chunked body may turn out small, and is then keyed
     as it always was). Past that, and from the start when the Content-Length says so, the

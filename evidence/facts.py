@@ -34,7 +34,7 @@ def response_view(
 ) -> ResponseView | None:
     """The answer as canonicalize reads facts from it: decoded, unless too large to read.
     ``decoded`` is its body decoded already, by a writer that had to decode it anyway (the
-    proxy, addons.body), so it is not decoded twice."""
+    proxy, storage.inflight), so it is not decoded twice."""
     if response is None:
         return None
     headers = tuple(

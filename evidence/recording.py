@@ -48,7 +48,7 @@ def new_exchange(
     """``request`` as it is stored (redacted) and ``keyed`` as ``canonical`` was computed
     from; ``request_body_ref`` stands for a body written through a blob writer (then
     ``request.body`` is b""). ``decoded_answer`` is the response's body decoded already,
-    when its writer has it (the proxy decodes each body once, addons.body): the facts read
+    when its writer has it (the proxy decodes each body once, storage.inflight): the facts read
     it instead of decoding it again."""
     return NewExchange(
         cassette=cassette,

@@ -37,6 +37,7 @@ from freezeframe.storage import (
     Chunk,
     Edit,
     Exchange,
+    Header,
     Origin,
     Outcome,
     RecordedResponse,
@@ -44,6 +45,7 @@ from freezeframe.storage import (
     boundedjson,
 )
 from freezeframe.storage.encodings import content_codings, decode_body, encode
+from freezeframe.storage.inflight import Body, Landed
 from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.editing import Assignment, EditError, put_at
 
@@ -117,27 +119,27 @@ def resend(
                         received += piece
                 except httpx.HTTPError as exc:
                     outcome, error = Outcome.TRUNCATED, str(exc)
+                landed = _landed(redactor, secrets, answer.headers.raw, bytes(received))
                 response = RecordedResponse(
                     status=answer.status_code,
                     reason=answer.reason_phrase,
                     http_version=answer.http_version,
-                    headers=redactor.headers(answer.headers.raw, secrets),
-                    body=redactor.answer(
-                        exchange.method, exchange.path, redactor.body(bytes(received), secrets)
-                    ),
+                    headers=landed.headers(redactor.headers(answer.headers.raw, secrets)),
+                    body=redactor.answer(exchange.method, exchange.path, landed.stored),
                     chunks=tuple(chunks),
                     first_byte_at=first,
                 )
             finally:
                 answer.close()
+    sent = _landed(redactor, secrets, sent_headers, body)
     stored = WireRequest(
         exchange.method,
         exchange.scheme,
         exchange.host,
         exchange.port,
         exchange.path,
-        redactor.headers(sent_headers, secrets),
-        redactor.body(body, secrets),
+        sent.headers(redactor.headers(sent_headers, secrets)),
+        sent.stored,
         exchange.http_version,
     )
     keyed = stored.view()
@@ -253,6 +255,17 @@ def _request(
     if MARKER in body:
         raise EditError(f"{where}: the recorded body holds a redacted secret; it cannot be resent")
     return sent, body
+
+
+def _landed(
+    redactor: Redactor, secrets: Sequence[bytes], headers: Sequence[Header], data: bytes
+) -> Landed:
+    """A body as the proxy would store it (storage.inflight): redacted once, inside its
+    content coding too, so a secret in a compressed answer is no more stored than the
+    proxy would store it."""
+    body = Body(redactor, secrets, headers, hold=None)
+    body.feed(data)
+    return body.end()
 
 
 def _differences(

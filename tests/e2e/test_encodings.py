@@ -11,6 +11,7 @@ same JSON compressed differently is the same request.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import subprocess
 import sys
@@ -170,3 +171,39 @@ def test_a_compressed_request_body_is_forwarded_as_sent_and_keyed_by_what_it_dec
         replayed = [post(client, coding) for coding in (*CODINGS, "identity")]
     assert replayed == recorded
     assert upstream.connections == connections, "replay reached the upstream"
+
+
+def test_a_secret_in_a_compressed_answer_to_a_resent_request_is_never_stored(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    client_env: ClientEnv,
+    data_dir: Path,
+    upstream_ca_file: Path,
+) -> None:
+    """``resend`` stores its live answer as the proxy stores one: a secret the answer carries
+    inside its gzip is redacted, and the body is stored encoded again."""
+    proxy = start_proxy(mode="record")
+    client_env(proxy)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        asked = client.post(upstream.url("/encoded/gzip"), json={"q": "plain"})
+        assert asked.status_code == 200 and "plain" in asked.json()["echo"]
+    proxy.stop()
+    secret = "sk-proj-" + "a1B2c3D4" * 6
+    resent = subprocess.run(
+        [sys.executable, "-P", "-m", "freezeframe", "resend", "default", "0", "--into", "resent"]
+        + ["--set", f'$.q="{secret}"', "--upstream-ca", str(upstream_ca_file)]
+        + ["--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert resent.returncode == 0, resent.stderr
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        exchange = store.exchange("resent", 0)
+    assert exchange.response is not None
+    assert header(exchange.response.headers, "content-encoding") == "gzip"
+    answer = gzip.decompress(exchange.response.body)
+    assert json.loads(answer)["coding"] == "gzip", "the answer is the live one, readable"
+    assert b"[redacted:" in answer and secret.encode() not in answer
+    assert secret.encode() not in exchange.request_body

@@ -1,6 +1,6 @@
 """A secret in a body too large to hold is kept out of the store wherever the body is cut.
 
-A large body is redacted as it streams, in fixed blocks (addons.body). A secret that the
+A large body is redacted as it streams, in fixed blocks (storage.inflight). A secret that the
 network splits across two chunks, or that straddles a block's end, must be found all the
 same; the upstream still gets every byte as the client sent it, and the same upload
 replays, because its key is read from the body as stored.
@@ -16,8 +16,8 @@ import pytest
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
-from freezeframe.addons.body import BLOCK, LARGE_BODY
 from freezeframe.storage import open_store
+from freezeframe.storage.inflight import BLOCK, LARGE_BODY
 
 pytestmark = pytest.mark.e2e
 

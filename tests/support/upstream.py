@@ -100,7 +100,8 @@ Endpoints (``n`` = that endpoint's counter)
 * ``GET /reset-midstream``: chunked 200, two chunks, then a TCP RST.
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /encoded/<coding>``: JSON sent with ``Content-Encoding: <coding>`` (gzip, br, zstd,
-  deflate or identity); the exact bytes are :func:`encoded_body`.
+  deflate or identity); the exact bytes are :func:`encoded_body`. ``POST`` answers so with
+  its body echoed as text.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
 * ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
 * ``/hang?seconds=S`` (any method): no answer at all; the connection closes after S seconds.
@@ -942,6 +943,8 @@ class Upstream(_LoopThread):
                 return await self._gzip(wire, conn)
             if path.startswith("/encoded/") and method == "GET":
                 return await self._encoded(wire, conn, path.removeprefix("/encoded/"))
+            if path.startswith("/encoded/") and method == "POST":
+                return await self._encoded_echo(wire, conn, req, path.removeprefix("/encoded/"))
             if path == "/sse/slow" and method == "GET":
                 return await self._sse_slow(wire, conn, req)
             if path == "/bytes" and method == "GET":
@@ -1267,6 +1270,18 @@ class Upstream(_LoopThread):
         body, _ = encoded_body(coding, self._next(f"encoded/{coding}"))
         extra = [("content-encoding", coding), ("vary", "Accept-Encoding")]
         return await self._send_full(wire, conn, 200, "application/json", body, extra)
+
+    async def _encoded_echo(
+        self, wire: _Wire, conn: h11.Connection, req: SeenRequest, coding: str
+    ) -> bool:
+        if coding not in ENCODERS:
+            raise _BadRequest(f"unknown coding {coding!r}; one of {sorted(ENCODERS)}")
+        n = self._next(f"encoded/{coding}")
+        meant = _compact({"coding": coding, "n": n, "echo": req.body.decode("utf-8", "replace")})
+        extra = [("content-encoding", coding), ("vary", "Accept-Encoding")]
+        return await self._send_full(
+            wire, conn, 200, "application/json", ENCODERS[coding](meant), extra
+        )
 
     async def _sse_slow(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
         n = self._next("sse")

@@ -29,8 +29,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from freezeframe.storage import BlobRef, BlobWriter, Header, StoreError
+from freezeframe.storage.base import BlobWriter
 from freezeframe.storage.encodings import HELD_DECODED, Decoded, content_codings, decode, encode
+from freezeframe.storage.errors import StoreError
+from freezeframe.storage.records import BlobRef, Header
 from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.record")

@@ -1,4 +1,4 @@
-"""addons.body: one body in flight, from its first byte to what the store keeps."""
+"""storage.inflight: one body in flight, from its first byte to what the store keeps."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 import zstandard
 from support.addon_chain import KEY, TOKEN
 
-from freezeframe.addons.body import BLOCK, LARGE_BODY, REACH, Blocks, Body, redacted
 from freezeframe.storage import Store
 from freezeframe.storage.encodings import HELD_DECODED
+from freezeframe.storage.inflight import BLOCK, LARGE_BODY, REACH, Blocks, Body, redacted
 from freezeframe.storage.redaction import Redactor
 
 REDACTOR = Redactor(KEY)
