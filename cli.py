@@ -457,15 +457,18 @@ def run(**options: Any) -> None:
     """
     import asyncio
 
+    from freezeframe.storage.sql import writerprocess
+
     settings = settings_module.build(**options)
     if settings.store_writer == "process":
-        from freezeframe.storage.sql.writerprocess import start_early
+        writerprocess.start_early()  # it imports the store while this process imports the proxy
+    try:
+        from freezeframe.proxy.serve import serve
 
-        start_early()  # it imports the store while this process imports the proxy
-    from freezeframe.proxy.serve import serve
-
-    _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
-    asyncio.run(serve(settings))
+        _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
+        asyncio.run(serve(settings))
+    finally:
+        writerprocess.forget_early()  # a start that failed before the store opened
 
 
 @main.command(name="exec")

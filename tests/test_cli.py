@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner, Result
 from support.exchanges import plausible_exchange
@@ -303,6 +304,8 @@ def test_run_refuses_an_unwritable_data_dir(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     result = invoke("run", "--data-dir", str(blocker / "data"))
     assert_one_line_error(result, "data dir", "is not writable")
+    # The writer process started before the proxy's imports is ended with the failed start.
+    assert [p for p in psutil.Process().children() if "writerchild" in " ".join(p.cmdline())] == []
 
 
 def test_run_names_every_port_in_use_in_one_line(data_dir: Path) -> None:

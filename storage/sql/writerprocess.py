@@ -388,6 +388,21 @@ def start_early() -> None:
         theirs.close()
 
 
+def forget_early() -> None:
+    """End the process start_early() started if no store adopted it (the proxy did not get
+    as far as opening its store): its channel closes, so it exits, and is waited for."""
+    early = _adopt()
+    if early is None:
+        return
+    channel, process = early
+    channel.close()
+    try:
+        process.wait(_EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _adopt() -> "tuple[Channel, subprocess.Popen[bytes]] | None":
     """The process start_early() started, once: the first store to open takes it."""
     global _early
@@ -400,7 +415,8 @@ def _start(theirs: socket.socket) -> "subprocess.Popen[bytes]":
     # Found where this process found freezeframe (a checkout, say), or earlier on the path.
     run = f"import sys; sys.path.append({str(_PACKAGE_HOME)!r}); {_CHILD}"
     return subprocess.Popen(
-        [sys.executable, "-c", run, str(fd), str(os.getpid())],
+        # -P: the proxy's current directory (an agent's project) is not on the path.
+        [sys.executable, "-P", "-c", run, str(fd), str(os.getpid())],
         pass_fds=(fd,),
         stdin=subprocess.DEVNULL,
     )

@@ -288,7 +288,8 @@ def test_search_finds_the_tools_answer_and_recorded_script_stays_text(
     page.goto(f"{world.url}/cassettes/{CASSETTE}?group=run_id")
     expect(page.locator("tr.grouphead").last).to_contain_text(HOSTILE_RUN)
     page.goto(f"{world.url}/cassettes/{CASSETTE}/{world.seqs['final']}")
-    expect(page.locator("p.hint").first).to_contain_text(HOSTILE_RUN)
+    # Any hint may come first: a streamed answer the SDK closed after [DONE] has its own.
+    expect(page.locator("p.hint").filter(has_text=HOSTILE_RUN)).to_have_count(1)
     assert page.evaluate("window.__pwned") is None
     assert page.dialogs == []  # type: ignore[attr-defined]
 
