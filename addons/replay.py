@@ -52,6 +52,7 @@ from freezeframe.storage import (
     StoreError,
 )
 from freezeframe.storage.redaction import Redactor
+from freezeframe.storage.sent import SKIPPED, sent_digest
 from freezeframe.whatif.perturb import Perturbed, Perturber
 from freezeframe.whatif.perturb import Request as PerturbedRequest
 
@@ -61,6 +62,9 @@ FAILURE_STATUS = 502
 #: mitmproxy's word for a client that closed its connection before any answer came.
 CLIENT_GAVE_UP = "Client disconnected."
 NEAREST_SHOWN = 3
+_KEYED_IN_FULL = object()
+"""What ``_answer`` returns for a request found by its bytes whose recording has all been
+served: it is keyed in full, and answered (or missed) as any other."""
 
 
 class Replay:
@@ -84,6 +88,12 @@ class Replay:
         self._stopped = False
         self._generation = state.generation
         self._loaded: set[str] = set()  # the cassettes preloaded since the last unload
+        keyed = set(key_config.key_headers)
+        for rule in key_config.rules.rules:
+            keyed |= rule.key_headers
+        # A header left out of the sent digest that the configuration keys: two requests
+        # alike in every other byte are different questions, so every request is keyed.
+        self._by_bytes = not {name.encode() for name in keyed} & SKIPPED
 
     def running(self) -> None:
         """Load the default cassette's recordings before the first request needs them."""
@@ -152,7 +162,7 @@ class Replay:
         # Routed in replay mode: even if the mode has changed since, it can no longer be
         # forwarded, so a miss is a miss (even on a live route under --after-miss live).
         answer = self._answer(flow, info, canonical, Mode.REPLAY, can_forward=False)
-        assert answer is not None
+        assert answer is not None and answer is not _KEYED_IN_FULL
         if isinstance(answer, Staged) and self._direct(answer, info):
             return dataclasses.replace(answer, pace=INSTANT_PACE)
         return answer
@@ -168,9 +178,11 @@ class Replay:
             flow.response = answers.error(503, "freezeframe_stopping", "freezeframe is stopping")
             return
         try:
-            canonical = canonical_of(flow, info, self._key_config, self._redactor)
-            self._warn(flow, info, canonical)
-            answer = self._answer(flow, info, self._as_recorded(info, canonical), mode)
+            answer = self._answer_sent(flow, info, mode)
+            if answer is _KEYED_IN_FULL:
+                canonical = canonical_of(flow, info, self._key_config, self._redactor)
+                self._warn(flow, info, canonical)
+                answer = self._answer(flow, info, self._as_recorded(info, canonical), mode)
         except Exception as exc:
             # mitmproxy logs an addon's exception and carries on, which here would mean
             # forwarding the request upstream. Replay must never do that, so any failure
@@ -186,6 +198,29 @@ class Replay:
                 self._reenactor.route(
                     flow, answer.exchange, answer.response, answer.headers, answer.pace
                 )
+
+    def _answer_sent(self, flow: http.HTTPFlow, info: FlowInfo, mode: Mode) -> object:
+        """The answer to a request sent as the very bytes of a recording (storage.sent),
+        found before its body is decoded or parsed; ``_KEYED_IN_FULL`` for any other. A
+        request copied into a new run (``--record-into``) is keyed in full: it is stored
+        under its own key."""
+        if not self._by_bytes or info.decision.record_into is not None:
+            return _KEYED_IN_FULL
+        self._preload(info.cassette)
+        request = flow.request
+        digest = sent_digest(
+            request.method,
+            request.scheme,
+            request.host,
+            request.port,
+            request.path,
+            request.headers.fields,
+            request.raw_content or b"",
+        )
+        key = self._store.key_sent(info.cassette, digest)
+        if key is None:
+            return _KEYED_IN_FULL
+        return self._answer(flow, info, key, mode)
 
     def _as_recorded(self, info: FlowInfo, canonical: Canonical) -> Canonical:
         """The key the recorded run gave this request: where it names ids a live answer of
@@ -243,22 +278,28 @@ class Replay:
         self,
         flow: http.HTTPFlow,
         info: FlowInfo,
-        canonical: Canonical,
+        canonical: Canonical | str,
         mode: Mode,
         *,
         can_forward: bool = True,
-    ) -> Answer | None:
+    ) -> Answer | object | None:
         """The recording to serve, freezeframe's own answer, or None: forward (auto, or a
-        live route whose run has just missed)."""
+        live route whose run has just missed). ``canonical`` is a key alone for a request
+        found by its bytes (``_answer_sent``): it has no drift, and when no recording is
+        left for it, it is keyed in full (``_KEYED_IN_FULL``)."""
         self._preload(info.cassette)
-        occurrence = self._state.next_occurrence(info.cassette, canonical.key)
+        key = canonical if isinstance(canonical, str) else canonical.key
+        occurrence = self._state.next_occurrence(info.cassette, key)
         try:
-            exchange = self._store.lookup(info.cassette, canonical.key, occurrence)
+            exchange = self._store.lookup(info.cassette, key, occurrence)
         except StoreError:
             # Unanswered, so not served: the retry after the store is back gets this one.
-            self._state.give_back(info.cassette, canonical.key, occurrence)
+            self._state.give_back(info.cassette, key, occurrence)
             raise
         if exchange is None:
+            if isinstance(canonical, str):
+                self._state.give_back(info.cassette, key, occurrence)
+                return _KEYED_IN_FULL
             if mode is not Mode.REPLAY:
                 return None
             self._state.diverge(info.run)
@@ -276,10 +317,10 @@ class Replay:
         info.served = exchange
         if exchange.origin is not None and exchange.origin.kind == "edited":
             self._learn_replaced_ids(flow, info, exchange)
-        drift = self._drift(flow, info, canonical, exchange)
+        drift = () if isinstance(canonical, str) else self._drift(flow, info, canonical, exchange)
         self._state.tally.replayed(info.cassette, bool(drift))
         recorded = exchange.response
-        perturbed = self._perturb(flow, info, canonical.key, exchange, occurrence)
+        perturbed = self._perturb(flow, info, key, exchange, occurrence)
         if perturbed is not None:
             exchange, recorded = perturbed.exchange, perturbed.response
             info.served, info.perturbed = exchange, perturbed

@@ -217,6 +217,12 @@ class Store(ABC):
         since, or past the table's size) is still found by lookup() in the store."""
 
     @abstractmethod
+    def key_sent(self, cassette: str, digest: bytes) -> str | None:
+        """The key of the cassette's preloaded recordings whose request was sent as the bytes
+        of ``digest`` (storage.sent), or None: none held, or recordings under two keys. Reads
+        memory only, so replay asks it before keying a request in full."""
+
+    @abstractmethod
     def unload(self) -> None:
         """Forget every preloaded cassette, so that the next preload() reads what other
         processes changed since (replay starting from the top)."""

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable
 
 from freezeframe.storage.records import Exchange
+from freezeframe.storage.sent import sent_digest
 
 TABLE_BYTES = 64 * 1024 * 1024
 """What the bodies held in all tables may add up to; past it, lookups go to the store."""
@@ -46,6 +47,9 @@ class ReplayTable:
         self._capacity = capacity
         self._size = 0
         self._entries: dict[tuple[str, str, int], Exchange] = {}
+        self._sent: dict[tuple[str, bytes], str | None] = {}
+        """The key of the recordings whose request was sent as these bytes (storage.sent),
+        by cassette and digest; None when recordings under two keys share the digest."""
         self._loaded: set[str] = set()
         self._lock = threading.Lock()
 
@@ -57,6 +61,10 @@ class ReplayTable:
 
     def get(self, cassette: str, key: str, occurrence: int) -> Exchange | None:
         return self._entries.get((cassette, key, occurrence))
+
+    def key_sent(self, cassette: str, digest: bytes) -> str | None:
+        """The key of the held recordings whose request was sent as the bytes of ``digest``."""
+        return self._sent.get((cassette, digest))
 
     def fill(self, cassette: str, exchanges: Iterable[Exchange]) -> int:
         """Hold the cassette's ``exchanges`` while there is room; how many are held.
@@ -75,6 +83,8 @@ class ReplayTable:
                     self._entries[slot] = exchange
                     self._size += size
                     held += 1
+                    if exchange.request_body_ref is None:
+                        self._index_sent(cassette, exchange)
             self._loaded.add(cassette)
         return held
 
@@ -83,10 +93,26 @@ class ReplayTable:
         with self._lock:
             if cassette is None:
                 self._entries = {}
+                self._sent = {}
                 self._size = 0
                 self._loaded.clear()
                 return
             kept = {slot: e for slot, e in self._entries.items() if slot[0] != cassette}
             self._size = sum(size_of(e) for e in kept.values())
             self._entries = kept
+            self._sent = {found: key for found, key in self._sent.items() if found[0] != cassette}
             self._loaded.discard(cassette)
+
+    def _index_sent(self, cassette: str, exchange: Exchange) -> None:
+        digest = sent_digest(
+            exchange.method,
+            exchange.scheme,
+            exchange.host,
+            exchange.port,
+            exchange.path,
+            exchange.request_headers,
+            exchange.request_body,
+        )
+        known = self._sent.setdefault((cassette, digest), exchange.key)
+        if known != exchange.key:
+            self._sent[(cassette, digest)] = None

@@ -259,6 +259,9 @@ class SqlStore(Store):
                 self._table.fill(cassette, self._reader.cassette(cassette))
         return len(self._table)
 
+    def key_sent(self, cassette: str, digest: bytes) -> str | None:
+        return self._table.key_sent(cassette, digest)
+
     def unload(self) -> None:
         self._table.drop()
 

@@ -9,6 +9,7 @@ import pytest
 from support.addon_chain import Answer, Chain, request
 
 from freezeframe.addons import Routing
+from freezeframe.addons._flows import info_of
 from freezeframe.addons.state import RECORDED_PACE, Mode
 from freezeframe.proxy.settings import parse_live
 from freezeframe.storage import Outcome, Store
@@ -220,3 +221,32 @@ async def test_a_live_route_after_a_miss_goes_upstream_and_into_the_new_run(
     store.flush(10)
     kinds = [(e.origin, e.outcome) for e in store.exchanges("new")]
     assert kinds == [("replayed", Outcome.COMPLETE), (None, Outcome.COMPLETE)]
+
+
+@pytest.mark.asyncio
+async def test_the_very_bytes_recorded_are_answered_before_the_request_is_keyed(
+    store: Store,
+) -> None:
+    """storage.sent: a request sent as the bytes recorded (credentials and SDK telemetry
+    aside) is found by their digest, never decoded, parsed or keyed; one that differs in
+    its bytes only is keyed in full, and both count the same key's positions."""
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    spaced = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+    sent = [*JSON, ("authorization", "Bearer sk-recorded-1"), ("user-agent", "sdk/1")]
+    async with Chain(store) as chain:
+        for n in (1, 2):
+            answer = Answer(pieces=(b'{"n": %d}' % n,))
+            await chain.send(request("POST", body=body, headers=sent), [body], answer)
+    store.flush(10)
+    now = [*JSON, ("authorization", "Bearer sk-replayed-2"), ("user-agent", "sdk/2")]
+    async with Chain(store, Mode.REPLAY) as chain:
+        same = request("POST", body=body, headers=now)
+        first = await chain.send(same, [body], answer=NEVER)
+        other = request("POST", body=spaced, headers=now)
+        second = await chain.send(other, [spaced], answer=NEVER)
+
+    assert (first.status, first.body) == (200, b'{"n": 1}')
+    assert (second.status, second.body) == (200, b'{"n": 2}')
+    same_info, other_info = info_of(same), info_of(other)
+    assert same_info is not None and same_info.canonical is None
+    assert other_info is not None and other_info.canonical is not None
