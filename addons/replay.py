@@ -62,9 +62,19 @@ FAILURE_STATUS = 502
 #: mitmproxy's word for a client that closed its connection before any answer came.
 CLIENT_GAVE_UP = "Client disconnected."
 NEAREST_SHOWN = 3
-_KEYED_IN_FULL = object()
-"""What ``_answer`` returns for a request found by its bytes whose recording has all been
-served: it is keyed in full, and answered (or missed) as any other."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KeyedInFull:
+    """A request replay did not answer by its bytes, to be keyed in full and answered (or
+    missed) as any other; ``claimed`` is the position its bytes' key claimed and found no
+    recording at (all were served), which the full key takes over when it is the same key,
+    so that one request claims one position."""
+
+    claimed: tuple[str, int] | None = None
+
+
+_UNKNOWN_BYTES = _KeyedInFull()
 
 
 class Replay:
@@ -162,7 +172,7 @@ class Replay:
         # Routed in replay mode: even if the mode has changed since, it can no longer be
         # forwarded, so a miss is a miss (even on a live route under --after-miss live).
         answer = self._answer(flow, info, canonical, Mode.REPLAY, can_forward=False)
-        assert answer is not None and answer is not _KEYED_IN_FULL
+        assert answer is not None and not isinstance(answer, _KeyedInFull)
         if isinstance(answer, Staged) and self._direct(answer, info):
             return dataclasses.replace(answer, pace=INSTANT_PACE)
         return answer
@@ -179,10 +189,17 @@ class Replay:
             return
         try:
             answer = self._answer_sent(flow, info, mode)
-            if answer is _KEYED_IN_FULL:
+            if isinstance(answer, _KeyedInFull):
                 canonical = canonical_of(flow, info, self._key_config, self._redactor)
                 self._warn(flow, info, canonical)
-                answer = self._answer(flow, info, self._as_recorded(info, canonical), mode)
+                recorded = self._as_recorded(info, canonical)
+                claimed = None
+                if answer.claimed is not None:
+                    key, claimed = answer.claimed
+                    if key != recorded.key:
+                        self._state.give_back(info.cassette, key, claimed)
+                        claimed = None
+                answer = self._answer(flow, info, recorded, mode, claimed=claimed)
         except Exception as exc:
             # mitmproxy logs an addon's exception and carries on, which here would mean
             # forwarding the request upstream. Replay must never do that, so any failure
@@ -199,13 +216,15 @@ class Replay:
                     flow, answer.exchange, answer.response, answer.headers, answer.pace
                 )
 
-    def _answer_sent(self, flow: http.HTTPFlow, info: FlowInfo, mode: Mode) -> object:
+    def _answer_sent(
+        self, flow: http.HTTPFlow, info: FlowInfo, mode: Mode
+    ) -> Answer | _KeyedInFull | None:
         """The answer to a request sent as the very bytes of a recording (storage.sent),
-        found before its body is decoded or parsed; ``_KEYED_IN_FULL`` for any other. A
+        found before its body is decoded or parsed; ``_KeyedInFull`` for any other. A
         request copied into a new run (``--record-into``) is keyed in full: it is stored
         under its own key."""
         if not self._by_bytes or info.decision.record_into is not None:
-            return _KEYED_IN_FULL
+            return _UNKNOWN_BYTES
         self._preload(info.cassette)
         request = flow.request
         digest = sent_digest(
@@ -219,7 +238,7 @@ class Replay:
         )
         key = self._store.key_sent(info.cassette, digest)
         if key is None:
-            return _KEYED_IN_FULL
+            return _UNKNOWN_BYTES
         return self._answer(flow, info, key, mode)
 
     def _as_recorded(self, info: FlowInfo, canonical: Canonical) -> Canonical:
@@ -282,14 +301,19 @@ class Replay:
         mode: Mode,
         *,
         can_forward: bool = True,
-    ) -> Answer | object | None:
+        claimed: int | None = None,
+    ) -> Answer | _KeyedInFull | None:
         """The recording to serve, freezeframe's own answer, or None: forward (auto, or a
         live route whose run has just missed). ``canonical`` is a key alone for a request
         found by its bytes (``_answer_sent``): it has no drift, and when no recording is
-        left for it, it is keyed in full (``_KEYED_IN_FULL``)."""
+        left for it, it is keyed in full (``_KeyedInFull``). ``claimed``: the position this
+        request has claimed already (``_KeyedInFull``), so it claims no other."""
         self._preload(info.cassette)
         key = canonical if isinstance(canonical, str) else canonical.key
-        occurrence = self._state.next_occurrence(info.cassette, key)
+        if claimed is None:
+            occurrence = self._state.next_occurrence(info.cassette, key)
+        else:
+            occurrence = claimed
         try:
             exchange = self._store.lookup(info.cassette, key, occurrence)
         except StoreError:
@@ -298,8 +322,7 @@ class Replay:
             raise
         if exchange is None:
             if isinstance(canonical, str):
-                self._state.give_back(info.cassette, key, occurrence)
-                return _KEYED_IN_FULL
+                return _KeyedInFull((key, occurrence))
             if mode is not Mode.REPLAY:
                 return None
             self._state.diverge(info.run)

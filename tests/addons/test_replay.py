@@ -229,7 +229,7 @@ async def test_the_very_bytes_recorded_are_answered_before_the_request_is_keyed(
 ) -> None:
     """storage.sent: a request sent as the bytes recorded (credentials and SDK telemetry
     aside) is found by their digest, never decoded, parsed or keyed; one that differs in
-    its bytes only is keyed in full, and both count the same key's positions."""
+    its bytes only is keyed in full, and both count the same key's positions, one each."""
     body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
     spaced = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
     sent = [*JSON, ("authorization", "Bearer sk-recorded-1"), ("user-agent", "sdk/1")]
@@ -244,9 +244,12 @@ async def test_the_very_bytes_recorded_are_answered_before_the_request_is_keyed(
         first = await chain.send(same, [body], answer=NEVER)
         other = request("POST", body=spaced, headers=now)
         second = await chain.send(other, [spaced], answer=NEVER)
+        third = await chain.send(request("POST", body=body, headers=now), [body], answer=NEVER)
 
     assert (first.status, first.body) == (200, b'{"n": 1}')
     assert (second.status, second.body) == (200, b'{"n": 2}')
+    assert third.status == 404  # all served: keyed in full, and one position claimed
+    assert (error_of(third.body)["recorded"], error_of(third.body)["occurrence"]) == (2, 3)
     same_info, other_info = info_of(same), info_of(other)
     assert same_info is not None and same_info.canonical is None
     assert other_info is not None and other_info.canonical is not None
