@@ -224,12 +224,14 @@ async def test_a_live_route_after_a_miss_goes_upstream_and_into_the_new_run(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("session", [None, "shared"])
 async def test_the_very_bytes_recorded_are_answered_before_the_request_is_keyed(
-    store: Store,
+    store: Store, session: str | None
 ) -> None:
     """storage.sent: a request sent as the bytes recorded (credentials and SDK telemetry
     aside) is found by their digest, never decoded, parsed or keyed; one that differs in
-    its bytes only is keyed in full, and both count the same key's positions, one each."""
+    its bytes only is keyed in full, and both count the same key's positions, one each, in
+    this process or in the store (replicas sharing a replay session)."""
     body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
     spaced = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
     sent = [*JSON, ("authorization", "Bearer sk-recorded-1"), ("user-agent", "sdk/1")]
@@ -239,7 +241,7 @@ async def test_the_very_bytes_recorded_are_answered_before_the_request_is_keyed(
             await chain.send(request("POST", body=body, headers=sent), [body], answer)
     store.flush(10)
     now = [*JSON, ("authorization", "Bearer sk-replayed-2"), ("user-agent", "sdk/2")]
-    async with Chain(store, Mode.REPLAY) as chain:
+    async with Chain(store, Mode.REPLAY, session=session) as chain:
         same = request("POST", body=body, headers=now)
         first = await chain.send(same, [body], answer=NEVER)
         other = request("POST", body=spaced, headers=now)

@@ -27,7 +27,7 @@ from freezeframe.addons import AddressBook, Routing, RuntimeState, default_addon
 from freezeframe.addons.record import Record
 from freezeframe.addons.reenact import TOKEN_HEADER, Reenactor
 from freezeframe.addons.replay import Replay
-from freezeframe.addons.state import INSTANT_PACE, Mode
+from freezeframe.addons.state import INSTANT_PACE, Mode, SharedPositions
 from freezeframe.canonicalize import KeyConfig
 from freezeframe.storage import Store, open_store
 from freezeframe.storage.redaction import Redactor
@@ -112,9 +112,11 @@ class Chain:
         pace: float = INSTANT_PACE,
         perturber: Perturber | None = None,
         key_config: KeyConfig | None = None,
+        session: str | None = None,
     ) -> None:
         self.store = store
-        self.state = RuntimeState(mode, cassette, pace, annotate)
+        shared = SharedPositions(store, session) if session is not None else None
+        self.state = RuntimeState(mode, cassette, pace, annotate, shared)
         self.redactor = Redactor(KEY)
         self.addons = default_addons(
             store,
