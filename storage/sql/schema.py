@@ -31,8 +31,9 @@ is contentless (it keeps the tokens, not the text) and PostgreSQL's ``tsvector``
 column written with the value; ``text_uses`` has no rowid on SQLite; and the ``meta`` row
 ``search_indexed`` marks how far the index is known to be written (storage.sql.search);
 and ``exchanges.run_id`` is indexed, so that a run is found without reading every exchange.
-The migration builds the index again from the stored exchanges; a store older than 5 gets
-this index directly.
+The migration leaves the index empty and unmarked, and the store's writer fills it from the
+stored exchanges when it starts (storage.sql.search.catch_up); a store older than 5 gets this
+index directly.
 8 adds triage's signals to ``exchanges`` (``failure_kind``, ``signature``, ``trace``,
 ``signature_version`` and ``run_failures``, storage.records.Signals; NULL in rows written
 before, which ``freezeframe triage --rebuild`` works out), an index of the failing
