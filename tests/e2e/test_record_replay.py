@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -281,4 +282,36 @@ def test_curl_records_and_replays_through_https_proxy(
     upstream.reset_counters()
     replayer = start_proxy(mode="replay")
     assert curl({"PATH": "/usr/bin:/bin", **client_env(replayer)}) == recorded
+    assert upstream.connections == 0
+
+
+def test_a_request_sent_as_recorded_is_answered_by_its_bytes_before_the_rules_key_it(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+    tmp_path: Path,
+) -> None:
+    """storage.sent through the real proxy: the request sent again byte for byte (another
+    API key aside) is answered by its recording although a rule added since would key it
+    apart; the same question re-spaced is keyed in full, under the new rule, and misses."""
+    recorder = start_proxy(mode="record")
+    client_env(recorder)
+    url = f"{upstream.base_url}/tool/counter"
+    tenant = {"x-tenant-id": "acme", "content-type": "application/json"}
+    sent = b'{"op": "sum", "args": [1, 2]}'
+    auth = {"authorization": "Bearer sk-e2e-recorded-0123456789abcdef"}
+    assert httpx.post(url, content=sent, headers={**tenant, **auth}).json()["count"] == 1
+    assert recorder.stop() == 0
+    upstream.reset_counters()
+
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nkey_headers = ["x-tenant-id"]\n')
+    replayer = start_proxy(mode="replay", args=("--rules", str(rules)))
+    client_env(replayer)
+    other_key = {"authorization": "Bearer sk-e2e-replayed-0123456789abcdef"}
+    same = httpx.post(url, content=sent, headers={**tenant, **other_key})
+    assert (same.status_code, same.json()["count"]) == (200, 1)
+    respaced = httpx.post(url, content=b'{"op":"sum","args":[1,2]}', headers=tenant)
+    assert respaced.status_code == 404
+    assert respaced.json()["error"]["type"] == "freezeframe_replay_miss"
     assert upstream.connections == 0
