@@ -2084,7 +2084,7 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
 
 
 @main.command()
-@click.argument("signature")
+@click.argument("group", metavar="GROUP")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_store_options
 @_setting("--listen", "Proxy listen address for each run.", default="127.0.0.1:8080")
@@ -2095,35 +2095,73 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     envvar="FREEZEFRAME_ISOLATE",
     default=None,
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Send the run's model calls upstream for real (credentials from the environment); "
+    "every other call is answered from the run's recording.",
+)
+@click.option(
+    "--tries",
+    type=click.IntRange(1, 1000),
+    default=5,
+    show_default=True,
+    help="With --live: how many times each run is tried.",
+)
+@click.option(
+    "--max-live-calls",
+    type=click.IntRange(0),
+    default=None,
+    help="With --live: refuse, or stop, past this many live model calls.",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="USD",
+    help="With --live: refuse when the estimated cost is above this many US dollars.",
+)
+@_setting("--upstream-ca", "With --live: a PEM CA bundle the model's certificate may chain to.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def recheck(
-    signature: str,
+    group: str,
     command: tuple[str, ...],
     data_dir: str,
     store: str | None,
     listen: str,
     admin: str,
     isolate: bool | None,
+    live: bool,
+    tries: int,
+    max_live_calls: int | None,
+    budget: float | None,
+    upstream_ca: str | None,
     as_json: bool,
 ) -> None:
     """Run COMMAND once per run of a failure group, each in replay against that run.
 
-    A run passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run
-    passes (the group collapses), 1 when any fails. Put `--` before the command.
+    GROUP is a signature, a unique prefix of one, or the group's number in `triage`. A run
+    passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run passes
+    (the group collapses), 1 when any fails. With --live, model calls go upstream and each
+    run is tried --tries times: verdict fixed, flaky, still_failing or diverged, with the
+    flip rate and its 95% interval; the estimated cost is shown before anything is spent.
+    Put `--` before the command.
 
     \b
     Example:
         freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
             -- python agent.py
+        freezeframe recheck 3 --live --tries 10 --budget 0.50 -- python agent.py
     """
     import asyncio
 
-    from freezeframe.evidence.triage import find_group
+    from freezeframe.evidence.triage import resolve_group
+    from freezeframe.sandbox import recheck as rechecking
     from freezeframe.sandbox.command import Confinement
-    from freezeframe.sandbox.recheck import RunCheck, check_line, recheck_document
-    from freezeframe.sandbox.recheck import recheck as recheck_group
 
+    if not live and (tries != 5 or max_live_calls is not None or budget is not None):
+        raise click.UsageError("--tries, --max-live-calls and --budget go with --live")
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     settings = settings_module.build(
         mode="replay",
@@ -2132,26 +2170,70 @@ def recheck(
         store=store,
         listen=listen,
         admin=admin,
-        upstream_ca=None,
+        upstream_ca=upstream_ca,
         replay_pace="instant",
     )
+    confinement = Confinement(isolate=isolate)
     with _open(data_dir, store) as opened:
-        group = find_group(opened, signature)
-
-        def said(check: RunCheck) -> None:
-            if not as_json:
-                _say(check_line(check))
-
+        found = resolve_group(opened, group)
+        if live:
+            limits = rechecking.Live(tries, max_live_calls, budget)
+            planned = rechecking.estimate(opened, found, tries)
+            _note(planned.line())
+            refusal = planned.refusal(limits)
+            if refusal is not None:
+                _fail(refusal)
+            with _output_to_stderr(as_json):
+                report = asyncio.run(
+                    rechecking.recheck_live(
+                        opened,
+                        found,
+                        command,
+                        settings,
+                        limits,
+                        confinement,
+                        lambda check: None if as_json else _say(rechecking.live_line(check)),
+                    )
+                )
+            _said_live(report, as_json)
+            return
         with _output_to_stderr(as_json):
-            report = asyncio.run(
-                recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+            replayed = asyncio.run(
+                rechecking.recheck(
+                    opened,
+                    found,
+                    command,
+                    settings,
+                    confinement,
+                    lambda check: None if as_json else _say(rechecking.check_line(check)),
+                )
             )
     if as_json:
-        _emit_json(recheck_document(report))
+        _emit_json(rechecking.recheck_document(replayed))
     else:
-        verdict = "collapsed: every run passes" if report.collapsed else "still failing"
-        passed = sum(check.passed for check in report.runs)
-        click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
+        verdict = "collapsed: every run passes" if replayed.collapsed else "still failing"
+        passed = sum(check.passed for check in replayed.runs)
+        click.echo(f"{passed} of {len(replayed.runs)} runs pass; the group is {verdict}")
+    sys.exit(0 if replayed.collapsed else 1)
+
+
+def _said_live(report: Any, as_json: bool) -> NoReturn:
+    """The end of ``recheck --live``: the document, or the group's line; exit 0 when every
+    run is fixed."""
+    from freezeframe.sandbox.recheck import live_document
+
+    if as_json:
+        _emit_json(live_document(report))
+    else:
+        tally = report.tally
+        low, high = tally.interval
+        click.echo(
+            f"{tally.passed} of {tally.tries} tries passed over {len(report.runs)} runs, "
+            f"flip rate {tally.flip_rate:.2f} (95% {low:.2f}-{high:.2f}); the group is "
+            + ("fixed" if report.collapsed else "not fixed")
+        )
+        if report.stopped:
+            _note(f"stopped early: {report.stopped}")
     sys.exit(0 if report.collapsed else 1)
 
 

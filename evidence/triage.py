@@ -398,6 +398,32 @@ def find_group(store: Store, signature: str) -> Group:
     raise ValueError(f"no failure group has the signature {signature!r}{hint}")
 
 
+def resolve_group(store: Store, text: str) -> Group:
+    """The group ``text`` names: a signature, a unique prefix of one, or the group's number
+    as ``triage`` lists it (1 for the first row, in find_groups' order). ValueError naming
+    what matched when none or several do."""
+    found = find_groups(store)
+    wanted = text.strip()
+    for group in found:
+        if group.signature == wanted:
+            return group
+    if wanted.isdigit():
+        number = int(wanted)
+        if 1 <= number <= len(found):
+            return found[number - 1]
+        raise ValueError(f"no failure group number {number}: triage lists {len(found)}")
+    prefixed = [g for g in found if g.signature.startswith(wanted)] if wanted else []
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if len(prefixed) > 1:
+        shown = "; ".join(repr(g.signature[:60]) for g in prefixed[:3])
+        raise ValueError(
+            f"{wanted!r} begins {len(prefixed)} failure groups' signatures ({shown}); "
+            "give more of it, or the group's number"
+        )
+    return find_group(store, wanted)
+
+
 def stale_cassettes(store: Store) -> dict[str, int]:
     """The cassettes holding an exchange whose signals are missing or older than
     SIGNATURE_VERSION, with how many exchanges each holds: what ``rebuild`` reads."""
