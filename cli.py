@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -508,6 +509,13 @@ def run(**options: Any) -> None:
     "perturbed in each run and its exit status.",
 )
 @click.option("--json", "as_json", is_flag=True, help="With --runs: one JSON document on stdout.")
+@_setting(
+    "--strict/--no-strict",
+    "In replay: fail when a recorded exchange was never asked for, or was answered out of "
+    "recorded order, and name it.",
+    envvar="FREEZEFRAME_STRICT",
+    default=False,
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
 def exec_(
@@ -518,6 +526,7 @@ def exec_(
     clock: str | None,
     runs: int,
     as_json: bool,
+    strict: bool,
     **options: Any,
 ) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
@@ -546,15 +555,23 @@ def exec_(
     if runs > 1 or as_json:
         if proxy_url is not None:
             raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
+        if strict:
+            raise click.UsageError("--strict checks one run: drop --runs and --json")
         settings = settings_module.build(**options)
         sys.exit(_repeat(command, settings, runs, confinement, faked, as_json))
     if proxy_url is None:
+        from freezeframe.sandbox.strict import run_with_tape
+
         settings = settings_module.build(**options)
-        sys.exit(
-            asyncio.run(
-                run_command(command, settings=settings, confinement=confinement, clock=faked)
-            )
-        )
+        status, tapes = asyncio.run(run_with_tape(command, settings, confinement, faked))
+        for tape in tapes:
+            for line in tape.lines(strict):
+                _note(line)
+        if status == 0 and any(tape.failed(strict) for tape in tapes):
+            _fail("--strict: the run left the tape as listed above")
+        sys.exit(status)
+    if strict:
+        raise click.UsageError("--strict reads the journal of the proxy exec starts: drop --proxy")
     explicit = Path(options["data_dir"]).expanduser() if _explicit("data_dir") else None
 
     def trust_of() -> Trust:
@@ -1472,6 +1489,88 @@ def rekey(
     if report.kept:
         kept = ", ".join(f"#{seq}" for seq in report.kept)
         console.print(f"  kept (request body too large to re-key here): {kept}", highlight=False)
+
+
+@main.group()
+def rules() -> None:
+    """Key rules learned from the recordings."""
+
+
+@rules.command(name="suggest")
+@click.argument("cassette")
+@_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml]", "rules_file", metavar="FILE"
+)
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Add the suggested rules to the rules file, after showing what rekey would change.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def suggest(
+    cassette: str,
+    data_dir: str,
+    store: str | None,
+    rules_file: str | None,
+    apply: bool,
+    as_json: bool,
+) -> None:
+    """Suggest key rules from recordings of the same call that differ in volatile places.
+
+    Each suggestion names its evidence: the exchanges, the path and the values. The
+    conversation itself (messages, input, contents, system...) is never suggested.
+
+    \b
+    Example:
+        freezeframe rules suggest bug-8821
+        freezeframe rules suggest bug-8821 --apply
+    """
+    from freezeframe.proxy.keys import RULES_FILENAME, key_config_of
+    from freezeframe.whatif.suggest import preview, suggestions_of
+
+    validate_cassette_name(cassette)
+    path = _located(data_dir, store)[0] / RULES_FILENAME
+    if rules_file:
+        path = Path(rules_file).expanduser()
+    with _open(data_dir, store) as opened:
+        found = suggestions_of(opened, cassette)
+        planned = None
+        if apply and found:
+            current = path.read_text(encoding="utf-8") if path.is_file() else ""
+            planned = preview(opened, cassette, found, current, str(path), key_config_of)
+    if as_json:
+        document: dict[str, Any] = {"suggestions": [s.document() for s in found]}
+        if planned is not None:
+            document["applied"] = {
+                "rules_file": str(path),
+                "collisions": [asdict(c) for c in planned.report.collisions],
+                "changed": len(planned.report.changed),
+                "misses_turned_into_hits": [m.url for m in planned.hits],
+            }
+    else:
+        if not found:
+            click.echo(f"{cassette}: no recordings give evidence for a rule")
+        for one in found:
+            click.echo(one.line())
+            click.echo(textwrap.indent(one.toml(), "    "), nl=False)
+        if planned is not None:
+            click.echo(
+                f"rekey would change {len(planned.report.changed)} keys of {cassette}: "
+                f"{len(planned.report.collisions)} merged, "
+                f"{len(planned.hits)} recorded misses turned into hits"
+            )
+            for group in planned.report.collisions:
+                click.echo("  merged: " + ", ".join(f"#{seq}" for seq in group.seqs))
+            for miss in planned.hits:
+                click.echo(f"  would hit: {miss.method} {miss.url}")
+    if planned is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(planned.text, encoding="utf-8")
+        _note(f"added {len(found)} rules to {path}; run `freezeframe rekey {cassette}` to re-key")
+    if as_json:
+        _emit_json(document)
 
 
 @main.command()

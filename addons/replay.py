@@ -53,6 +53,7 @@ from freezeframe.storage import (
 )
 from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.perturb import Perturbed, Perturber
+from freezeframe.whatif.suggest import from_miss
 from freezeframe.whatif.perturb import Request as PerturbedRequest
 
 log = logging.getLogger("freezeframe.replay")
@@ -473,6 +474,14 @@ class Replay:
                     message += (
                         f"; nearest is #{first.seq} {first.request}, differing at {differing}"
                     )
+                    rule = from_miss(flow.request.host, info.target, first.differences)
+                    if rule is not None:
+                        details["suggested_rule"] = rule.rule
+                        message += (
+                            f"; {rule.where} looks generated on both sides: the rule "
+                            f"[[rule]] {rule.inline()} would have made this a hit "
+                            "(`freezeframe rules suggest`)"
+                        )
                 else:
                     message += "; the cassette has no recording of this endpoint to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
