@@ -31,7 +31,7 @@ from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
 from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
-from freezeframe.canonicalize.drift import drifted
+from freezeframe.canonicalize.drift import drift_values, drifted
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
@@ -53,8 +53,8 @@ from freezeframe.storage import (
 )
 from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.perturb import Perturbed, Perturber
-from freezeframe.whatif.suggest import from_miss
 from freezeframe.whatif.perturb import Request as PerturbedRequest
+from freezeframe.whatif.suggest import from_miss
 
 log = logging.getLogger("freezeframe.replay")
 
@@ -379,13 +379,20 @@ class Replay:
             return ()
         paths = drifted(canonical.stripped, exchange.stripped)
         if paths:
+            live = info.view.body if info.view is not None else b""
+            shown = []
+            for path in paths:
+                values = drift_values(path, live, exchange.request_body)
+                shown.append(
+                    path if values is None else f"{path} (recorded {values[0]}, live {values[1]})"
+                )
             log.warning(
                 "%s %s: replayed %s#%d, but the request drifted from the recording in %s",
                 flow.request.method,
                 display_url(flow, info),
                 info.cassette,
                 exchange.seq,
-                ", ".join(paths),
+                ", ".join(shown),
             )
             self._store.note_drift(info.cassette, exchange.seq, paths, info.context)
         return paths

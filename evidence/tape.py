@@ -60,8 +60,7 @@ class Tape:
             for r in (self.unused if strict else ())
         ]
         found += [
-            f"{self.cassette}: answered out of recorded order: {e.exchange.call} "
-            f"(after #{e.after})"
+            f"{self.cassette}: answered out of recorded order: {e.exchange.call} (after #{e.after})"
             for e in self.out_of_order
         ]
         return found

@@ -21,14 +21,18 @@ from freezeframe.storage import CassetteNotFound, open_store
 async def run_with_tape(
     command: Sequence[str],
     settings: Settings,
-    confinement: Confinement = Confinement(),
+    confinement: Confinement | None = None,
     clock: FakedClock | None = None,
 ) -> tuple[int, list[Tape]]:
     """The command's exit status, and the tape of every cassette it replayed from (none
     outside ``replay``)."""
     journal: list[Event] = []
     status = await run_command(
-        command, settings=settings, confinement=confinement, clock=clock, journal=journal
+        command,
+        settings=settings,
+        confinement=confinement or Confinement(),
+        clock=clock,
+        journal=journal,
     )
     if settings.mode is not Mode.REPLAY:
         return status, []

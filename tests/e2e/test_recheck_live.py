@@ -150,9 +150,7 @@ def test_verdicts_with_a_live_model_and_frozen_tools(
     code, report, _ = recheck(FIX, tries)
     assert model.draws == draws
     assert code == 1
-    verdicts = [
-        "fixed" if n == tries else "flaky" if n else "still_failing" for n in expected
-    ]
+    verdicts = ["fixed" if n == tries else "flaky" if n else "still_failing" for n in expected]
     assert [r["verdict"] for r in report["runs"]] == verdicts
     for n, (run, passed) in enumerate(zip(report["runs"], expected, strict=True)):
         tallied(run, tries, passed)

@@ -99,7 +99,7 @@ class CountingTools(_JsonService):
         return 200, {"order": int(number), "refund": None}
 
 
-AGENT = '''
+AGENT = """
 import json, os, sys
 import httpx, openai
 
@@ -135,4 +135,4 @@ with httpx.Client(headers=headers) as http:
                 sys.exit(1)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": reply.text})
 sys.exit(2)
-'''
+"""
