@@ -1493,7 +1493,12 @@ def rekey(
 
 @main.group()
 def rules() -> None:
-    """Key rules learned from the recordings."""
+    """Key rules learned from the recordings.
+
+    \b
+    Example:
+        freezeframe rules suggest bug-8821 --apply
+    """
 
 
 @rules.command(name="suggest")

@@ -85,7 +85,7 @@ def test_a_planted_volatile_field_is_found_and_the_prompt_left_alone(
         assert first["values"] == [json.dumps(STAMPS[0]), json.dumps(STAMPS[1])]
     tool = next(s for s in found if s["path"] == "/tool/counter")
     assert tool["evidence"][0]["exchanges"] == [1, 3]
-    assert tool["pairs"] == 1  # with order 42 the tool call differs at a real argument too
+    assert tool["pairs"] == 3  # each pair of the three tool calls differs in its stamp
     assert not any("messages" in s["where"] or "order" in s["where"] for s in found)
 
     # A replay on another morning misses on the stamp alone, and the miss names the rule.
