@@ -2299,6 +2299,7 @@ def recheck(
                         lambda check: None if as_json else _say(rechecking.live_line(check)),
                     )
                 )
+            rechecking.keep(opened, rechecking.live_document(report))
             _said_live(report, as_json)
             return
         with _output_to_stderr(as_json):
@@ -2312,6 +2313,7 @@ def recheck(
                     lambda check: None if as_json else _say(rechecking.check_line(check)),
                 )
             )
+        rechecking.keep(opened, rechecking.recheck_document(replayed))
     if as_json:
         _emit_json(rechecking.recheck_document(replayed))
     else:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import fnmatch
+import json
 import re
 import time
 from collections import OrderedDict
@@ -60,6 +61,7 @@ from freezeframe.storage import (
     ExchangeNotFound,
     Imported,
     NewExchange,
+    RecheckResult,
     Signals,
     Store,
     TriageRow,
@@ -422,6 +424,27 @@ def resolve_group(store: Store, text: str) -> Group:
             "give more of it, or the group's number"
         )
     return find_group(store, wanted)
+
+
+def last_recheck(result: RecheckResult) -> dict[str, Any]:
+    """A group's last recheck as the triage page shows it: when, one line, and the whole
+    ``recheck --json`` document."""
+    document = json.loads(result.document)
+    runs = document.get("runs", [])
+    if document.get("live"):
+        low, high = document["interval"]
+        verdicts: dict[str, int] = {}
+        for run in runs:
+            verdicts[run["verdict"]] = verdicts.get(run["verdict"], 0) + 1
+        said = ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
+        line = (
+            f"live: {document['passed']} of {document['tries']} tries passed, "
+            f"flip rate {document['flip_rate']:.2f} (95% {low:.2f}-{high:.2f}); {said}"
+        )
+    else:
+        passed = sum(bool(run["passed"]) for run in runs)
+        line = f"replay: {passed} of {len(runs)} runs passed"
+    return {"at": result.at, "summary": line, "document": document}
 
 
 def stale_cassettes(store: Store) -> dict[str, int]:

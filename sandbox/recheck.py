@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import json
 import math
 import os
 import time
@@ -48,6 +49,7 @@ from freezeframe.storage import (
     Imported,
     Miss,
     NewExchange,
+    RecheckResult,
     Slot,
     Store,
 )
@@ -374,6 +376,12 @@ def try_cassette(run: str, number: int) -> str:
     cassette, _, run_id = run.partition("@")
     digest = blake3(run.encode()).hexdigest()[:8]
     return f"{cassette}.try-{digest}-{number}" if run_id else f"{cassette}.try-{number}"
+
+
+def keep(store: Store, document: dict[str, Any]) -> None:
+    """Keep a recheck's document (``recheck_document`` or ``live_document``) as its group's
+    last, for the case file's triage page."""
+    store.keep_recheck(RecheckResult(document["signature"], time.time(), json.dumps(document)))
 
 
 def live_line(check: LiveRunCheck) -> str:

@@ -42,6 +42,7 @@ from freezeframe.storage.records import (
     Miss,
     NewExchange,
     Note,
+    RecheckResult,
     Rekeyed,
     Removed,
     RunOverview,
@@ -425,6 +426,14 @@ class Store(ABC):
     def add_note(self, note: Note) -> None:
         """Keep a case note. Raises CassetteNotFound for a cassette the store does not
         hold, ExchangeNotFound for a seq it does not have."""
+
+    @abstractmethod
+    def keep_recheck(self, result: RecheckResult) -> None:
+        """Keep ``result`` as its group's last recheck, in place of the one before."""
+
+    @abstractmethod
+    def rechecks(self) -> dict[str, RecheckResult]:
+        """The last recheck of each group that had one, by signature."""
 
     @abstractmethod
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:

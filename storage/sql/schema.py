@@ -67,7 +67,7 @@ from sqlalchemy import (
 
 from freezeframe.storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _ESCAPED = "\uffff"
 
@@ -334,6 +334,16 @@ notes = Table(
     Index(None, "cassette", "seq"),
 )
 """Version 8. Case notes (storage.records.Note): observations, not part of any chain."""
+
+rechecks = Table(
+    "rechecks",
+    metadata,
+    Column("signature", ExactText, primary_key=True),
+    Column("at", Double, nullable=False),
+    Column("document", Text, nullable=False),
+)
+"""Version 9. The last ``recheck`` of each failure group (storage.records.RecheckResult),
+shown on the case file's triage page: an observation, not part of any chain."""
 
 replay_positions = Table(
     "replay_positions",

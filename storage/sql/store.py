@@ -57,6 +57,7 @@ from freezeframe.storage.records import (
     Miss,
     NewExchange,
     Note,
+    RecheckResult,
     Rekeyed,
     Removed,
     RunOverview,
@@ -543,6 +544,15 @@ class SqlStore(Store):
         with unavailable(f"cannot keep a note in store {self._where}", self._engine):
             with exclusive(self._engine) as conn:
                 triage.add_note(conn, note)
+
+    def keep_recheck(self, result: RecheckResult) -> None:
+        with unavailable(f"cannot keep a recheck in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.keep_recheck(conn, result)
+
+    def rechecks(self) -> dict[str, RecheckResult]:
+        with self._connect() as conn:
+            return triage.list_rechecks(conn)
 
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
         with self._connect() as conn:

@@ -166,6 +166,18 @@ def test_verdicts_with_a_live_model_and_frozen_tools(
         assert call == f"GET {tools.base_url}/refunds/{run_id.rpartition('-')[2]}"
         tallied(run, 2, 0)
 
+    # The case file's triage page shows the group's last recheck.
+    casefile = start_proxy(mode="replay", cassette="desk")
+    (shown_group,) = casefile.admin("GET", "/triage.json").json()["groups"]
+    last = shown_group["last_recheck"]
+    assert last["summary"] == (
+        "live: 0 of 4 tries passed, flip rate 0.00 (95% 0.00-0.49); 2 diverged"
+    )
+    assert last["document"]["runs"][0]["diverged"] == report["runs"][0]["diverged"]
+    page = casefile.admin("GET", "/triage").text
+    assert "last recheck" in page and "2 diverged" in page
+    assert casefile.stop() == 0
+
     # The tools were never contacted; the model was, with the key from recheck's environment,
     # and no cassette holds it.
     assert tools.connections == contacted
