@@ -2225,6 +2225,13 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     metavar="USD",
     help="With --live: refuse when the estimated cost is above this many US dollars.",
 )
+@click.option(
+    "--model-url",
+    default=None,
+    metavar="URL",
+    help="With --live: send the model calls to this http[s]://HOST[:PORT] instead of the "
+    "upstream the run recorded.",
+)
 @_setting("--upstream-ca", "With --live: a PEM CA bundle the model's certificate may chain to.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
@@ -2240,6 +2247,7 @@ def recheck(
     tries: int,
     max_live_calls: int | None,
     budget: float | None,
+    model_url: str | None,
     upstream_ca: str | None,
     as_json: bool,
 ) -> None:
@@ -2264,8 +2272,9 @@ def recheck(
     from freezeframe.sandbox import recheck as rechecking
     from freezeframe.sandbox.command import Confinement
 
-    if not live and (tries != 5 or max_live_calls is not None or budget is not None):
-        raise click.UsageError("--tries, --max-live-calls and --budget go with --live")
+    live_only = (max_live_calls, budget, model_url)
+    if not live and (tries != 5 or any(given is not None for given in live_only)):
+        raise click.UsageError("--tries, --max-live-calls, --budget and --model-url go with --live")
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     settings = settings_module.build(
         mode="replay",
@@ -2281,7 +2290,12 @@ def recheck(
     with _open(data_dir, store) as opened:
         found = resolve_group(opened, group)
         if live:
-            limits = rechecking.Live(tries, max_live_calls, budget)
+            limits = rechecking.Live(
+                tries,
+                max_live_calls,
+                budget,
+                None if model_url is None else settings_module.parse_model_url(model_url),
+            )
             planned = rechecking.estimate(opened, found, tries)
             _note(planned.line())
             refusal = planned.refusal(limits)

@@ -165,6 +165,8 @@ class Live:
     max_live_calls: int | None = None
     budget: float | None = None
     """US dollars, checked against the estimate before anything goes live."""
+    model_url: tuple[str, str, int] | None = None
+    """Another model's scheme, host and port, instead of the upstream the run recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +338,12 @@ async def recheck_live(
                     store.remove(into)  # a try of an earlier recheck: this one replaces it
                 journal: list[Event] = []
                 trying = dataclasses.replace(
-                    settings, mode=Mode.REPLAY, cassette=cassette, live=routes, record_into=into
+                    settings,
+                    mode=Mode.REPLAY,
+                    cassette=cassette,
+                    live=routes,
+                    record_into=into,
+                    live_upstream=live.model_url,
                 )
                 status = await run_command(
                     command,

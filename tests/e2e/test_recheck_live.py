@@ -70,6 +70,7 @@ def test_verdicts_with_a_live_model_and_frozen_tools(
     tools: CountingTools,
     data_dir: Path,
     tmp_path: Path,
+    upstream_ca: trustme.CA,
     upstream_ca_file: Path,
 ) -> None:
     script = tmp_path / "agent.py"
@@ -177,6 +178,17 @@ def test_verdicts_with_a_live_model_and_frozen_tools(
     page = casefile.admin("GET", "/triage").text
     assert "last recheck" in page and "2 diverged" in page
     assert casefile.stop() == 0
+
+    # Another model, through --model-url: the recorded one hears nothing of it.
+    other = ChoosingModel(upstream_ca, right=1.0, seed=3).start()
+    try:
+        asked = len(model.requests)
+        code, report, _ = recheck(FIX, 1, "--model-url", other.base_url)
+        assert code == 0, report
+        assert [r["verdict"] for r in report["runs"]] == ["fixed", "fixed"]
+        assert len(other.requests) == 4 and len(model.requests) == asked
+    finally:
+        other.stop()
 
     # The tools were never contacted; the model was, with the key from recheck's environment,
     # and no cassette holds it.
