@@ -842,6 +842,11 @@ def _size(n: int) -> str:
 @click.option(
     "--misses", is_flag=True, help="The requests replay missed in this cassette, newest first."
 )
+@click.option(
+    "--unused",
+    is_flag=True,
+    help="The recorded exchanges the last replay (exec) never asked for, or asked out of order.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def show(
@@ -852,6 +857,7 @@ def show(
     where: ExchangeFilter | None,
     full: bool,
     misses: bool,
+    unused: bool,
     as_json: bool,
 ) -> None:
     """The exchanges of a cassette in recorded order, or one exchange whole.
@@ -869,6 +875,7 @@ def show(
         freezeframe show bug-8821 3 --full
         freezeframe show bug-8821 3 --json
         freezeframe show bug-8821 --misses
+        freezeframe show bug-8821 --unused
     """
     validate_cassette_name(cassette)
     if where is not None and seq is not None:
@@ -877,6 +884,11 @@ def show(
         if seq is not None or where is not None:
             raise _usage_error("--misses lists a cassette's misses; drop SEQ and the filters")
         _show_misses(cassette, data_dir, store, as_json)
+        return
+    if unused:
+        if seq is not None or where is not None:
+            raise _usage_error("--unused lists a cassette's exchanges; drop SEQ and the filters")
+        _show_unused(cassette, data_dir, store, as_json)
         return
     from freezeframe.evidence.document import exchange_document, summary_document
     from freezeframe.evidence.text import exchange_lines
@@ -927,6 +939,25 @@ def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool)
     for miss in found:
         _say(f"{_time(miss.at)}  {miss.method} {miss.url}")
         _say(f"  {miss.message}")
+
+
+def _show_unused(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
+    with _open(data_dir, store) as opened:
+        kept = opened.tape(cassette)
+    document = None if kept is None else {"at": kept.at, **json.loads(kept.document)}
+    if as_json:
+        _emit_json(document)
+        return
+    if document is None:
+        click.echo(f"no replay of {cassette!r} has kept its tape (exec --mode replay keeps it)")
+        return
+    click.echo(f"the last replay of {cassette!r} ended {_time(document['at'])}:")
+    for row in document["unused"]:
+        _say(f"  never asked for: #{row['seq']} {row['method']} {row['url']}")
+    for row in document["out_of_order"]:
+        _say(f"  out of order: #{row['seq']} {row['method']} {row['url']} (after #{row['after']})")
+    if not document["unused"] and not document["out_of_order"]:
+        click.echo("  every recorded exchange was asked for, in order")
 
 
 def _say(line: str) -> None:

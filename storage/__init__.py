@@ -50,6 +50,7 @@ from freezeframe.storage.records import (
     SearchHit,
     Signals,
     Slot,
+    TapeRecord,
     TriageRow,
     VerifyReport,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "SearchHit",
     "Signals",
     "Slot",
+    "TapeRecord",
     "Store",
     "StoreClosed",
     "StoreError",

@@ -49,6 +49,7 @@ from freezeframe.storage.records import (
     SearchHit,
     Signals,
     Slot,
+    TapeRecord,
     TriageRow,
     VerifyReport,
 )
@@ -434,6 +435,14 @@ class Store(ABC):
     @abstractmethod
     def rechecks(self) -> dict[str, RecheckResult]:
         """The last recheck of each group that had one, by signature."""
+
+    @abstractmethod
+    def keep_tape(self, tape: TapeRecord) -> None:
+        """Keep ``tape`` as its cassette's last, in place of the one before."""
+
+    @abstractmethod
+    def tape(self, cassette: str) -> TapeRecord | None:
+        """The tape the last replay of ``cassette`` left, or None when none was kept."""
 
     @abstractmethod
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:

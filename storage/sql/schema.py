@@ -345,6 +345,16 @@ rechecks = Table(
 """Version 9. The last ``recheck`` of each failure group (storage.records.RecheckResult),
 shown on the case file's triage page: an observation, not part of any chain."""
 
+tapes = Table(
+    "tapes",
+    metadata,
+    Column("cassette", ExactText, primary_key=True),
+    Column("at", Double, nullable=False),
+    Column("document", Text, nullable=False),
+)
+"""Version 9. What the last replay of each cassette left unasked or out of order
+(storage.records.TapeRecord): ``show --unused``, the case file."""
+
 replay_positions = Table(
     "replay_positions",
     metadata,

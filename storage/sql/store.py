@@ -64,6 +64,7 @@ from freezeframe.storage.records import (
     SearchHit,
     Signals,
     Slot,
+    TapeRecord,
     TriageRow,
     VerifyReport,
     check_facts,
@@ -553,6 +554,15 @@ class SqlStore(Store):
     def rechecks(self) -> dict[str, RecheckResult]:
         with self._connect() as conn:
             return triage.list_rechecks(conn)
+
+    def keep_tape(self, tape: TapeRecord) -> None:
+        with unavailable(f"cannot keep a tape in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.keep_tape(conn, tape)
+
+    def tape(self, cassette: str) -> TapeRecord | None:
+        with self._connect() as conn:
+            return triage.read_tape(conn, cassette)
 
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
         with self._connect() as conn:

@@ -13,10 +13,17 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, bindparam, delete, insert, null, or_, select, update
 
-from freezeframe.storage.records import Note, RecheckResult, Signals, TriageRow
+from freezeframe.storage.records import Note, RecheckResult, Signals, TapeRecord, TriageRow
 from freezeframe.storage.sql.prepared import Prepared
 from freezeframe.storage.sql.rows import signal_columns
-from freezeframe.storage.sql.schema import ExactText, cassettes, exchanges, notes, rechecks
+from freezeframe.storage.sql.schema import (
+    ExactText,
+    cassettes,
+    exchanges,
+    notes,
+    rechecks,
+    tapes,
+)
 
 BATCH = 500
 """Exchanges whose signals one statement rewrites."""
@@ -129,6 +136,18 @@ def keep_recheck(conn: Connection, result: RecheckResult) -> None:
 def list_rechecks(conn: Connection) -> dict[str, RecheckResult]:
     query = select(rechecks.c.signature, rechecks.c.at, rechecks.c.document)
     return {row.signature: RecheckResult(*row) for row in conn.execute(query)}
+
+
+def keep_tape(conn: Connection, tape: TapeRecord) -> None:
+    """``tape`` in place of its cassette's last."""
+    conn.execute(delete(tapes).where(tapes.c.cassette == tape.cassette))
+    conn.execute(insert(tapes).values(cassette=tape.cassette, at=tape.at, document=tape.document))
+
+
+def read_tape(conn: Connection, cassette: str) -> TapeRecord | None:
+    query = select(tapes.c.cassette, tapes.c.at, tapes.c.document)
+    row = conn.execute(query.where(tapes.c.cassette == cassette)).first()
+    return None if row is None else TapeRecord(*row)
 
 
 def add_notes(conn: Connection, found: Iterable[Note]) -> None:

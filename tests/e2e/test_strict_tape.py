@@ -3,6 +3,7 @@ order, fails and names the call; without strict, out-of-order answers are still 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,6 +72,17 @@ def test_strict_fails_on_an_unused_call_and_names_it(
         "/tool/records/7"
     ) in lines
     assert lines[-1] == "freezeframe: error: --strict: the run left the tape as listed above"
+
+    # The store keeps what the last replay left: `show --unused`.
+    shown = subprocess.run(
+        [sys.executable, "-P", "-m", "freezeframe", "show", "tape", "--unused", "--json",
+         "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    kept = json.loads(shown.stdout)
+    assert [(r["seq"], r["method"]) for r in kept["unused"]] == [(1, "DELETE")]
+    assert kept["out_of_order"] == []
 
     # Out of recorded order: reported always, a failure under strict (here by variable).
     swapped = exec_("replay", "delete,look")

@@ -1,4 +1,5 @@
-"""8 -> 9: the last recheck of each failure group.
+"""8 -> 9: the last recheck of each failure group, and the tape each cassette's last replay
+left.
 
 See storage.sql.schema for what version 9 holds. The table is written out here as version 9
 made it, so later changes to the schema module do not change this step; it checks what
@@ -17,10 +18,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    Table(
-        "rechecks",
-        MetaData(),
-        Column("signature", ExactText, primary_key=True),
-        Column("at", Double, nullable=False),
-        Column("document", Text, nullable=False),
-    ).create(op.get_bind(), checkfirst=True)
+    for name, key in (("rechecks", "signature"), ("tapes", "cassette")):
+        Table(
+            name,
+            MetaData(),
+            Column(key, ExactText, primary_key=True),
+            Column("at", Double, nullable=False),
+            Column("document", Text, nullable=False),
+        ).create(op.get_bind(), checkfirst=True)
