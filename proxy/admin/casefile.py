@@ -248,9 +248,11 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         )
         span = (overview.first_at or 0.0, overview.last_end or 1.0)
         said = await run_in_threadpool(_said, store, name, shown)
+        kept = await run_in_threadpool(store.tape, name)
         return {
             "name": name,
             "said": said,
+            "tape": None if kept is None else {"at": kept.at, **json.loads(kept.document)},
             "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
             "figures": overview,
             "hosts": whole.hosts,

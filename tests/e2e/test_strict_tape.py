@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.proxy import free_port
+from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +32,10 @@ AGENT = textwrap.dedent(
 
 
 def test_strict_fails_on_an_unused_call_and_names_it(
-    upstream: Upstream, upstream_ca_file: Path, data_dir: Path
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    upstream_ca_file: Path,
+    data_dir: Path,
 ) -> None:
     def exec_(
         mode: str, steps: str, *args: str, strict_variable: str = ""
@@ -83,6 +87,11 @@ def test_strict_fails_on_an_unused_call_and_names_it(
     kept = json.loads(shown.stdout)
     assert [(r["seq"], r["method"]) for r in kept["unused"]] == [(1, "DELETE")]
     assert kept["out_of_order"] == []
+    casefile = start_proxy(mode="replay", cassette="tape")
+    page = casefile.admin("GET", "/cassettes/tape").text
+    assert "left 1 recorded exchange unasked" in page
+    assert 'never asked for: <a href="/cassettes/tape/1">#1</a> DELETE' in page
+    assert casefile.stop() == 0
 
     # Out of recorded order: reported always, a failure under strict (here by variable).
     swapped = exec_("replay", "delete,look")
