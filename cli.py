@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -508,6 +509,13 @@ def run(**options: Any) -> None:
     "perturbed in each run and its exit status.",
 )
 @click.option("--json", "as_json", is_flag=True, help="With --runs: one JSON document on stdout.")
+@_setting(
+    "--strict/--no-strict",
+    "In replay: fail when a recorded exchange was never asked for, or was answered out of "
+    "recorded order, and name it.",
+    envvar="FREEZEFRAME_STRICT",
+    default=False,
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_debug_option
 def exec_(
@@ -518,6 +526,7 @@ def exec_(
     clock: str | None,
     runs: int,
     as_json: bool,
+    strict: bool,
     **options: Any,
 ) -> None:
     """Run COMMAND through a proxy started for it (or a running one); exit with its status.
@@ -546,15 +555,23 @@ def exec_(
     if runs > 1 or as_json:
         if proxy_url is not None:
             raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
+        if strict:
+            raise click.UsageError("--strict checks one run: drop --runs and --json")
         settings = settings_module.build(**options)
         sys.exit(_repeat(command, settings, runs, confinement, faked, as_json))
     if proxy_url is None:
+        from freezeframe.sandbox.strict import run_with_tape
+
         settings = settings_module.build(**options)
-        sys.exit(
-            asyncio.run(
-                run_command(command, settings=settings, confinement=confinement, clock=faked)
-            )
-        )
+        status, tapes = asyncio.run(run_with_tape(command, settings, confinement, faked))
+        for tape in tapes:
+            for line in tape.lines(strict):
+                _note(line)
+        if status == 0 and any(tape.failed(strict) for tape in tapes):
+            _fail("--strict: the run left the tape as listed above")
+        sys.exit(status)
+    if strict:
+        raise click.UsageError("--strict reads the journal of the proxy exec starts: drop --proxy")
     explicit = Path(options["data_dir"]).expanduser() if _explicit("data_dir") else None
 
     def trust_of() -> Trust:
@@ -825,6 +842,11 @@ def _size(n: int) -> str:
 @click.option(
     "--misses", is_flag=True, help="The requests replay missed in this cassette, newest first."
 )
+@click.option(
+    "--unused",
+    is_flag=True,
+    help="The recorded exchanges the last replay (exec) never asked for, or asked out of order.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def show(
@@ -835,6 +857,7 @@ def show(
     where: ExchangeFilter | None,
     full: bool,
     misses: bool,
+    unused: bool,
     as_json: bool,
 ) -> None:
     """The exchanges of a cassette in recorded order, or one exchange whole.
@@ -852,6 +875,7 @@ def show(
         freezeframe show bug-8821 3 --full
         freezeframe show bug-8821 3 --json
         freezeframe show bug-8821 --misses
+        freezeframe show bug-8821 --unused
     """
     validate_cassette_name(cassette)
     if where is not None and seq is not None:
@@ -860,6 +884,11 @@ def show(
         if seq is not None or where is not None:
             raise _usage_error("--misses lists a cassette's misses; drop SEQ and the filters")
         _show_misses(cassette, data_dir, store, as_json)
+        return
+    if unused:
+        if seq is not None or where is not None:
+            raise _usage_error("--unused lists a cassette's exchanges; drop SEQ and the filters")
+        _show_unused(cassette, data_dir, store, as_json)
         return
     from freezeframe.evidence.document import exchange_document, summary_document
     from freezeframe.evidence.text import exchange_lines
@@ -910,6 +939,25 @@ def _show_misses(cassette: str, data_dir: str, store: str | None, as_json: bool)
     for miss in found:
         _say(f"{_time(miss.at)}  {miss.method} {miss.url}")
         _say(f"  {miss.message}")
+
+
+def _show_unused(cassette: str, data_dir: str, store: str | None, as_json: bool) -> None:
+    with _open(data_dir, store) as opened:
+        kept = opened.tape(cassette)
+    document = None if kept is None else {"at": kept.at, **json.loads(kept.document)}
+    if as_json:
+        _emit_json(document)
+        return
+    if document is None:
+        click.echo(f"no replay of {cassette!r} has kept its tape (exec --mode replay keeps it)")
+        return
+    click.echo(f"the last replay of {cassette!r} ended {_time(document['at'])}:")
+    for row in document["unused"]:
+        _say(f"  never asked for: #{row['seq']} {row['method']} {row['url']}")
+    for row in document["out_of_order"]:
+        _say(f"  out of order: #{row['seq']} {row['method']} {row['url']} (after #{row['after']})")
+    if not document["unused"] and not document["out_of_order"]:
+        click.echo("  every recorded exchange was asked for, in order")
 
 
 def _say(line: str) -> None:
@@ -1472,6 +1520,93 @@ def rekey(
     if report.kept:
         kept = ", ".join(f"#{seq}" for seq in report.kept)
         console.print(f"  kept (request body too large to re-key here): {kept}", highlight=False)
+
+
+@main.group()
+def rules() -> None:
+    """Key rules learned from the recordings.
+
+    \b
+    Example:
+        freezeframe rules suggest bug-8821 --apply
+    """
+
+
+@rules.command(name="suggest")
+@click.argument("cassette")
+@_store_options
+@_setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml]", "rules_file", metavar="FILE"
+)
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Add the suggested rules to the rules file, after showing what rekey would change.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@_debug_option
+def suggest(
+    cassette: str,
+    data_dir: str,
+    store: str | None,
+    rules_file: str | None,
+    apply: bool,
+    as_json: bool,
+) -> None:
+    """Suggest key rules from recordings of the same call that differ in volatile places.
+
+    Each suggestion names its evidence: the exchanges, the path and the values. The
+    conversation itself (messages, input, contents, system...) is never suggested.
+
+    \b
+    Example:
+        freezeframe rules suggest bug-8821
+        freezeframe rules suggest bug-8821 --apply
+    """
+    from freezeframe.proxy.keys import RULES_FILENAME, key_config_of
+    from freezeframe.whatif.suggest import preview, suggestions_of
+
+    validate_cassette_name(cassette)
+    path = _located(data_dir, store)[0] / RULES_FILENAME
+    if rules_file:
+        path = Path(rules_file).expanduser()
+    with _open(data_dir, store) as opened:
+        found = suggestions_of(opened, cassette)
+        planned = None
+        if apply and found:
+            current = path.read_text(encoding="utf-8") if path.is_file() else ""
+            planned = preview(opened, cassette, found, current, str(path), key_config_of)
+    if as_json:
+        document: dict[str, Any] = {"suggestions": [s.document() for s in found]}
+        if planned is not None:
+            document["applied"] = {
+                "rules_file": str(path),
+                "collisions": [asdict(c) for c in planned.report.collisions],
+                "changed": len(planned.report.changed),
+                "misses_turned_into_hits": [m.url for m in planned.hits],
+            }
+    else:
+        if not found:
+            click.echo(f"{cassette}: no recordings give evidence for a rule")
+        for one in found:
+            click.echo(one.line())
+            click.echo(textwrap.indent(one.toml(), "    "), nl=False)
+        if planned is not None:
+            click.echo(
+                f"rekey would change {len(planned.report.changed)} keys of {cassette}: "
+                f"{len(planned.report.collisions)} merged, "
+                f"{len(planned.hits)} recorded misses turned into hits"
+            )
+            for group in planned.report.collisions:
+                click.echo("  merged: " + ", ".join(f"#{seq}" for seq in group.seqs))
+            for miss in planned.hits:
+                click.echo(f"  would hit: {miss.method} {miss.url}")
+    if planned is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(planned.text, encoding="utf-8")
+        _note(f"added {len(found)} rules to {path}; run `freezeframe rekey {cassette}` to re-key")
+    if as_json:
+        _emit_json(document)
 
 
 @main.command()
@@ -2084,7 +2219,7 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
 
 
 @main.command()
-@click.argument("signature")
+@click.argument("group", metavar="GROUP")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_store_options
 @_setting("--listen", "Proxy listen address for each run.", default="127.0.0.1:8080")
@@ -2095,35 +2230,82 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     envvar="FREEZEFRAME_ISOLATE",
     default=None,
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Send the run's model calls upstream for real (credentials from the environment); "
+    "every other call is answered from the run's recording.",
+)
+@click.option(
+    "--tries",
+    type=click.IntRange(1, 1000),
+    default=5,
+    show_default=True,
+    help="With --live: how many times each run is tried.",
+)
+@click.option(
+    "--max-live-calls",
+    type=click.IntRange(0),
+    default=None,
+    help="With --live: refuse, or stop, past this many live model calls.",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="USD",
+    help="With --live: refuse when the estimated cost is above this many US dollars.",
+)
+@click.option(
+    "--model-url",
+    default=None,
+    metavar="URL",
+    help="With --live: send the model calls to this http[s]://HOST[:PORT] instead of the "
+    "upstream the run recorded.",
+)
+@_setting("--upstream-ca", "With --live: a PEM CA bundle the model's certificate may chain to.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def recheck(
-    signature: str,
+    group: str,
     command: tuple[str, ...],
     data_dir: str,
     store: str | None,
     listen: str,
     admin: str,
     isolate: bool | None,
+    live: bool,
+    tries: int,
+    max_live_calls: int | None,
+    budget: float | None,
+    model_url: str | None,
+    upstream_ca: str | None,
     as_json: bool,
 ) -> None:
     """Run COMMAND once per run of a failure group, each in replay against that run.
 
-    A run passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run
-    passes (the group collapses), 1 when any fails. Put `--` before the command.
+    GROUP is a signature, a unique prefix of one, or the group's number in `triage`. A run
+    passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run passes
+    (the group collapses), 1 when any fails. With --live, model calls go upstream and each
+    run is tried --tries times: verdict fixed, flaky, still_failing or diverged, with the
+    flip rate and its 95% interval; the estimated cost is shown before anything is spent.
+    Put `--` before the command.
 
     \b
     Example:
         freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
             -- python agent.py
+        freezeframe recheck 3 --live --tries 10 --budget 0.50 -- python agent.py
     """
     import asyncio
 
-    from freezeframe.evidence.triage import find_group
+    from freezeframe.evidence.triage import resolve_group
+    from freezeframe.sandbox import recheck as rechecking
     from freezeframe.sandbox.command import Confinement
-    from freezeframe.sandbox.recheck import RunCheck, check_line, recheck_document
-    from freezeframe.sandbox.recheck import recheck as recheck_group
 
+    live_only = (max_live_calls, budget, model_url)
+    if not live and (tries != 5 or any(given is not None for given in live_only)):
+        raise click.UsageError("--tries, --max-live-calls, --budget and --model-url go with --live")
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     settings = settings_module.build(
         mode="replay",
@@ -2132,26 +2314,77 @@ def recheck(
         store=store,
         listen=listen,
         admin=admin,
-        upstream_ca=None,
+        upstream_ca=upstream_ca,
         replay_pace="instant",
     )
+    confinement = Confinement(isolate=isolate)
     with _open(data_dir, store) as opened:
-        group = find_group(opened, signature)
-
-        def said(check: RunCheck) -> None:
-            if not as_json:
-                _say(check_line(check))
-
-        with _output_to_stderr(as_json):
-            report = asyncio.run(
-                recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+        found = resolve_group(opened, group)
+        if live:
+            limits = rechecking.Live(
+                tries,
+                max_live_calls,
+                budget,
+                None if model_url is None else settings_module.parse_model_url(model_url),
             )
+            planned = rechecking.estimate(opened, found, tries)
+            _note(planned.line())
+            refusal = planned.refusal(limits)
+            if refusal is not None:
+                _fail(refusal)
+            with _output_to_stderr(as_json):
+                report = asyncio.run(
+                    rechecking.recheck_live(
+                        opened,
+                        found,
+                        command,
+                        settings,
+                        limits,
+                        confinement,
+                        lambda check: None if as_json else _say(rechecking.live_line(check)),
+                    )
+                )
+            rechecking.keep(opened, rechecking.live_document(report))
+            _said_live(report, as_json)
+            return
+        with _output_to_stderr(as_json):
+            replayed = asyncio.run(
+                rechecking.recheck(
+                    opened,
+                    found,
+                    command,
+                    settings,
+                    confinement,
+                    lambda check: None if as_json else _say(rechecking.check_line(check)),
+                )
+            )
+        rechecking.keep(opened, rechecking.recheck_document(replayed))
     if as_json:
-        _emit_json(recheck_document(report))
+        _emit_json(rechecking.recheck_document(replayed))
     else:
-        verdict = "collapsed: every run passes" if report.collapsed else "still failing"
-        passed = sum(check.passed for check in report.runs)
-        click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
+        verdict = "collapsed: every run passes" if replayed.collapsed else "still failing"
+        passed = sum(check.passed for check in replayed.runs)
+        click.echo(f"{passed} of {len(replayed.runs)} runs pass; the group is {verdict}")
+    sys.exit(0 if replayed.collapsed else 1)
+
+
+def _said_live(report: Any, as_json: bool) -> NoReturn:
+    """The end of ``recheck --live``: the document, or the group's line; exit 0 when every
+    run is fixed."""
+    from freezeframe.sandbox.recheck import live_document
+
+    if as_json:
+        _emit_json(live_document(report))
+    else:
+        tally = report.tally
+        low, high = tally.interval
+        click.echo(
+            f"{tally.passed} of {tally.tries} tries passed over {len(report.runs)} runs, "
+            f"flip rate {tally.flip_rate:.2f} (95% {low:.2f}-{high:.2f}); the group is "
+            + ("fixed" if report.collapsed else "not fixed")
+        )
+        if report.stopped:
+            _note(f"stopped early: {report.stopped}")
     sys.exit(0 if report.collapsed else 1)
 
 

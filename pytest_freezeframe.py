@@ -48,6 +48,7 @@ import pytest
 
 if TYPE_CHECKING:
     from freezeframe.addons.state import Event
+    from freezeframe.evidence.tape import Tape
 
 MODES = ("record", "replay", "auto", "passthrough")
 START_TIMEOUT = 60.0
@@ -92,13 +93,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "test modules are imported.",
         default=None,
     )
+    parser.addini(
+        "freezeframe_strict",
+        "In replay, fail a test that left a recorded exchange unasked for, or was answered "
+        "out of recorded order (a marker's strict= wins; FREEZEFRAME_STRICT=1 too).",
+        type="bool",
+        default=False,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "freezeframe(cassette=None, mode=None, rules=None): run the test's HTTP(S) traffic "
-        "through freezeframe, replaying (or recording) the cassette",
+        "freezeframe(cassette=None, mode=None, rules=None, strict=None): run the test's "
+        "HTTP(S) traffic through freezeframe, replaying (or recording) the cassette; with "
+        "strict, every recorded exchange must be asked for, in order",
     )
     session = Session(config)
     config.stash[_SESSION] = session
@@ -194,11 +203,12 @@ class Freezeframe:
     ``recorded``), read when asked, so a test can assert on them as it goes.
     """
 
-    def __init__(self, proxy: Proxy, cassette: str, mode: str) -> None:
+    def __init__(self, proxy: Proxy, cassette: str, mode: str, strict: bool = False) -> None:
         self.proxy_url = proxy.url
         self.admin_url = proxy.admin_url
         self.cassette = cassette
         self.mode = mode
+        self.strict = strict
         self._proxy = proxy
         self._after = proxy.journal_last()
 
@@ -229,6 +239,16 @@ class Freezeframe:
     def recorded(self) -> list[Event]:
         return [event for event in self.events if event.kind == "recorded"]
 
+    def tape(self) -> Tape:
+        """The cassette as this test left it (evidence.tape): what it never asked for, and
+        what it was answered out of recorded order."""
+        from freezeframe.evidence.tape import Recorded, read_tape
+
+        listed = self._proxy.get(f"/api/cassettes/{self.cassette}")
+        recorded = [Recorded(row["seq"], row["method"], row["url"]) for row in listed]
+        served = [e.seq for e in self.hits if e.cassette == self.cassette and e.seq is not None]
+        return read_tape(self.cassette, recorded, served)
+
     @property
     def exchanges(self) -> list[dict[str, Any]]:
         """The exchanges this test was served or recorded, whole (``show CASSETTE SEQ
@@ -246,10 +266,11 @@ def freezeframe(request: pytest.FixtureRequest) -> Iterator[Freezeframe]:
     a cassette named after the test and ``--freezeframe-mode``."""
     marker = request.node.get_closest_marker("freezeframe")
     wanted: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
-    unknown = set(wanted) - {"cassette", "mode", "rules"}
+    unknown = set(wanted) - {"cassette", "mode", "rules", "strict"}
     if unknown:
         raise pytest.UsageError(
-            f"@pytest.mark.freezeframe takes cassette=, mode= and rules=, not {sorted(unknown)}"
+            "@pytest.mark.freezeframe takes cassette=, mode=, rules= and strict=, "
+            f"not {sorted(unknown)}"
         )
     mode = wanted.get("mode") or default_mode(request.config)
     if mode not in MODES:
@@ -263,7 +284,7 @@ def freezeframe(request: pytest.FixtureRequest) -> Iterator[Freezeframe]:
     if mode == "record":
         proxy.empty(cassette)
     proxy.switch(mode, cassette)
-    use = Freezeframe(proxy, cassette, mode)
+    use = Freezeframe(proxy, cassette, mode, _strict(request.config, wanted.get("strict")))
     request.node.stash[_USE] = use
     with _environment(proxy.client_environment()):
         yield use
@@ -302,7 +323,31 @@ def pytest_runtest_makereport(
             report.sections.append(("the test's own failure", str(report.longrepr)))
         report.outcome = "failed"
         report.longrepr = "\n".join(event.message for event in misses)
+        return report
+    if not use.strict and not use.hits:
+        return report  # nothing was answered, so nothing was answered out of order
+    try:
+        tape = use.tape()
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        return report  # no such cassette: every request of the test missed
+    if lines := tape.lines(use.strict):
+        report.sections.append(("freezeframe tape", "\n".join(lines)))
+    if tape.failed(use.strict) and not report.failed:
+        report.outcome = "failed"
+        report.longrepr = "freezeframe strict: " + "\n".join(lines)
     return report
+
+
+def _strict(config: pytest.Config, marked: object) -> bool:
+    """``strict=`` on the marker, else FREEZEFRAME_STRICT, else the ini setting."""
+    if marked is not None:
+        return bool(marked)
+    variable = os.environ.get("FREEZEFRAME_STRICT", "").strip().lower()
+    if variable:
+        return variable in ("1", "true", "yes", "on")
+    return bool(config.getini("freezeframe_strict"))
 
 
 def _nothing_reached(config: pytest.Config) -> str:

@@ -70,6 +70,17 @@ class RequestContext:
             target.partition("?")[0],
             self._state.diverged(run),
         )
+        if decision.upstream is not None:
+            scheme, host, port = decision.upstream
+            log.info(
+                "%s %s: sent to %s://%s:%d (--model-url)",
+                flow.request.method,
+                flow.request.pretty_host,
+                scheme,
+                host,
+                port,
+            )
+            flow.request.scheme, flow.request.host, flow.request.port = scheme, host, port
         flow.metadata[METADATA_KEY] = FlowInfo(
             cassette=cassette,
             context=context,

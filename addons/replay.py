@@ -31,7 +31,7 @@ from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
 from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
-from freezeframe.canonicalize.drift import drifted
+from freezeframe.canonicalize.drift import drift_values, drifted
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
@@ -55,6 +55,7 @@ from freezeframe.storage.redaction import Redactor
 from freezeframe.storage.sent import SKIPPED, sent_digest
 from freezeframe.whatif.perturb import Perturbed, Perturber
 from freezeframe.whatif.perturb import Request as PerturbedRequest
+from freezeframe.whatif.suggest import from_miss
 
 log = logging.getLogger("freezeframe.replay")
 
@@ -442,13 +443,20 @@ class Replay:
             return ()
         paths = drifted(canonical.stripped, exchange.stripped)
         if paths:
+            live = info.view.body if info.view is not None else b""
+            shown = []
+            for path in paths:
+                values = drift_values(path, live, exchange.request_body)
+                shown.append(
+                    path if values is None else f"{path} (recorded {values[0]}, live {values[1]})"
+                )
             log.warning(
                 "%s %s: replayed %s#%d, but the request drifted from the recording in %s",
                 flow.request.method,
                 display_url(flow, info),
                 info.cassette,
                 exchange.seq,
-                ", ".join(paths),
+                ", ".join(shown),
             )
             self._store.note_drift(info.cassette, exchange.seq, paths, info.context)
         return paths
@@ -537,6 +545,14 @@ class Replay:
                     message += (
                         f"; nearest is #{first.seq} {first.request}, differing at {differing}"
                     )
+                    rule = from_miss(flow.request.host, info.target, first.differences)
+                    if rule is not None:
+                        details["suggested_rule"] = rule.rule
+                        message += (
+                            f"; {rule.where} looks generated on both sides: the rule "
+                            f"[[rule]] {rule.inline()} would have made this a hit "
+                            "(`freezeframe rules suggest`)"
+                        )
                 else:
                     message += "; the cassette has no recording of this endpoint to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])

@@ -27,6 +27,9 @@ class Routing:
     """The rules file's ``[[route]]`` tables, in file order."""
     record_into: str | None = None
     after_miss_live: bool = False
+    live_upstream: tuple[str, str, int] | None = None
+    """Where ``--live`` routes go instead of the host the client asked for (scheme, host,
+    port): ``recheck --live --model-url`` sends a run's model calls to another model."""
 
     def decide(self, mode: Mode, host: str, port: int, path: str, diverged: bool) -> Decision:
         """What a request to ``host``, ``port`` and ``path`` gets, the proxy being in
@@ -48,8 +51,8 @@ class Routing:
         """A live route's request: forwarded, and recorded where the new run goes; not
         stored without one."""
         if self.record_into is None:
-            return Decision(Mode.PASSTHROUGH, None)
-        return Decision(Mode.RECORD, self.record_into)
+            return Decision(Mode.PASSTHROUGH, None, upstream=self.live_upstream)
+        return Decision(Mode.RECORD, self.record_into, upstream=self.live_upstream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +66,5 @@ class Decision:
     """A live route under ``--after-miss live``: replayed while the run follows the
     recording; at its first miss the run is marked as diverged and the request gets this
     decision (forwarded) instead of a miss."""
+    upstream: tuple[str, str, int] | None = None
+    """Forwarded there (scheme, host, port) instead of to the host asked for."""

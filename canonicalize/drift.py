@@ -16,6 +16,8 @@ was written to remove.
 import re
 from collections.abc import Iterable, Mapping
 
+from .jsonbody import NotJson, decode_json, encode_json
+from .jsonpath import BadPath, parse_path
 from .model import Stripped
 from .profiles.mcp import MCP
 from .profiles.telemetry import TELEMETRY
@@ -63,3 +65,28 @@ def _per_call(stripped: Stripped) -> bool:
     if kind == "body" and stripped.rule == MCP.name and _PER_CALL_BODY_PATH.fullmatch(where):
         return True
     return where.rsplit(".", 1)[-1] in PER_CALL_FIELDS
+
+
+DRIFT_VALUE_CHARS = 60
+"""Characters of a drifted value shown in the log."""
+
+
+def drift_values(part: str, live: bytes, recorded: bytes) -> tuple[str, str] | None:
+    """A drifted body part's recorded and live values, as compact JSON cut to
+    DRIFT_VALUE_CHARS, ``(absent)`` on a side that did not carry it: a stripped field that now
+    carries what the recording never had is named with both values, so the drift says what
+    changed, not only where. None for a part that is not a JSON body path, or bodies that are
+    not JSON."""
+    kind, _, where = part.partition(":")
+    if kind != "body" or not where.startswith("$"):
+        return None
+    try:
+        path = parse_path(where)
+        sides = [path.find(decode_json(body)) if body else [] for body in (recorded, live)]
+    except (BadPath, NotJson):
+        return None
+    shown = []
+    for found in sides:
+        text = "(absent)" if not found else encode_json(found[0][1])
+        shown.append(text if len(text) <= DRIFT_VALUE_CHARS else text[:59] + "…")
+    return shown[0], shown[1]

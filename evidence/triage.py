@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import fnmatch
+import json
 import re
 import time
 from collections import OrderedDict
@@ -60,6 +61,7 @@ from freezeframe.storage import (
     ExchangeNotFound,
     Imported,
     NewExchange,
+    RecheckResult,
     Signals,
     Store,
     TriageRow,
@@ -396,6 +398,53 @@ def find_group(store: Store, signature: str) -> Group:
     near = [g.signature for g in found if signature.strip().lower() in g.signature.lower()]
     hint = f"; did you mean {near[0]!r}?" if len(near) == 1 else ""
     raise ValueError(f"no failure group has the signature {signature!r}{hint}")
+
+
+def resolve_group(store: Store, text: str) -> Group:
+    """The group ``text`` names: a signature, a unique prefix of one, or the group's number
+    as ``triage`` lists it (1 for the first row, in find_groups' order). ValueError naming
+    what matched when none or several do."""
+    found = find_groups(store)
+    wanted = text.strip()
+    for group in found:
+        if group.signature == wanted:
+            return group
+    if wanted.isdigit():
+        number = int(wanted)
+        if 1 <= number <= len(found):
+            return found[number - 1]
+        raise ValueError(f"no failure group number {number}: triage lists {len(found)}")
+    prefixed = [g for g in found if g.signature.startswith(wanted)] if wanted else []
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if len(prefixed) > 1:
+        shown = "; ".join(repr(g.signature[:60]) for g in prefixed[:3])
+        raise ValueError(
+            f"{wanted!r} begins {len(prefixed)} failure groups' signatures ({shown}); "
+            "give more of it, or the group's number"
+        )
+    return find_group(store, wanted)
+
+
+def last_recheck(result: RecheckResult) -> dict[str, Any]:
+    """A group's last recheck as the triage page shows it: when, one line, and the whole
+    ``recheck --json`` document."""
+    document = json.loads(result.document)
+    runs = document.get("runs", [])
+    if document.get("live"):
+        low, high = document["interval"]
+        verdicts: dict[str, int] = {}
+        for run in runs:
+            verdicts[run["verdict"]] = verdicts.get(run["verdict"], 0) + 1
+        said = ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
+        line = (
+            f"live: {document['passed']} of {document['tries']} tries passed, "
+            f"flip rate {document['flip_rate']:.2f} (95% {low:.2f}-{high:.2f}); {said}"
+        )
+    else:
+        passed = sum(bool(run["passed"]) for run in runs)
+        line = f"replay: {passed} of {len(runs)} runs passed"
+    return {"at": result.at, "summary": line, "document": document}
 
 
 def stale_cassettes(store: Store) -> dict[str, int]:

@@ -26,7 +26,10 @@ def rules_path(flag: str | None, data_dir: Path) -> Path | None:
 
 def key_config(rules: Path | None = None) -> KeyConfig:
     """Raises ``canonicalize.RulesError`` (a ``ValueError``) naming the file and line."""
-    return KeyConfig(
-        volatile_query=SECRET_QUERY,
-        rules=load_rules(rules) if rules is not None else RuleSet.empty(),
-    )
+    return key_config_of(load_rules(rules) if rules is not None else RuleSet.empty())
+
+
+def key_config_of(rules: RuleSet) -> KeyConfig:
+    """The key configuration with ``rules`` (already read): ``rules suggest --apply`` keys
+    under a file it has not written yet."""
+    return KeyConfig(volatile_query=SECRET_QUERY, rules=rules)

@@ -81,6 +81,7 @@ def build_master(
                 routes=config.rules.routes,
                 record_into=settings.record_into,
                 after_miss_live=settings.after_miss == "live",
+                live_upstream=settings.live_upstream,
             ),
             admin=str(settings.admin),
             strict=settings.durability == "strict",

@@ -189,6 +189,8 @@ class Settings:
     """``--record-into``: in replay, where the new run (live and replayed) is recorded."""
     after_miss: str = "miss"
     """``--after-miss``: ``miss``, or ``live``: live routes replay until the run misses."""
+    live_upstream: tuple[str, str, int] | None = None
+    """``recheck --live --model-url``: where live routes go instead (scheme, host, port)."""
     replay_session: str | None = None
     """``--replay-session``: replay positions counted in the store, shared by replicas."""
     max_age: float | None = None
@@ -223,6 +225,24 @@ class Settings:
     @property
     def key_path(self) -> Path:
         return self.data_dir / KEY_FILENAME
+
+
+def parse_model_url(value: str) -> tuple[str, str, int]:
+    """``--model-url``: ``http[s]://HOST[:PORT]``, the scheme, host and port model calls go
+    to instead of the recorded upstream; their paths stay as the client sent them."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--model-url {value!r}: expected http[s]://HOST[:PORT]")
+    if parts.path not in ("", "/") or parts.query or parts.username:
+        raise ValueError(
+            f"--model-url {value!r}: give only scheme, host and port; "
+            "the calls keep the paths the agent sends"
+        )
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ValueError(f"--model-url {value!r}: the port is not a number") from None
+    return parts.scheme, parts.hostname, port
 
 
 def parse_live(value: str) -> Route:

@@ -10,12 +10,24 @@ A run named ``cassette@run_id`` shares its cassette with other runs, and replay 
 cassette's recordings of one request in recorded order, so the run's own exchanges are
 first copied into a cassette of their own (``<cassette>.recheck-<digest>``, removed after),
 in their order, each request's occurrences counted again from the first.
+
+With ``--live`` (recheck_live), a fix that changes the prompt can be checked too: the run's
+model calls (what providers.apis recognises) go upstream for real, through ``exec``'s live
+routes (addons.routing), while every other call is still answered from the run's recording.
+A live model is not deterministic, so each run is tried N times and gets a verdict from how
+many tries passed, with a 95 % Wilson interval on that share (one pass proves little). A try
+that asks for a call the run never made (a miss: replay has no answer for it) is the finding
+itself: the run ``diverged``. Each try is recorded into a cassette of its own, kept, so a
+flaky try can be opened and diffed against a passing one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
+import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +36,11 @@ from typing import Any
 
 from blake3 import blake3
 
+from freezeframe.addons.state import Event
+from freezeframe.canonicalize import Route
 from freezeframe.evidence.triage import Group
+from freezeframe.providers.apis import api_of
+from freezeframe.providers.prices import cost_of, tokens_of
 from freezeframe.proxy.settings import Mode, Settings
 from freezeframe.sandbox.command import Confinement, run_command
 from freezeframe.storage import (
@@ -33,6 +49,7 @@ from freezeframe.storage import (
     Imported,
     Miss,
     NewExchange,
+    RecheckResult,
     Slot,
     Store,
 )
@@ -93,6 +110,322 @@ async def recheck(
     return Recheck(group.signature, tuple(checks))
 
 
+Z_95 = 1.959963984540054
+"""The normal quantile of a two-sided 95 % interval."""
+DEFAULT_TRIES = 5
+
+FIXED, FLAKY, STILL_FAILING, DIVERGED = "fixed", "flaky", "still_failing", "diverged"
+VERDICTS = (FIXED, FLAKY, STILL_FAILING, DIVERGED)
+
+
+def wilson(passed: int, tries: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of the pass rate ``passed / tries``: unlike the normal
+    approximation it stays inside [0, 1] and is honest at 0 or all passes, where a handful
+    of tries says least (5 of 5 is [0.57, 1.00], not [1, 1]). (0, 1) when nothing was tried."""
+    if tries <= 0:
+        return (0.0, 1.0)
+    share = passed / tries
+    denominator = 1 + z * z / tries
+    centre = (share + z * z / (2 * tries)) / denominator
+    half = z * math.sqrt(share * (1 - share) / tries + z * z / (4 * tries * tries)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Tries and passes, and what they say: the flip rate is the share of tries in which the
+    recorded failure flipped to a pass, with its 95 % Wilson interval."""
+
+    tries: int
+    passed: int
+
+    @property
+    def flip_rate(self) -> float:
+        return self.passed / self.tries if self.tries else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.passed, self.tries)
+
+    def document(self) -> dict[str, Any]:
+        low, high = self.interval
+        return {
+            "tries": self.tries,
+            "passed": self.passed,
+            "flip_rate": round(self.flip_rate, 4),
+            "interval": [round(low, 4), round(high, 4)],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """What ``--live`` asked for: tries per run, and the limits that stop the spending."""
+
+    tries: int = DEFAULT_TRIES
+    max_live_calls: int | None = None
+    budget: float | None = None
+    """US dollars, checked against the estimate before anything goes live."""
+    model_url: tuple[str, str, int] | None = None
+    """Another model's scheme, host and port, instead of the upstream the run recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """What going live will cost, from the group's recordings: each run's model calls, once
+    per try, priced from their recorded token counts (providers.prices)."""
+
+    live_calls: int
+    cost: float
+    """US dollars for the calls that have a price."""
+    unpriced: int
+    """Calls with no recorded token counts or no price for their model: not in ``cost``."""
+    models: tuple[str, ...]
+
+    def line(self) -> str:
+        cost = f"about ${self.cost:.4f}"
+        if self.unpriced:
+            cost += f" plus {self.unpriced} calls with no known price"
+        models = ", ".join(self.models) or "no model named"
+        return f"going live: {self.live_calls} model calls ({models}), {cost}"
+
+    def refusal(self, live: Live) -> str | None:
+        """Why the limits forbid going live at all, or None."""
+        if live.max_live_calls is not None and self.live_calls > live.max_live_calls:
+            return (
+                f"--max-live-calls {live.max_live_calls}: the recheck would make about "
+                f"{self.live_calls} live model calls; lower --tries or raise the limit"
+            )
+        if live.budget is not None:
+            if self.unpriced:
+                return (
+                    f"--budget {live.budget:g}: {self.unpriced} of the {self.live_calls} model "
+                    "calls have no known price, so the cost cannot be held to it"
+                )
+            if self.cost > live.budget:
+                return (
+                    f"--budget {live.budget:g}: the recheck would cost about "
+                    f"${self.cost:.4f}; lower --tries or raise the budget"
+                )
+        return None
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "live_calls": self.live_calls,
+            "cost_usd": round(self.cost, 6),
+            "unpriced_calls": self.unpriced,
+            "models": list(self.models),
+        }
+
+
+def estimate(store: Store, group: Group, tries: int) -> Estimate:
+    """The cost of ``tries`` tries of each run of ``group`` with a live model, read from the
+    recorded model calls (a fixed agent may make more or fewer: this is the run as it was)."""
+    calls, cost, unpriced = 0, 0.0, 0
+    models: set[str] = set()
+    for run in group.runs:
+        for exchange in _run_exchanges(store, run):
+            if api_of(exchange.method, exchange.path) is None:
+                continue
+            model = exchange.facts.get("model")
+            model = model if isinstance(model, str) else None
+            if model:
+                models.add(model)
+            usage = exchange.facts.get("usage")
+            tokens = tokens_of(usage if isinstance(usage, dict) else None)
+            one = None if tokens is None else cost_of(model, tokens)
+            calls += tries
+            if one is None:
+                unpriced += tries
+            else:
+                cost += one * tries
+    return Estimate(calls, cost, unpriced, tuple(sorted(models)))
+
+
+@dataclass(frozen=True, slots=True)
+class Try:
+    """One try of a run with the live model."""
+
+    number: int
+    passed: bool
+    status: int
+    cassette: str
+    """Where the try was recorded (live answers, and the replayed ones as copies)."""
+    live_calls: int
+    unanswered: tuple[str, ...]
+    """``METHOD URL`` of each call the run never made (replay missed it)."""
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "try": self.number,
+            "passed": self.passed,
+            "status": self.status,
+            "cassette": self.cassette,
+            "live_calls": self.live_calls,
+            "unanswered": list(self.unanswered),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRunCheck:
+    run: str
+    tries: tuple[Try, ...]
+
+    @property
+    def tally(self) -> Tally:
+        return Tally(len(self.tries), sum(t.passed for t in self.tries))
+
+    @property
+    def diverged(self) -> tuple[str, ...]:
+        """Every call a try asked for that the run never made, once each, in order."""
+        return tuple(dict.fromkeys(call for t in self.tries for call in t.unanswered))
+
+    @property
+    def verdict(self) -> str:
+        """``diverged`` first: replay cannot answer such a call, so its tries say nothing
+        of the fix, and the call is the finding; else by how many tries passed."""
+        if self.diverged:
+            return DIVERGED
+        tally = self.tally
+        if tally.tries and tally.passed == tally.tries:
+            return FIXED
+        return FLAKY if tally.passed else STILL_FAILING
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRecheck:
+    signature: str
+    estimate: Estimate
+    runs: tuple[LiveRunCheck, ...]
+    stopped: str | None = None
+    """Why tries were left undone (``--max-live-calls`` reached), or None."""
+
+    @property
+    def tally(self) -> Tally:
+        tallies = [run.tally for run in self.runs]
+        return Tally(sum(t.tries for t in tallies), sum(t.passed for t in tallies))
+
+    @property
+    def collapsed(self) -> bool:
+        return bool(self.runs) and all(run.verdict == FIXED for run in self.runs)
+
+
+async def recheck_live(
+    store: Store,
+    group: Group,
+    command: Sequence[str],
+    settings: Settings,
+    live: Live,
+    confinement: Confinement | None = None,
+    said: Callable[[LiveRunCheck], None] = lambda _: None,
+) -> LiveRecheck:
+    """Run ``command`` ``live.tries`` times per run of ``group``, in replay against that run
+    with its model calls sent upstream (see the module's docstring); ``said`` hears of each
+    run as its tries end. Stops trying once ``live.max_live_calls`` live calls were made."""
+    planned = estimate(store, group, live.tries)
+    checks: list[LiveRunCheck] = []
+    spent = 0
+    stopped: str | None = None
+    for run in group.runs:
+        routes = model_routes(_run_exchanges(store, run))
+        tries: list[Try] = []
+        with _cassette_of(store, run) as cassette, _told(run):
+            for number in range(1, live.tries + 1):
+                if live.max_live_calls is not None and spent >= live.max_live_calls:
+                    stopped = f"--max-live-calls {live.max_live_calls} reached after {spent}"
+                    break
+                into = try_cassette(run, number)
+                if store.has_cassette(into):
+                    store.remove(into)  # a try of an earlier recheck: this one replaces it
+                journal: list[Event] = []
+                trying = dataclasses.replace(
+                    settings,
+                    mode=Mode.REPLAY,
+                    cassette=cassette,
+                    live=routes,
+                    record_into=into,
+                    live_upstream=live.model_url,
+                )
+                status = await run_command(
+                    command,
+                    settings=trying,
+                    confinement=confinement or Confinement(),
+                    journal=journal,
+                )
+                unanswered = tuple(f"{e.method} {e.url}" for e in journal if e.kind == "miss")
+                calls = sum(e.kind == "recorded" for e in journal)
+                spent += calls
+                passed = status == 0 and not unanswered
+                tries.append(Try(number, passed, status, into, calls, unanswered))
+        check = LiveRunCheck(run, tuple(tries))
+        said(check)
+        checks.append(check)
+    return LiveRecheck(group.signature, planned, tuple(checks), stopped)
+
+
+def model_routes(exchanges: Sequence[Exchange]) -> tuple[Route, ...]:
+    """A live route for each model call the run made (host, port and path exactly), so
+    that the same calls go upstream and nothing else does: a tool on the model's host
+    stays frozen."""
+    found = dict.fromkeys(
+        (e.host.lower(), e.port, e.path.partition("?")[0])
+        for e in exchanges
+        if api_of(e.method, e.path) is not None
+    )
+    return tuple(
+        Route(number=0, host=glob.escape(host), path=glob.escape(path), mode="record", port=port)
+        for host, port, path in found
+    )
+
+
+def try_cassette(run: str, number: int) -> str:
+    """Where try ``number`` of ``run`` is recorded: ``<cassette>.try-<digest>-<n>``, the
+    digest naming the run within its cassette."""
+    cassette, _, run_id = run.partition("@")
+    digest = blake3(run.encode()).hexdigest()[:8]
+    return f"{cassette}.try-{digest}-{number}" if run_id else f"{cassette}.try-{number}"
+
+
+def keep(store: Store, document: dict[str, Any]) -> None:
+    """Keep a recheck's document (``recheck_document`` or ``live_document``) as its group's
+    last, for the case file's triage page."""
+    store.keep_recheck(RecheckResult(document["signature"], time.time(), json.dumps(document)))
+
+
+def live_line(check: LiveRunCheck) -> str:
+    """One run's verdict with the live model, for people."""
+    tally = check.tally
+    low, high = tally.interval
+    line = (
+        f"{check.verdict:<13} {check.run}: {tally.passed} of {tally.tries} tries passed, "
+        f"flip rate {tally.flip_rate:.2f} (95% {low:.2f}-{high:.2f})"
+    )
+    if check.diverged:
+        line += "; asked for a call the run never made: " + ", ".join(check.diverged)
+    return line
+
+
+def live_document(report: LiveRecheck) -> dict[str, Any]:
+    """``recheck --live --json``: the group's tally and each run's, with every try."""
+    return {
+        "signature": report.signature,
+        "live": True,
+        "collapsed": report.collapsed,
+        "estimate": report.estimate.document(),
+        "stopped": report.stopped,
+        **report.tally.document(),
+        "runs": [
+            {
+                "run": check.run,
+                "verdict": check.verdict,
+                **check.tally.document(),
+                "diverged": list(check.diverged),
+                "tries_done": [t.document() for t in check.tries],
+            }
+            for check in report.runs
+        ],
+    }
+
+
 @contextlib.contextmanager
 def _told(run: str) -> Iterator[None]:
     """The command is told which run it replays (RUN_VARIABLE, RUN_ID_VARIABLE), so that a
@@ -141,10 +474,15 @@ def _cassette_of(store: Store, run: str) -> _Extracted | _Whole:
     name = f"{cassette}.recheck-{blake3(run_id.encode()).hexdigest()[:12]}"
     if store.has_cassette(name):
         store.remove(name)  # left by a recheck that was killed
-    summaries = store.exchanges(cassette, ExchangeFilter(run_id=run_id))
-    exchanges = [store.exchange(cassette, s.seq) for s in summaries]
-    store.import_cassette(name, _copies(store, name, exchanges))
+    store.import_cassette(name, _copies(store, name, _run_exchanges(store, run)))
     return _Extracted(store, name)
+
+
+def _run_exchanges(store: Store, run: str) -> list[Exchange]:
+    """The exchanges of ``run`` (a cassette, or ``cassette@run_id``), in order."""
+    cassette, _, run_id = run.partition("@")
+    where = ExchangeFilter(run_id=run_id) if run_id else None
+    return [store.exchange(cassette, s.seq) for s in store.exchanges(cassette, where)]
 
 
 def _copies(store: Store, name: str, exchanges: Sequence[Exchange]) -> Iterator[Imported]:

@@ -42,12 +42,14 @@ from freezeframe.storage.records import (
     Miss,
     NewExchange,
     Note,
+    RecheckResult,
     Rekeyed,
     Removed,
     RunOverview,
     SearchHit,
     Signals,
     Slot,
+    TapeRecord,
     TriageRow,
     VerifyReport,
 )
@@ -431,6 +433,22 @@ class Store(ABC):
     def add_note(self, note: Note) -> None:
         """Keep a case note. Raises CassetteNotFound for a cassette the store does not
         hold, ExchangeNotFound for a seq it does not have."""
+
+    @abstractmethod
+    def keep_recheck(self, result: RecheckResult) -> None:
+        """Keep ``result`` as its group's last recheck, in place of the one before."""
+
+    @abstractmethod
+    def rechecks(self) -> dict[str, RecheckResult]:
+        """The last recheck of each group that had one, by signature."""
+
+    @abstractmethod
+    def keep_tape(self, tape: TapeRecord) -> None:
+        """Keep ``tape`` as its cassette's last, in place of the one before."""
+
+    @abstractmethod
+    def tape(self, cassette: str) -> TapeRecord | None:
+        """The tape the last replay of ``cassette`` left, or None when none was kept."""
 
     @abstractmethod
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:

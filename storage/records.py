@@ -221,6 +221,29 @@ class Note:
 
 
 @dataclass(frozen=True, slots=True)
+class RecheckResult:
+    """The last ``recheck`` of a failure group, kept for the case file's triage page."""
+
+    signature: str
+    at: float
+    """When it ended, epoch seconds."""
+    document: str
+    """``recheck --json``'s document, as JSON text: the store keeps it, the reader reads it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TapeRecord:
+    """What the last replay of a cassette left of its tape (evidence.tape): the recorded
+    exchanges it never asked for, and those it was answered out of recorded order."""
+
+    cassette: str
+    at: float
+    """When the replay ended, epoch seconds."""
+    document: str
+    """evidence.tape.Tape.document() as JSON text."""
+
+
+@dataclass(frozen=True, slots=True)
 class NewExchange:
     """One exchange to record, already redacted of secrets by the caller."""
 

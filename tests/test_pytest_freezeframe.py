@@ -315,3 +315,63 @@ def test_importing_the_plugin_imports_nothing_heavy() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert printed.stdout.strip() == "[]"
+
+
+STRICT_TESTS = """
+import os
+
+import httpx
+import pytest
+
+URL = os.environ["UPSTREAM_URL"]
+
+
+def agent():
+    httpx.post(URL + "/tool/counter", json={"q": "lookup"}, timeout=10)
+    if not os.environ.get("SKIP_DELETE"):  # the fix that silently skips a call
+        httpx.post(URL + "/tool/counter", json={"q": "delete record"}, timeout=10)
+
+
+@pytest.mark.freezeframe(cassette="strict-tape", strict=True)
+def test_strict_marker():
+    agent()
+
+
+@pytest.mark.freezeframe(cassette="plain-tape")
+def test_plain():
+    agent()
+"""
+
+
+def test_strict_fails_a_test_that_left_a_recorded_call_unasked(
+    pytester: pytest.Pytester, upstream: Upstream, upstream_ca_file: Path, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_tape=STRICT_TESTS)
+    data_dir = tmp_path / "ff"
+
+    def run(*args: str, **env: str) -> pytest.RunResult:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("UPSTREAM_URL", upstream.base_url)
+            patch.setenv("FREEZEFRAME_UPSTREAM_CA", str(upstream_ca_file))
+            patch.delenv("FREEZEFRAME_STRICT", raising=False)
+            for name, value in env.items():
+                patch.setenv(name, value)
+            return pytester.runpytest_subprocess(
+                "-p", "no:cacheprovider", f"--freezeframe-data-dir={data_dir}", *args
+            )
+
+    run("--freezeframe-mode=record").assert_outcomes(passed=2)
+    run().assert_outcomes(passed=2)  # every recorded call asked for: strict passes too
+
+    skipped = run(SKIP_DELETE="1")
+    skipped.assert_outcomes(failed=1, passed=1)  # only the strict marker fails it
+    skipped.stdout.fnmatch_lines(
+        [
+            "*_ test_strict_marker _*",
+            "freezeframe strict: strict-tape: recorded but never asked for: "
+            "#1 POST https://*/tool/counter",
+        ]
+    )
+    # The ini setting makes every replayed test strict; the variable does the same.
+    run("-o", "freezeframe_strict=true", SKIP_DELETE="1").assert_outcomes(failed=2)
+    run(SKIP_DELETE="1", FREEZEFRAME_STRICT="1").assert_outcomes(failed=2)

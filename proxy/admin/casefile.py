@@ -49,6 +49,7 @@ from freezeframe.evidence.signatures import KINDS
 from freezeframe.evidence.steps import HTTP
 from freezeframe.evidence.triage import (
     find_groups,
+    last_recheck,
     parse_duration,
     run_marks,
     timeline,
@@ -247,9 +248,11 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         )
         span = (overview.first_at or 0.0, overview.last_end or 1.0)
         said = await run_in_threadpool(_said, store, name, shown)
+        kept = await run_in_threadpool(store.tape, name)
         return {
             "name": name,
             "said": said,
+            "tape": None if kept is None else {"at": kept.at, **json.loads(kept.document)},
             "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
             "figures": overview,
             "hosts": whole.hosts,
@@ -293,6 +296,10 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         )
         document = triage_document(found, detail=True)
         document["timeline"] = timeline(found)
+        kept = await run_in_threadpool(store.rechecks)
+        for group in document["groups"]:
+            last = kept.get(group["signature"])
+            group["last_recheck"] = None if last is None else last_recheck(last)
         return {"document": document, "filters": filters, "kinds": KINDS}
 
     async def misses_page(request: Request, asked: Asked) -> dict[str, Any]:

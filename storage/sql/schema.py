@@ -68,7 +68,7 @@ from sqlalchemy import (
 
 from freezeframe.storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _ESCAPED = "\uffff"
 
@@ -335,6 +335,26 @@ notes = Table(
     Index(None, "cassette", "seq"),
 )
 """Version 8. Case notes (storage.records.Note): observations, not part of any chain."""
+
+rechecks = Table(
+    "rechecks",
+    metadata,
+    Column("signature", ExactText, primary_key=True),
+    Column("at", Double, nullable=False),
+    Column("document", Text, nullable=False),
+)
+"""Version 9. The last ``recheck`` of each failure group (storage.records.RecheckResult),
+shown on the case file's triage page: an observation, not part of any chain."""
+
+tapes = Table(
+    "tapes",
+    metadata,
+    Column("cassette", ExactText, primary_key=True),
+    Column("at", Double, nullable=False),
+    Column("document", Text, nullable=False),
+)
+"""Version 9. What the last replay of each cassette left unasked or out of order
+(storage.records.TapeRecord): ``show --unused``, the case file."""
 
 replay_positions = Table(
     "replay_positions",

@@ -57,12 +57,14 @@ from freezeframe.storage.records import (
     Miss,
     NewExchange,
     Note,
+    RecheckResult,
     Rekeyed,
     Removed,
     RunOverview,
     SearchHit,
     Signals,
     Slot,
+    TapeRecord,
     TriageRow,
     VerifyReport,
     check_facts,
@@ -546,6 +548,24 @@ class SqlStore(Store):
         with unavailable(f"cannot keep a note in store {self._where}", self._engine):
             with exclusive(self._engine) as conn:
                 triage.add_note(conn, note)
+
+    def keep_recheck(self, result: RecheckResult) -> None:
+        with unavailable(f"cannot keep a recheck in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.keep_recheck(conn, result)
+
+    def rechecks(self) -> dict[str, RecheckResult]:
+        with self._connect() as conn:
+            return triage.list_rechecks(conn)
+
+    def keep_tape(self, tape: TapeRecord) -> None:
+        with unavailable(f"cannot keep a tape in store {self._where}", self._engine):
+            with exclusive(self._engine) as conn:
+                triage.keep_tape(conn, tape)
+
+    def tape(self, cassette: str) -> TapeRecord | None:
+        with self._connect() as conn:
+            return triage.read_tape(conn, cassette)
 
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
         with self._connect() as conn:

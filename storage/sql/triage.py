@@ -11,12 +11,19 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, insert, null, or_, select, update
+from sqlalchemy import Connection, Select, bindparam, delete, insert, null, or_, select, update
 
-from freezeframe.storage.records import Note, Signals, TriageRow
+from freezeframe.storage.records import Note, RecheckResult, Signals, TapeRecord, TriageRow
 from freezeframe.storage.sql.prepared import Prepared
 from freezeframe.storage.sql.rows import signal_columns
-from freezeframe.storage.sql.schema import ExactText, cassettes, exchanges, notes
+from freezeframe.storage.sql.schema import (
+    ExactText,
+    cassettes,
+    exchanges,
+    notes,
+    rechecks,
+    tapes,
+)
 
 BATCH = 500
 """Exchanges whose signals one statement rewrites."""
@@ -116,6 +123,31 @@ def add_note(conn: Connection, note: Note) -> None:
     conn.execute(
         insert(notes).values(cassette=note.cassette, seq=note.seq, at=note.at, text=note.text)
     )
+
+
+def keep_recheck(conn: Connection, result: RecheckResult) -> None:
+    """``result`` in place of its group's last recheck."""
+    conn.execute(delete(rechecks).where(rechecks.c.signature == result.signature))
+    conn.execute(
+        insert(rechecks).values(signature=result.signature, at=result.at, document=result.document)
+    )
+
+
+def list_rechecks(conn: Connection) -> dict[str, RecheckResult]:
+    query = select(rechecks.c.signature, rechecks.c.at, rechecks.c.document)
+    return {row.signature: RecheckResult(*row) for row in conn.execute(query)}
+
+
+def keep_tape(conn: Connection, tape: TapeRecord) -> None:
+    """``tape`` in place of its cassette's last."""
+    conn.execute(delete(tapes).where(tapes.c.cassette == tape.cassette))
+    conn.execute(insert(tapes).values(cassette=tape.cassette, at=tape.at, document=tape.document))
+
+
+def read_tape(conn: Connection, cassette: str) -> TapeRecord | None:
+    query = select(tapes.c.cassette, tapes.c.at, tapes.c.document)
+    row = conn.execute(query.where(tapes.c.cassette == cassette)).first()
+    return None if row is None else TapeRecord(*row)
 
 
 def add_notes(conn: Connection, found: Iterable[Note]) -> None:

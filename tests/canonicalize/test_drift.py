@@ -4,7 +4,7 @@ import json
 from typing import Any
 
 from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize, parse_rules
-from freezeframe.canonicalize.drift import digests, drifted
+from freezeframe.canonicalize.drift import digests, drift_values, drifted
 
 CHAT = "/v1/chat/completions"
 
@@ -105,3 +105,15 @@ def test_repeated_query_parameters_drift_when_any_one_changes() -> None:
     live = view(chat(), query=(("tag", "a"), ("tag", "c")))
     recorded = view(chat(), query=(("tag", "a"), ("tag", "b")))
     assert drift_between(live, recorded, config) == ("query:tag",)
+
+
+def test_drift_values_name_what_the_recording_never_had() -> None:
+    recorded = b'{"model": "m", "messages": []}'
+    live = b'{"model": "m", "messages": [], "metadata": {"tenant": "acme-eu"}}'
+    assert drift_values("body:$.metadata", live, recorded) == ("(absent)", '{"tenant":"acme-eu"}')
+    assert drift_values("body:$.user", b'{"user": "u-2"}', b'{"user": "u-1"}') == (
+        '"u-1"',
+        '"u-2"',
+    )
+    assert drift_values("query:ts", b"{}", b"{}") is None
+    assert drift_values("body:$.user", b"not json", b"{}") is None

@@ -89,7 +89,7 @@ def test_a_version_7_store_is_migrated_and_a_rebuild_signs_what_it_held(store_ur
     )
     with open_store(store_url) as store:
         version = "SELECT value FROM meta WHERE name = 'schema_version'"
-        assert run_sql(store_url, version) == [(str(SCHEMA_VERSION),)] == [("8",)]
+        assert run_sql(store_url, version) == [(str(SCHEMA_VERSION),)] == [("9",)]
         indexes = (
             "SELECT name FROM sqlite_master WHERE type = 'index'"
             if sqlite
@@ -143,4 +143,17 @@ def test_an_edited_fork_leaves_the_edited_answer_to_a_rebuild(store: Store) -> N
         ("source", 0),
         ("source", 1),
         ("edited", 1),
+    }
+
+
+def test_the_last_recheck_of_each_group_replaces_the_one_before(store: Store) -> None:
+    from freezeframe.storage import RecheckResult
+
+    assert store.rechecks() == {}
+    store.keep_recheck(RecheckResult("loop lookup_order", 10.0, '{"runs": []}'))
+    store.keep_recheck(RecheckResult("schema x", 11.0, '{"runs": [1]}'))
+    store.keep_recheck(RecheckResult("loop lookup_order", 12.0, '{"runs": [2]}'))
+    assert store.rechecks() == {
+        "loop lookup_order": RecheckResult("loop lookup_order", 12.0, '{"runs": [2]}'),
+        "schema x": RecheckResult("schema x", 11.0, '{"runs": [1]}'),
     }

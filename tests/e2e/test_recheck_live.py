@@ -1,0 +1,235 @@
+"""``freezeframe recheck GROUP --live``: a fix that changes the prompt, checked against a live
+model N times per run while every tool stays frozen, with a verdict and a Wilson interval per
+run and for the group."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+from support.desk_world import AGENT, FIX, REFUND, ChoosingModel, CountingTools
+from support.proxy import ProxyProcess, free_port
+
+from freezeframe.sandbox.recheck import wilson
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).parents[2]
+KEY = "sk-live-recheck-0123456789abcdef"
+RUNS = ("run-1042", "run-1077")
+
+
+@pytest.fixture
+def model(upstream_ca: trustme.CA) -> Iterator[ChoosingModel]:
+    server = ChoosingModel(upstream_ca).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def tools(upstream_ca: trustme.CA) -> Iterator[CountingTools]:
+    service = CountingTools(upstream_ca).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def freezeframe(
+    data_dir: Path, *args: str, ca: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "FREEZEFRAME_DATA_DIR": str(data_dir)}
+    env["OPENAI_API_KEY"] = KEY  # the live calls' credentials, from recheck's environment
+    if ca is not None:
+        env["FREEZEFRAME_UPSTREAM_CA"] = str(ca)
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "freezeframe", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def test_verdicts_with_a_live_model_and_frozen_tools(
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: Callable[[ProxyProcess], dict[str, str]],
+    model: ChoosingModel,
+    tools: CountingTools,
+    data_dir: Path,
+    tmp_path: Path,
+    upstream_ca: trustme.CA,
+    upstream_ca_file: Path,
+) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proxy = start_proxy(mode="record", cassette="desk")
+    env = {**client_env(proxy), "OPENAI_API_KEY": KEY, "PYTHONPATH": ""}
+    for run_id in RUNS:
+        done = subprocess.run(
+            [sys.executable, str(script), model.base_url, tools.base_url, "", run_id],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stderr  # the shipping tool's 500 fails it
+    assert proxy.stop() == 0
+    (group,) = json.loads(freezeframe(data_dir, "triage", "--json").stdout)["groups"]
+    assert group["runs"] == [f"desk@{run}" for run in RUNS]
+    contacted = tools.connections
+
+    def recheck(prompt: str, tries: int, *more: str) -> tuple[int, dict[str, Any], str]:
+        ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
+        command = [sys.executable, str(script), model.base_url, tools.base_url, prompt, "-"]
+        done = freezeframe(
+            data_dir,
+            "recheck",
+            "1",  # the group's number as triage lists it
+            "--live",
+            "--tries",
+            str(tries),
+            *ports,
+            *more,
+            "--json",
+            "--",
+            *command,
+            ca=upstream_ca_file,
+        )
+        assert done.stdout, done.stderr
+        return done.returncode, json.loads(done.stdout), done.stderr
+
+    def tallied(document: dict[str, Any], tries: int, passed: int) -> None:
+        assert (document["tries"], document["passed"]) == (tries, passed)
+        assert math.isclose(document["flip_rate"], round(passed / tries, 4))
+        low, high = wilson(passed, tries)
+        assert document["interval"] == [round(low, 4), round(high, 4)]
+
+    # The agent as it ran: the model still asks for shipping; no try passes.
+    code, report, said = recheck("", 2)
+    assert code == 1
+    assert "going live: 8 model calls (gpt-4o-mini), about $0.0017" in said
+    assert report["estimate"]["live_calls"] == 8
+    assert [r["verdict"] for r in report["runs"]] == ["still_failing", "still_failing"]
+    tallied(report, 4, 0)
+    for run in report["runs"]:
+        tallied(run, 2, 0)
+
+    # The fix, with a model that now always answers: fixed, every try.
+    model.reseed(1.0, 7)
+    code, report, _ = recheck(FIX, 3)
+    assert code == 0, report
+    assert report["collapsed"] is True
+    assert [r["verdict"] for r in report["runs"]] == ["fixed", "fixed"]
+    tallied(report, 6, 6)
+    assert report["interval"][0] == pytest.approx(0.6097, abs=1e-4)  # 6 of 6 is not certainty
+    each = report["runs"][0]["tries_done"]
+    assert [t["live_calls"] for t in each] == [2, 2, 2]
+    assert [t["cassette"] for t in each] == [
+        each[0]["cassette"].rpartition("-")[0] + f"-{n}" for n in (1, 2, 3)
+    ]
+
+    # The fix with a model that answers right half the time: every draw worked out from
+    # the seed, one per try, runs in order.
+    seed, tries = 13, 4
+    rng = random.Random(seed)
+    draws = [rng.random() < 0.5 for _ in range(2 * tries)]
+    expected = [sum(draws[:tries]), sum(draws[tries:])]
+    assert expected == [1, 4]  # seed 13: one run flaky, the other fixed by chance
+    model.reseed(0.5, seed)
+    code, report, _ = recheck(FIX, tries)
+    assert model.draws == draws
+    assert code == 1
+    assert [r["verdict"] for r in report["runs"]] == ["flaky", "fixed"]
+    for n, (run, passed) in enumerate(zip(report["runs"], expected, strict=True)):
+        tallied(run, tries, passed)
+        assert [t["passed"] for t in run["tries_done"]] == draws[n * tries : (n + 1) * tries]
+    tallied(report, 2 * tries, sum(expected))
+
+    # A fix that makes the agent ask for a call no run made: diverged, and the call named.
+    code, report, _ = recheck(REFUND, 2)
+    assert code == 1
+    assert [r["verdict"] for r in report["runs"]] == ["diverged", "diverged"]
+    for run, run_id in zip(report["runs"], RUNS, strict=True):
+        (call,) = run["diverged"]
+        assert call == f"GET {tools.base_url}/refunds/{run_id.rpartition('-')[2]}"
+        tallied(run, 2, 0)
+
+    # The case file's triage page shows the group's last recheck.
+    casefile = start_proxy(mode="replay", cassette="desk")
+    (shown_group,) = casefile.admin("GET", "/triage.json").json()["groups"]
+    last = shown_group["last_recheck"]
+    assert last["summary"] == (
+        "live: 0 of 4 tries passed, flip rate 0.00 (95% 0.00-0.49); 2 diverged"
+    )
+    assert last["document"]["runs"][0]["diverged"] == report["runs"][0]["diverged"]
+    page = casefile.admin("GET", "/triage").text
+    assert "last recheck" in page and "2 diverged" in page
+    assert casefile.stop() == 0
+
+    # Another model, through --model-url: the recorded one hears nothing of it.
+    other = ChoosingModel(upstream_ca, right=1.0, seed=3).start()
+    try:
+        asked = len(model.requests)
+        code, report, _ = recheck(FIX, 1, "--model-url", other.base_url)
+        assert code == 0, report
+        assert [r["verdict"] for r in report["runs"]] == ["fixed", "fixed"]
+        assert len(other.requests) == 4 and len(model.requests) == asked
+    finally:
+        other.stop()
+
+    # The tools were never contacted; the model was, with the key from recheck's environment,
+    # and no cassette holds it.
+    assert tools.connections == contacted
+    assert model.requests
+    tried = report["runs"][0]["tries_done"][0]["cassette"]
+    shown = freezeframe(data_dir, "show", tried, "0", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert KEY not in shown.stdout
+
+
+def test_the_limits_refuse_before_anything_goes_live(
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: Callable[[ProxyProcess], dict[str, str]],
+    model: ChoosingModel,
+    tools: CountingTools,
+    data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proxy = start_proxy(mode="record", cassette="desk")
+    env = {**client_env(proxy), "OPENAI_API_KEY": KEY, "PYTHONPATH": ""}
+    done = subprocess.run(
+        [sys.executable, str(script), model.base_url, tools.base_url, "", RUNS[0]],
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert proxy.stop() == 0
+    asked = len(model.requests)
+    command = ["--", sys.executable, str(script), model.base_url, tools.base_url, FIX, "-"]
+
+    over = freezeframe(data_dir, "recheck", "1", "--live", "--max-live-calls", "9", *command)
+    assert over.returncode == 1
+    assert over.stderr.strip().splitlines()[-1] == (
+        "freezeframe: error: --max-live-calls 9: the recheck would make about 10 live model calls; "
+        "lower --tries or raise the limit"
+    )
+    poor = freezeframe(data_dir, "recheck", "1", "--live", "--budget", "0.001", *command)
+    assert poor.returncode == 1
+    assert "--budget 0.001: the recheck would cost about $0.0021" in poor.stderr
+    assert len(model.requests) == asked  # nothing went live
