@@ -1,15 +1,14 @@
 """8 -> 9: the last recheck of each failure group, and the tape each cassette's last replay
 left.
 
-See storage.sql.schema for what version 9 holds. The table is written out here as version 9
-made it, so later changes to the schema module do not change this step; it checks what
-already exists, so one cut short runs again (storage.sql.migrations).
+See storage.sql.schema for what version 9 holds. The tables are written out here as version 9
+made them (the schema's ExactText is TEXT in the database; its escaping happens in Python), so
+later changes to the schema module do not change this step; it checks what already exists, so
+one cut short runs again (storage.sql.migrations).
 """
 
 from alembic import op
 from sqlalchemy import Column, Double, MetaData, Table, Text
-
-from freezeframe.storage.sql.schema import ExactText
 
 revision = "v9"
 down_revision = "v8"
@@ -22,7 +21,7 @@ def upgrade() -> None:
         Table(
             name,
             MetaData(),
-            Column(key, ExactText, primary_key=True),
+            Column(key, Text, primary_key=True),
             Column("at", Double, nullable=False),
             Column("document", Text, nullable=False),
         ).create(op.get_bind(), checkfirst=True)
