@@ -174,6 +174,22 @@ class _Statements:
             ),
             dialect,
         )
+        # The key and the start time to the microsecond name one exchange: served by the
+        # (cassette_id, key, occurrence) index, and asked only when a batch is retried.
+        self.stored_as = Prepared(
+            select(exchanges.c.seq, exchanges.c.occurrence).where(
+                in_cassette,
+                exchanges.c.key == bindparam("key"),
+                exchanges.c.started_at == bindparam("started_at"),
+            ),
+            dialect,
+        )
+        self.last_occurrence = Prepared(
+            select(func.max(exchanges.c.occurrence)).where(
+                in_cassette, exchanges.c.key == bindparam("key")
+            ),
+            dialect,
+        )
         self.noted = Prepared(
             select(exchanges.c.cassette_id)
             .join_from(exchanges, cassettes)
@@ -615,6 +631,11 @@ class Writer:
                 name = exchange.cassette
                 tip = tips.get(name) or self._tip(cursor, name)
                 if resolve:
+                    stored_as = self._stored_as(cursor, tip.cassette_id, exchange)
+                    if stored_as is not None:
+                        # Committed by the attempt whose answer was lost: written, once.
+                        written.append(stored_as)
+                        continue
                     exchange = self._free_slot(cursor, tip.cassette_id, exchange, written)
                 row = exchange_row(
                     exchange, tip.cassette_id, names.request, names.response, names.messages
@@ -689,6 +710,29 @@ class Writer:
             depths[name] = int(row["depth"] or 0)
             settled.append(row)
         return settled
+
+    def _stored_as(
+        self, cursor: DBAPICursor, cassette_id: int, exchange: NewExchange
+    ) -> NewExchange | None:
+        """``exchange`` as the database already has it, or None. A commit can succeed while
+        its answer is lost (the server or the connection goes away in between); the retry
+        then finds the exchange's own row, which must count as written rather than be
+        stored a second time in the next free slot."""
+        found = self._statements.stored_as.first(
+            cursor,
+            {"cassette_id": cassette_id, "key": exchange.key, "started_at": exchange.started_at},
+        )
+        if found is None:
+            return None
+        seq, occurrence = found
+        log.info(
+            "exchange %d of cassette %r was already stored as %d: the commit that wrote it "
+            "succeeded but its answer was lost",
+            exchange.slot.seq,
+            exchange.cassette,
+            seq,
+        )
+        return dataclasses.replace(exchange, slot=Slot(seq, occurrence))
 
     def _free_slot(
         self,
