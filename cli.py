@@ -203,7 +203,21 @@ def _setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., 
     return click.option(flag, *names, show_envvar=True, help=help, **kwargs)
 
 
+def _blobs(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """Put --blobs where every store this command opens finds it (proxy.settings.blobs_setting),
+    its writer process included."""
+    if value:
+        os.environ["FREEZEFRAME_BLOBS"] = value
+
+
 def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _setting(
+        "--blobs",
+        "Object store for bodies: s3://BUCKET[/PREFIX] (endpoint and credentials from AWS_*).",
+        metavar="URL",
+        expose_value=False,
+        callback=_blobs,
+    )(f)
     f = _setting(
         "--store",
         "SQLAlchemy URL of the store  [default: sqlite:///<data dir>/freezeframe.db]",

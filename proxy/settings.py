@@ -9,6 +9,7 @@ than at the first request.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ DEFAULT_DATA_DIR = "./.freezeframe"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_ADMIN = "127.0.0.1:8081"
 DB_FILENAME = "freezeframe.db"
+OUTBOX_DIRNAME = "outbox"
 CA_FILENAME = "mitmproxy-ca-cert.pem"
 KEY_FILENAME = "secret.key"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -171,6 +173,8 @@ class Settings:
     cassette: str = "default"
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     store: str = ""
+    blobs: str | None = None
+    """``--blobs``: the object store bodies are kept in (storage.objects); None: the store."""
     listen: Address = Address("127.0.0.1", 8080)
     admin: Address = Address("127.0.0.1", 8081)
     upstream_ca: Path | None = None
@@ -215,6 +219,11 @@ class Settings:
     @property
     def store_url(self) -> str:
         return self.store or default_store_url(self.data_dir)
+
+    @property
+    def outbox(self) -> Path:
+        """Where bodies wait while the object store (--blobs) is away."""
+        return self.data_dir / OUTBOX_DIRNAME
 
     @property
     def ca_path(self) -> Path:
@@ -370,6 +379,12 @@ def default_store_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / DB_FILENAME).absolute()}"
 
 
+def blobs_setting() -> str | None:
+    """``--blobs`` (its flag sets the variable, so that every store a command opens, and its
+    writer process, sees it) or FREEZEFRAME_BLOBS; None when neither is set."""
+    return os.environ.get("FREEZEFRAME_BLOBS") or None
+
+
 def open_existing(data_dir: str | Path, store: str | None) -> Store:
     """The store a command reads (``store``, else the one in ``data_dir``), which must exist:
     a mistyped --data-dir says so instead of creating an empty store and listing nothing. Use
@@ -377,7 +392,13 @@ def open_existing(data_dir: str | Path, store: str | None) -> Store:
     from freezeframe.storage import StoreNotFound, open_store
 
     try:
-        return open_store(store or default_store_url(Path(data_dir).expanduser()), create=False)
+        data = Path(data_dir).expanduser()
+        return open_store(
+            store or default_store_url(data),
+            create=False,
+            blobs=blobs_setting(),
+            outbox=data / OUTBOX_DIRNAME,
+        )
     except StoreNotFound as exc:
         raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
 
@@ -440,6 +461,7 @@ def build(
         cassette=validate_cassette_name(cassette),
         data_dir=data,
         store=store or "",
+        blobs=blobs_setting(),
         listen=Address.parse(listen, "listen address"),
         admin=admin_address,
         upstream_ca=ca,

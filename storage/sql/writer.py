@@ -79,6 +79,7 @@ from freezeframe.storage.records import (
     Slot,
     check_facts,
 )
+from freezeframe.storage.objects import Outbox
 from freezeframe.storage.search import Searchable, searchable
 from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 from freezeframe.storage.sql import search as search_index
@@ -86,7 +87,13 @@ from freezeframe.storage.sql.engine import insert_ignore, reason
 from freezeframe.storage.sql.fork import origin_text, start_of
 from freezeframe.storage.sql.misses import MISS_COLUMNS, miss_row
 from freezeframe.storage.sql.prepared import Prepared
-from freezeframe.storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
+from freezeframe.storage.sql.rows import (
+    blob_row,
+    chain_fields,
+    exchange_row,
+    external_row,
+    json_text,
+)
 from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
 from freezeframe.storage.sql.schema import blobs as blobs_table
 from freezeframe.storage.sql.schema import notes as notes_table
@@ -168,12 +175,6 @@ class _Statements:
             dialect,
         )
         self.last_seq = Prepared(select(func.max(exchanges.c.seq)).where(in_cassette), dialect)
-        self.last_occurrence = Prepared(
-            select(func.max(exchanges.c.occurrence)).where(
-                in_cassette, exchanges.c.key == bindparam("key")
-            ),
-            dialect,
-        )
         # The key and the start time to the microsecond name one exchange: served by the
         # (cassette_id, key, occurrence) index, and asked only when a batch is retried.
         self.stored_as = Prepared(
@@ -313,8 +314,11 @@ class Writer:
         where: str,
         moved: Moved,
         served: Callable[[], None] | None = None,
+        objects: "Outbox | None" = None,
     ) -> None:
         self._engine = engine
+        self._objects = objects
+        """Where bodies go when the store keeps them in object storage (--blobs)."""
         self._done = done
         self._moved = moved
         self._served = served
@@ -505,8 +509,14 @@ class Writer:
             blob.discard()
 
     def _insert_blob(self, cursor: DBAPICursor, blob: SpooledBlob) -> None:
-        """Insert a spooled body unless the database has it, one part per statement."""
+        """Insert a spooled body unless the database has it, one part per statement; with
+        object storage, upload it part by part (a multipart upload) and insert its name."""
         ref = blob.ref
+        if self._objects is not None:
+            self._objects.put_parts(ref.digest, map(blobs.decompress_part, blob.parts()))
+            self._statements.add_blob.execute(cursor, external_row(ref.digest, ref.size))
+            cursor.fetchone()
+            return
         parts = blob.parts()
         row = {
             "digest": ref.digest,
@@ -679,6 +689,11 @@ class Writer:
             for body in names.brought:
                 if body.name in stored or body.name in self._known:
                     continue
+                if self._objects is not None:
+                    # Written before the row that names it commits: never a dangling name.
+                    self._objects.put(body.name, body.data)
+                    stored[body.name] = external_row(body.name, len(body.data))
+                    continue
                 base = None
                 path = exchange.path.split("?")[0]
                 line = (exchange.cassette, exchange.host, exchange.port, path)
@@ -696,6 +711,8 @@ class Writer:
         database (or inserted before it here) and the chain stays within MAX_DEPTH; a row
         whose base is not is compressed again, on its own. The database's word on a base
         counts over this batch's: an insert-if-absent keeps what is there."""
+        if self._objects is not None:
+            return rows
         depths: dict[str, int] = {}
         settled = []
         for row in rows:
