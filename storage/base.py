@@ -112,6 +112,11 @@ class Store(ABC):
         deduplicated, time spent committing) and how much waits to be written: the figures
         a metrics scrape reports. Never touches the database."""
 
+    def outbox(self) -> tuple[bool, int] | None:
+        """With bodies in object storage (--blobs): whether the object store answers, and
+        how many bytes of bodies wait in the local outbox for it; None without --blobs."""
+        return None
+
     @abstractmethod
     def reserve(self, cassette: str, key: str) -> Slot:
         """Claim the next position in a cassette for a request that has just arrived.

@@ -23,6 +23,7 @@ only when ``--blobs`` is used, from the ``s3`` extra.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
@@ -92,28 +93,40 @@ class S3BlobStore(BlobStore):
     AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION."""
 
     def __init__(self, bucket: str, prefix: str) -> None:
-        try:
-            import boto3
-            from botocore.config import Config
-        except ImportError:
-            raise StoreError(
-                "--blobs s3://… needs boto3: pip install 'freezeframe[s3]'"
-            ) from None
+        if importlib.util.find_spec("boto3") is None:
+            raise StoreError("--blobs s3://… needs boto3: pip install 'freezeframe[s3]'")
         self.location = f"s3://{bucket}/{prefix}".rstrip("/")
         self._bucket = bucket
         self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-        # Few, short tries: a writer that waits long on a bucket that is away holds every
-        # exchange behind it, and the outbox is there for exactly that.
-        config = Config(
-            retries={"max_attempts": 2, "mode": "standard"},
-            connect_timeout=3,
-            read_timeout=30,
-            max_pool_connections=16,
-        )
-        session = boto3.session.Session()
-        self._client: Any = session.client(
-            "s3", region_name=os.environ.get("AWS_REGION") or "us-east-1", config=config
-        )
+        self._made: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def _client(self) -> Any:
+        """boto3's client, made on first use: importing and configuring boto3 takes
+        seconds, which the proxy's start need not wait for."""
+        with self._lock:
+            if self._made is None:
+                import boto3
+                from botocore.config import Config
+
+                # Few, short tries: a writer that waits long on a bucket that is away holds
+                # every exchange behind it, and the outbox is there for exactly that. Never
+                # through HTTPS_PROXY: in an agent's shell it names freezeframe itself, which
+                # would record its own bodies (the proxy's own upstream proxy is
+                # --upstream-proxy, never the environment's).
+                config = Config(
+                    retries={"max_attempts": 2, "mode": "standard"},
+                    connect_timeout=3,
+                    read_timeout=30,
+                    max_pool_connections=16,
+                    proxies={},
+                )
+                session = boto3.session.Session()
+                self._made = session.client(
+                    "s3", region_name=os.environ.get("AWS_REGION") or "us-east-1", config=config
+                )
+            return self._made
 
     def _key(self, name: str) -> str:
         return f"{self._prefix}{name}"
@@ -137,7 +150,9 @@ class S3BlobStore(BlobStore):
 
     def put(self, name: str, data: bytes) -> None:
         if len(data) > MULTIPART_SIZE:
-            self.put_parts(name, (data[i : i + MULTIPART_SIZE] for i in range(0, len(data), MULTIPART_SIZE)))
+            self.put_parts(
+                name, (data[i : i + MULTIPART_SIZE] for i in range(0, len(data), MULTIPART_SIZE))
+            )
             return
         self._call("store", name, self._client.put_object, Key=self._key(name), Body=data)
 
@@ -191,7 +206,11 @@ class S3BlobStore(BlobStore):
         if end <= start:
             return b""
         found = self._call(
-            "read", name, self._client.get_object, Key=self._key(name), Range=f"bytes={start}-{end - 1}"
+            "read",
+            name,
+            self._client.get_object,
+            Key=self._key(name),
+            Range=f"bytes={start}-{end - 1}",
         )
         return bytes(found["Body"].read())
 
@@ -250,12 +269,18 @@ def open_blob_store(url: str) -> BlobStore:
 
 def outbox_for(
     blobs_url: str, outbox: Path | None = None, capacity: int = OUTBOX_BYTES
-) -> "Outbox":
+) -> Outbox:
     """The object store at ``blobs_url`` behind an outbox in ``outbox`` (None: a folder
     for this object store under ~/.cache/freezeframe/outbox; the proxy passes one in its
     data dir)."""
     if outbox is None:
-        outbox = Path.home() / ".cache" / "freezeframe" / "outbox" / blobs.digest(blobs_url.encode())[:16]
+        outbox = (
+            Path.home()
+            / ".cache"
+            / "freezeframe"
+            / "outbox"
+            / blobs.digest(blobs_url.encode())[:16]
+        )
     return Outbox(open_blob_store(blobs_url), outbox, capacity, url=blobs_url)
 
 

@@ -13,11 +13,10 @@ through (BlobCache.objects), and checked against its name before it is kept.
 """
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import zstandard
 from sqlalchemy import Connection, and_, bindparam, case, null, select
-
-from typing import TYPE_CHECKING
 
 from freezeframe.storage import blobs
 from freezeframe.storage.records import BlobRef

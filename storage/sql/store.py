@@ -40,8 +40,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from freezeframe.storage import blobs
 from freezeframe.storage.base import BlobWriter, Store
 from freezeframe.storage.counters import CassetteCounts, Counters
-from freezeframe.storage.objects import Outbox, outbox_for
 from freezeframe.storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
+from freezeframe.storage.objects import Outbox, outbox_for
 from freezeframe.storage.records import (
     BlobRef,
     Candidate,
@@ -214,6 +214,12 @@ class SqlStore(Store):
 
     def stats(self) -> WriterStats:
         return self._writer.stats()
+
+    def outbox(self) -> tuple[bool, int] | None:
+        if self._objects is None:
+            return None
+        waiting = self._objects.size()
+        return self._objects.problem is None and not waiting, waiting
 
     def reserve(self, cassette: str, key: str) -> Slot:
         self._check_open()

@@ -68,6 +68,7 @@ from freezeframe.storage import blobs, transcript
 from freezeframe.storage.chain import GENESIS, Scalar, exchange_digest, link
 from freezeframe.storage.deltas import Base, Lines
 from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import (
     BlobRef,
     ForkOrigin,
@@ -79,7 +80,6 @@ from freezeframe.storage.records import (
     Slot,
     check_facts,
 )
-from freezeframe.storage.objects import Outbox
 from freezeframe.storage.search import Searchable, searchable
 from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 from freezeframe.storage.sql import search as search_index

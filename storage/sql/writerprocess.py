@@ -309,7 +309,9 @@ class WriterProcess:
         """A process's first message: which store to open, the proxy's log level, and the
         object store and outbox bodies go to (None: the database)."""
         level = logging.getLogger("freezeframe").getEffectiveLevel()
-        objects = None if self._objects is None else (self._objects.url, str(self._objects.directory))
+        objects = (
+            None if self._objects is None else (self._objects.url, str(self._objects.directory))
+        )
         return ("open", self._url, self._where, level, objects)
 
     def _ended(self, channel: Channel, why: str) -> None:

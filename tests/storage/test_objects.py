@@ -3,12 +3,11 @@ store. The SQL store keeps no body bytes; every reader gets the bodies back from
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import dataclasses
+import os
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -104,7 +104,10 @@ class SeaweedFS:
             aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
             region_name="us-east-1",
-            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10),
+            # Never through a proxy the test pointed this process at (client_env).
+            config=Config(
+                retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10, proxies={}
+            ),
         )
 
     def start(self) -> SeaweedFS:
