@@ -1904,9 +1904,10 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
         _emit_json(asdict(found) | {"dry_run": dry_run})
         return
     verb = "would remove" if dry_run else "removed"
+    objects = f", and {found.objects} objects in object storage" if found.objects else ""
     click.echo(
         f"{verb} {found.bodies} bodies no cassette uses ({_size(found.freed)}) "
-        f"and {found.values} search values"
+        f"and {found.values} search values{objects}"
     )
 
 

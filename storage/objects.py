@@ -158,7 +158,6 @@ class S3BlobStore(BlobStore):
 
     def put_parts(self, name: str, pieces: Iterable[bytes]) -> None:
         key = self._key(name)
-        buffered = bytearray()
         chunks = _sized(pieces, MULTIPART_SIZE)
         first = next(chunks, b"")
         second = next(chunks, None)
@@ -196,7 +195,6 @@ class S3BlobStore(BlobStore):
             except StoreError:
                 log.warning("could not abort the upload of body %s", name[:16])
             raise
-        del buffered
 
     def get(self, name: str) -> bytes:
         found = self._call("read", name, self._client.get_object, Key=self._key(name))
@@ -267,9 +265,7 @@ def open_blob_store(url: str) -> BlobStore:
     return S3BlobStore(bucket, prefix)
 
 
-def outbox_for(
-    blobs_url: str, outbox: Path | None = None, capacity: int = OUTBOX_BYTES
-) -> Outbox:
+def outbox_for(blobs_url: str, outbox: Path | None = None, capacity: int = OUTBOX_BYTES) -> Outbox:
     """The object store at ``blobs_url`` behind an outbox in ``outbox`` (None: a folder
     for this object store under ~/.cache/freezeframe/outbox; the proxy passes one in its
     data dir)."""
@@ -284,7 +280,7 @@ def outbox_for(
     return Outbox(open_blob_store(blobs_url), outbox, capacity, url=blobs_url)
 
 
-class Outbox:
+class Outbox(BlobStore):
     """Bodies written while the object store is away, in a bounded local directory until
     it answers again. Readers look here first (get), so an exchange whose body waits here
     replays; a thread uploads them in the order they came and deletes each once stored."""
@@ -298,6 +294,7 @@ class Outbox:
         url: str = "",
     ) -> None:
         self.objects = objects
+        self.location = objects.location
         self.url = url
         """The --blobs URL it was opened from, for a writer process to open it again."""
         self.directory = directory
@@ -313,10 +310,6 @@ class Outbox:
         self._thread.start()
         if self.waiting():
             self._wake.set()
-
-    @property
-    def location(self) -> str:
-        return self.objects.location
 
     def waiting(self) -> list[Path]:
         return sorted(
@@ -373,8 +366,17 @@ class Outbox:
         except FileNotFoundError:
             return self.objects.get_range(name, start, end)
 
-    def holds(self, name: str) -> bool:
-        return (self._directory / name).exists()
+    def exists(self, name: str) -> bool:
+        return (self._directory / name).exists() or self.objects.exists(name)
+
+    def delete(self, name: str) -> None:
+        (self._directory / name).unlink(missing_ok=True)
+        self.objects.delete(name)
+
+    def list(self) -> Iterator[tuple[str, float]]:
+        """What the object store holds (what waits here is named by rows only once its
+        upload is done or retried, so a collector never deletes it: see storage.sql.gc)."""
+        return self.objects.list()
 
     def _away(self, why: str) -> None:
         if self.problem is None:

@@ -543,7 +543,7 @@ class SqlStore(Store):
         self.flush(PENDING_WAIT_S)
         with unavailable(f"cannot collect garbage in store {self._where}", self._engine):
             with exclusive(self._engine) as conn:
-                found = collect(conn, grace, dry_run=dry_run)
+                found = collect(conn, grace, dry_run=dry_run, objects=self._objects)
         if not dry_run:
             self._writer.forget(digests=True)
         return found

@@ -85,6 +85,7 @@ from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import insert_ignore, reason
 from freezeframe.storage.sql.fork import origin_text, start_of
+from freezeframe.storage.sql.gc import GC_GENERATION
 from freezeframe.storage.sql.misses import MISS_COLUMNS, miss_row
 from freezeframe.storage.sql.prepared import Prepared
 from freezeframe.storage.sql.rows import (
@@ -94,7 +95,7 @@ from freezeframe.storage.sql.rows import (
     external_row,
     json_text,
 )
-from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
+from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, meta, misses
 from freezeframe.storage.sql.schema import blobs as blobs_table
 from freezeframe.storage.sql.schema import notes as notes_table
 from freezeframe.storage.sql.search import SearchIndex
@@ -116,6 +117,9 @@ search in this process indexes what waits first (Store.search), and a process th
 store (``freezeframe search`` in a second shell) indexes it itself (search.catch_up); only a
 process that has the store open already (a proxy replica) finds it this much later than its
 listing: less than the time it takes a person to look."""
+
+_UNREAD = object()
+"""What a writer knows of GC_GENERATION before its first transaction: nothing."""
 
 KNOWN_DIGESTS = 16_384
 """How many digests of stored blobs the writer remembers (about 4 MB of them)."""
@@ -175,6 +179,12 @@ class _Statements:
             dialect,
         )
         self.last_seq = Prepared(select(func.max(exchanges.c.seq)).where(in_cassette), dialect)
+        generation = select(meta.c.value).where(meta.c.name == GC_GENERATION)
+        # Shared: a collection that holds the row (storage.sql.gc) is waited for.
+        self.generation = Prepared(
+            generation if dialect.name == "sqlite" else generation.with_for_update(read=True),
+            dialect,
+        )
         # The key and the start time to the microsecond name one exchange: served by the
         # (cassette_id, key, occurrence) index, and asked only when a batch is retried.
         self.stored_as = Prepared(
@@ -319,6 +329,9 @@ class Writer:
         self._engine = engine
         self._objects = objects
         """Where bodies go when the store keeps them in object storage (--blobs)."""
+        self._generation: object = _UNREAD
+        """GC_GENERATION as the last transaction read it (storage.sql.gc; None: no collection
+        has run)."""
         self._done = done
         self._moved = moved
         self._served = served
@@ -513,6 +526,7 @@ class Writer:
         object storage, upload it part by part (a multipart upload) and insert its name."""
         ref = blob.ref
         if self._objects is not None:
+            self._collected(cursor)
             self._objects.put_parts(ref.digest, map(blobs.decompress_part, blob.parts()))
             self._statements.add_blob.execute(cursor, external_row(ref.digest, ref.size))
             cursor.fetchone()
@@ -637,6 +651,9 @@ class Writer:
         written: list[NewExchange] = []
         statements = self._statements
         with self._transaction(exclusive=True) as cursor:
+            if self._collected(cursor):
+                for name, data in bodies.items():
+                    self._put(name, data)
             for exchange, names in zip(batch, named, strict=True):
                 name = exchange.cassette
                 tip = tips.get(name) or self._tip(cursor, name)
@@ -676,6 +693,22 @@ class Writer:
             [len(data) for name, data in bodies.items() if name not in stored],
         )
         return written
+
+    def _collected(self, cursor: DBAPICursor) -> bool:
+        """Whether a collection may have deleted objects since the last transaction read
+        GC_GENERATION: then the bodies this one names are uploaded again, in it, before it
+        commits. Waits for a collection that is running. False without object storage."""
+        if self._objects is None:
+            return False
+        found = self._statements.generation.first(cursor, {})
+        generation = None if found is None else found[0]
+        moved = generation != self._generation
+        self._generation = generation
+        return moved
+
+    def _put(self, name: str, data: bytes) -> None:
+        assert self._objects is not None
+        self._objects.put(name, data)
 
     def _compress(self, batch: list[NewExchange], named: list["_Named"]) -> dict[str, _BlobRow]:
         """The blob rows of the bodies not known to be stored, compressed before the

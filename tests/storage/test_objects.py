@@ -199,3 +199,27 @@ def test_a_full_outbox_refuses_with_one_line(
         assert outbox.size() == 100
     finally:
         outbox.close(timeout=1)
+
+
+def test_gc_removes_objects_nothing_names_only_after_the_grace(
+    store_url: str, blobs_url: str, seaweedfs: SeaweedFS, tmp_path: Path
+) -> None:
+    bucket = blobs_url.removeprefix("s3://").split("/")[0]
+    stray = b"uploaded for an exchange that was never written"
+    seaweedfs.client().put_object(Bucket=bucket, Key=f"bodies/{digest(stray)}", Body=stray)
+    with open_store(store_url, blobs=blobs_url, outbox=tmp_path / "outbox") as store:
+        sent = record(store, key="a", body=b"named by an exchange")
+        store.flush(WAIT)
+        assert store.collect(3600).objects == 0, "younger than the grace: kept"
+        assert store.collect(0, dry_run=True).objects == 1
+        assert digest(stray) in {k.split("/")[-1] for k in seaweedfs.objects(bucket)}
+        assert store.collect(0).objects == 1
+        kept = {k.split("/")[-1] for k in seaweedfs.objects(bucket)}
+        assert digest(stray) not in kept
+        assert digest(b"named by an exchange") in kept
+        # The writer uploads again what the next exchange names after a collection.
+        again = record(store, key="a", body=b"named by an exchange")
+        store.flush(WAIT)
+        for exchange in (sent, again):
+            assert_same(store.lookup("c", "a", exchange.slot.occurrence), exchange)
+        assert store.verify("c").ok
