@@ -1911,6 +1911,38 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
     )
 
 
+@main.group()
+def blobs() -> None:
+    """Bodies in object storage (--blobs s3://BUCKET[/PREFIX])."""
+
+
+@blobs.command("move")
+@_store_options
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="s3://BUCKET[/PREFIX]|sql",
+    help="Where the bodies go: an object store, or back into the SQL store (sql).",
+)
+@_debug_option
+def blobs_move(data_dir: str, store: str | None, target: str) -> None:
+    """Move a store's bodies into object storage, or back into the SQL store.
+
+    One body at a time, so proxies may keep recording meanwhile, and a move stopped half
+    way can be run again. Run proxies with --blobs set to the same URL from then on.
+
+    \b
+    Example:
+        freezeframe blobs move --to s3://traffic/freezeframe
+        freezeframe blobs move --to sql --blobs s3://traffic/freezeframe
+    """
+    with _open(data_dir, store) as opened:
+        moved = opened.move_bodies(target)
+    where = "the SQL store" if target == "sql" else target
+    click.echo(f"moved {moved} bodies into {where}")
+
+
 @main.command()
 @_store_options
 @click.option("--no-browser", is_flag=True, help="Print the case file's URL; open no browser.")

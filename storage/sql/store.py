@@ -41,7 +41,7 @@ from freezeframe.storage import blobs
 from freezeframe.storage.base import BlobWriter, Store
 from freezeframe.storage.counters import CassetteCounts, Counters
 from freezeframe.storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
-from freezeframe.storage.objects import Outbox, outbox_for
+from freezeframe.storage.objects import Outbox, open_blob_store, outbox_for
 from freezeframe.storage.records import (
     BlobRef,
     Candidate,
@@ -72,7 +72,7 @@ from freezeframe.storage.records import (
 )
 from freezeframe.storage.replaytable import ReplayTable
 from freezeframe.storage.spool import SpoolWriter
-from freezeframe.storage.sql import bodies, listings, positions, rekey, triage
+from freezeframe.storage.sql import bodies, listings, move, positions, rekey, triage
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from freezeframe.storage.sql.fork import fork as fork_cassette
@@ -214,6 +214,21 @@ class SqlStore(Store):
 
     def stats(self) -> WriterStats:
         return self._writer.stats()
+
+    def move_bodies(self, target: str) -> int:
+        self.flush(PENDING_WAIT_S)
+        with unavailable(f"cannot move the bodies of store {self._where}", self._engine):
+            if target == "sql":
+                if self._objects is None:
+                    raise StoreError(
+                        "--to sql moves bodies back from object storage: say which with "
+                        "--blobs URL (FREEZEFRAME_BLOBS)"
+                    )
+                moved = move.into_database(self._engine, self._objects.objects)
+            else:
+                moved = move.into_objects(self._engine, open_blob_store(target))
+        self._writer.forget(digests=True)
+        return moved
 
     def outbox(self) -> tuple[bool, int] | None:
         if self._objects is None:
