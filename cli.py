@@ -1913,7 +1913,12 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
 
 @main.group()
 def blobs() -> None:
-    """Bodies in object storage (--blobs s3://BUCKET[/PREFIX])."""
+    """Bodies in object storage (--blobs s3://BUCKET[/PREFIX]): move them there and back.
+
+    \b
+    Example:
+        freezeframe blobs move --to s3://traffic/freezeframe
+    """
 
 
 @blobs.command("move")

@@ -17,26 +17,36 @@ directory, fsynced, that readers look in first and that a thread empties into th
 it answers again. A full outbox refuses the body, and its exchange is not recorded (the proxy
 still answers; see docs/production.md).
 
-The client library is boto3 (docs/production.md says why, with the numbers): it is imported
-only when ``--blobs`` is used, from the ``s3`` extra.
+The client library is obstore (Rust's object_store, from the Apache Arrow project; its S3,
+GCS and Azure clients in one): docs/production.md says why, with the numbers. It is imported
+only when ``--blobs`` is used, from the ``s3`` extra. It never goes through the environment's
+HTTPS_PROXY (see ObjectStore).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from freezeframe.storage import blobs
 from freezeframe.storage.errors import StoreError
 
 log = logging.getLogger("freezeframe.storage")
+
+SCHEMES = ("s3", "gs", "az")
+"""The object stores --blobs speaks: obstore's S3, Google Cloud Storage and Azure Blob."""
+
+CLOUD_HOSTS = (".amazonaws.com", ".googleapis.com", ".windows.net", "localhost", "127.0.0.1")
+"""Where the clouds' object stores answer, reached direct (see ObjectStore)."""
 
 MULTIPART_SIZE = 8 * 1024 * 1024
 """Bodies larger than this are uploaded in parts of this size (S3's minimum part is 5 MiB)."""
@@ -88,181 +98,131 @@ class BlobStore(ABC):
         """Every body stored: its name and when it was written (epoch seconds)."""
 
 
-class S3BlobStore(BlobStore):
-    """A bucket (and a prefix in it) through boto3, configured from the environment:
-    AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION."""
+class ObjectStore(BlobStore):
+    """A bucket (and a prefix in it) through obstore, configured from the cloud's standard
+    environment: for S3, AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+    AWS_REGION (GOOGLE_* for gs://, AZURE_* for az://)."""
 
-    def __init__(self, bucket: str, prefix: str) -> None:
-        if importlib.util.find_spec("boto3") is None:
-            raise StoreError("--blobs s3://… needs boto3: pip install 'freezeframe[s3]'")
-        self.location = f"s3://{bucket}/{prefix}".rstrip("/")
-        self._bucket = bucket
-        self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-        self._made: Any = None
-        self._lock = threading.Lock()
-
-    @property
-    def _client(self) -> Any:
-        """boto3's client, made on first use: importing and configuring boto3 takes
-        seconds, which the proxy's start need not wait for."""
-        with self._lock:
-            if self._made is None:
-                import boto3
-                from botocore.config import Config
-
-                # Few, short tries: a writer that waits long on a bucket that is away holds
-                # every exchange behind it, and the outbox is there for exactly that. Never
-                # through HTTPS_PROXY: in an agent's shell it names freezeframe itself, which
-                # would record its own bodies (the proxy's own upstream proxy is
-                # --upstream-proxy, never the environment's).
-                config = Config(
-                    retries={"max_attempts": 2, "mode": "standard"},
-                    connect_timeout=3,
-                    read_timeout=30,
-                    max_pool_connections=16,
-                    proxies={},
-                )
-                session = boto3.session.Session()
-                self._made = session.client(
-                    "s3", region_name=os.environ.get("AWS_REGION") or "us-east-1", config=config
-                )
-            return self._made
-
-    def _key(self, name: str) -> str:
-        return f"{self._prefix}{name}"
-
-    def _call(self, what: str, name: str, call: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
-
+    def __init__(self, url: str) -> None:
         try:
-            return call(Bucket=self._bucket, **kwargs)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("NoSuchKey", "404", "NotFound"):
-                raise BlobMissing(f"body {name[:16]} is missing from {self.location}") from None
-            raise BlobsUnavailable(
-                f"cannot {what} body {name[:16]} in {self.location}: {code or exc}"
+            import obstore.store
+        except ImportError:
+            raise StoreError(
+                f"--blobs {url}: object storage needs obstore: pip install 'freezeframe[s3]'"
             ) from None
-        except BotoCoreError as exc:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+        # Few, short tries: a writer that waits long on a bucket that is away holds every
+        # exchange behind it, and the outbox is there for exactly that.
+        retry: Any = {"max_retries": 1, "retry_timeout": timedelta(seconds=5)}
+        client: Any = {
+            "connect_timeout": "3s",
+            "timeout": "30s",
+            "allow_http": endpoint.startswith("http://"),
+        }
+        # Never through the environment's HTTPS_PROXY (which the HTTP client would read): in
+        # an agent's shell it names freezeframe itself, which would record its own bodies.
+        # A proxy named here turns the environment's off, and excluding every host from it
+        # sends every request direct.
+        direct = [urlsplit(endpoint).hostname or "", *CLOUD_HOSTS]
+        client |= {"proxy_url": "http://127.0.0.1:9", "proxy_excludes": ",".join(direct)}
+        try:
+            self._store: Any = obstore.store.from_url(
+                url, client_options=client, retry_config=retry
+            )
+        except Exception as exc:
+            raise StoreError(f"--blobs {url}: {_first_line(exc)}") from None
+        self.location = url.rstrip("/")
+
+    def _call(self, what: str, name: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(self._store, *args, **kwargs)
+        except FileNotFoundError:
+            raise BlobMissing(f"body {name[:16]} is missing from {self.location}") from None
+        except Exception as exc:
             raise BlobsUnavailable(
-                f"cannot {what} body {name[:16]} in {self.location}: {exc}"
+                f"cannot {what} body {name[:16]} in {self.location}: {_first_line(exc)}"
             ) from None
 
     def put(self, name: str, data: bytes) -> None:
-        if len(data) > MULTIPART_SIZE:
-            self.put_parts(
-                name, (data[i : i + MULTIPART_SIZE] for i in range(0, len(data), MULTIPART_SIZE))
-            )
-            return
-        self._call("store", name, self._client.put_object, Key=self._key(name), Body=data)
+        import obstore
+
+        self._call("store", name, obstore.put, name, data, chunk_size=MULTIPART_SIZE)
 
     def put_parts(self, name: str, pieces: Iterable[bytes]) -> None:
-        key = self._key(name)
-        chunks = _sized(pieces, MULTIPART_SIZE)
-        first = next(chunks, b"")
-        second = next(chunks, None)
-        if second is None:
-            self._call("store", name, self._client.put_object, Key=key, Body=bytes(first))
-            return
-        started = self._call("store", name, self._client.create_multipart_upload, Key=key)
-        upload = started["UploadId"]
-        done = []
-        try:
-            for number, chunk in enumerate(_chain(first, second, chunks), start=1):
-                part = self._call(
-                    "store",
-                    name,
-                    self._client.upload_part,
-                    Key=key,
-                    UploadId=upload,
-                    PartNumber=number,
-                    Body=bytes(chunk),
-                )
-                done.append({"ETag": part["ETag"], "PartNumber": number})
+        """Spooled to an unnamed temporary file first: given a file, obstore uploads parts
+        of MULTIPART_SIZE, where an iterable's pieces would each be a part (S3 refuses parts
+        under 5 MiB but the last)."""
+        import obstore
+
+        with tempfile.TemporaryFile() as spool:
+            for piece in pieces:
+                spool.write(piece)
+            spool.seek(0)
             self._call(
                 "store",
                 name,
-                self._client.complete_multipart_upload,
-                Key=key,
-                UploadId=upload,
-                MultipartUpload={"Parts": done},
+                obstore.put,
+                name,
+                spool,
+                chunk_size=MULTIPART_SIZE,
+                max_concurrency=4,
             )
-        except BaseException:
-            try:
-                self._call(
-                    "abort", name, self._client.abort_multipart_upload, Key=key, UploadId=upload
-                )
-            except StoreError:
-                log.warning("could not abort the upload of body %s", name[:16])
-            raise
 
     def get(self, name: str) -> bytes:
-        found = self._call("read", name, self._client.get_object, Key=self._key(name))
-        return bytes(found["Body"].read())
+        import obstore
+
+        found = self._call("read", name, obstore.get, name)
+        return bytes(self._call("read", name, lambda _store: found.bytes()))
 
     def get_range(self, name: str, start: int, end: int) -> bytes:
+        import obstore
+
         if end <= start:
             return b""
-        found = self._call(
-            "read",
-            name,
-            self._client.get_object,
-            Key=self._key(name),
-            Range=f"bytes={start}-{end - 1}",
-        )
-        return bytes(found["Body"].read())
+        return bytes(self._call("read", name, obstore.get_range, name, start=start, end=end))
 
     def exists(self, name: str) -> bool:
+        import obstore
+
         try:
-            self._call("find", name, self._client.head_object, Key=self._key(name))
+            self._call("find", name, obstore.head, name)
         except BlobMissing:
             return False
         return True
 
     def delete(self, name: str) -> None:
-        self._call("delete", name, self._client.delete_object, Key=self._key(name))
+        import obstore
+
+        self._call("delete", name, obstore.delete, name)
 
     def list(self) -> Iterator[tuple[str, float]]:
-        paginator = self._client.get_paginator("list_objects_v2")
-        from botocore.exceptions import BotoCoreError, ClientError
+        import obstore
 
         try:
-            for page in paginator.paginate(Bucket=self._bucket, Prefix=self._prefix):
-                for item in page.get("Contents", ()):
-                    name = item["Key"][len(self._prefix) :]
-                    if "/" not in name:
-                        yield name, item["LastModified"].timestamp()
-        except (BotoCoreError, ClientError) as exc:
-            raise BlobsUnavailable(f"cannot list {self.location}: {exc}") from None
+            for batch in obstore.list(self._store, chunk_size=1000):
+                for meta in batch:
+                    path = str(meta["path"])
+                    if "/" not in path:
+                        yield path, meta["last_modified"].timestamp()
+        except Exception as exc:
+            raise BlobsUnavailable(f"cannot list {self.location}: {_first_line(exc)}") from None
 
 
-def _sized(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
-    """``pieces`` regrouped into chunks of ``size`` bytes (the last may be shorter)."""
-    buffered = bytearray()
-    for piece in pieces:
-        buffered += piece
-        while len(buffered) >= size:
-            yield bytes(buffered[:size])
-            del buffered[:size]
-    if buffered:
-        yield bytes(buffered)
-
-
-def _chain(first: bytes, second: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield second
-    yield from rest
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def open_blob_store(url: str) -> BlobStore:
-    """The object store at ``url`` (``s3://BUCKET[/PREFIX]``); StoreError for another."""
+    """The object store at ``url``: ``s3://BUCKET[/PREFIX]``, ``gs://…`` or ``az://…``;
+    StoreError for anything else."""
     scheme, _, rest = url.partition("://")
-    if scheme != "s3" or not rest:
-        raise StoreError(f"--blobs {url!r}: expected s3://BUCKET[/PREFIX]")
-    bucket, _, prefix = rest.partition("/")
+    if scheme not in SCHEMES or not rest:
+        raise StoreError(f"--blobs {url!r}: expected s3://BUCKET[/PREFIX] (or gs://, az://)")
+    bucket = rest.partition("/")[0]
     if len(bucket) < 3:
         raise StoreError(f"--blobs {url!r}: a bucket name has 3 characters or more")
-    return S3BlobStore(bucket, prefix)
+    return ObjectStore(url)
 
 
 def outbox_for(blobs_url: str, outbox: Path | None = None, capacity: int = OUTBOX_BYTES) -> Outbox:
