@@ -1,10 +1,10 @@
-"""Which S3 client freezeframe uses for --blobs: boto3 against obstore, measured on SeaweedFS.
+"""Which S3 client freezeframe uses for --blobs: boto3 against obstore, measured on SeaweedFS
+(boto3 is in the test extras; obstore is the ``s3`` extra freezeframe uses).
 
 What the store does with a bucket: many small puts and gets (an agent's bodies are tens of
 kilobytes), one large upload in parts (the >8 MiB spill), and ranged reads of it (replay).
 Each client does the same work on the same SeaweedFS; the figures go to docs/production.md.
 
-    .venv/bin/pip install obstore   # only for this comparison
     .venv/bin/python tests/benchmarks/bench_object_clients.py
 """
 
@@ -36,25 +36,38 @@ def timed(what: str, work: Callable[[], object]) -> float:
 
 
 def bench_boto3(server: SeaweedFS, bucket: str, small: list[bytes], large: bytes) -> None:
-    from freezeframe.storage.blobs import digest
-    from freezeframe.storage.objects import MULTIPART_SIZE, open_blob_store
+    import io
 
-    store = open_blob_store(f"s3://{bucket}/boto3")
-    names = [digest(body) for body in small]
-    print("boto3 (freezeframe.storage.objects.S3BlobStore)")
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+
+    client = boto3.client("s3", region_name="us-east-1")
+    names = [f"boto3/small-{n}" for n in range(len(small))]
+    parts = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20)
+    print(f"boto3 {boto3.__version__}")
     timed(
         f"{SMALL} puts of {SMALL_SIZE // 1024} KiB",
-        lambda: [store.put(n, b) for n, b in zip(names, small, strict=True)],
+        lambda: [
+            client.put_object(Bucket=bucket, Key=n, Body=b)
+            for n, b in zip(names, small, strict=True)
+        ],
     )
-    timed(f"{SMALL} gets", lambda: [store.get(n) for n in names])
-    big = digest(large)
     timed(
-        f"1 put of {LARGE_SIZE >> 20} MiB ({MULTIPART_SIZE >> 20} MiB parts)",
-        lambda: store.put(big, large),
+        f"{SMALL} gets",
+        lambda: [client.get_object(Bucket=bucket, Key=n)["Body"].read() for n in names],
+    )
+    timed(
+        f"1 put of {LARGE_SIZE >> 20} MiB (8 MiB parts)",
+        lambda: client.upload_fileobj(io.BytesIO(large), bucket, "boto3/large", Config=parts),
     )
     timed(
         f"{LARGE_SIZE // RANGE} ranged gets of {RANGE >> 20} MiB",
-        lambda: [store.get_range(big, s, s + RANGE) for s in range(0, LARGE_SIZE, RANGE)],
+        lambda: [
+            client.get_object(Bucket=bucket, Key="boto3/large", Range=f"bytes={s}-{s + RANGE - 1}")[
+                "Body"
+            ].read()
+            for s in range(0, LARGE_SIZE, RANGE)
+        ],
     )
 
 
