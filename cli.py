@@ -203,11 +203,16 @@ def _setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., 
     return click.option(flag, *names, show_envvar=True, help=help, **kwargs)
 
 
-def _blobs(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    """Put --blobs where every store this command opens finds it (proxy.settings.blobs_setting),
-    its writer process included."""
-    if value:
-        os.environ["FREEZEFRAME_BLOBS"] = value
+def _blobs(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """Keep --blobs (or FREEZEFRAME_BLOBS) where every store this command opens finds it
+    (_given_blobs), so that no command needs a parameter of its own for it."""
+    ctx.meta["freezeframe.blobs"] = value or None
+
+
+def _given_blobs() -> str | None:
+    """The object store the command was given for bodies (--blobs); None: none."""
+    blobs = click.get_current_context().meta.get("freezeframe.blobs")
+    return blobs if isinstance(blobs, str) else None
 
 
 def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -235,7 +240,7 @@ def _open(data_dir: str, store: str | None) -> Store:
     --data-dir says so instead of creating an empty store and listing nothing. Use it as a
     context manager (proxy.settings.open_existing): it closes however the command ends."""
     _, url = _located(data_dir, store)
-    return settings_module.open_existing(data_dir, url)
+    return settings_module.open_existing(data_dir, url, _given_blobs())
 
 
 def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
@@ -473,7 +478,7 @@ def run(**options: Any) -> None:
 
     from freezeframe.storage.sql import writerprocess
 
-    settings = settings_module.build(**options)
+    settings = settings_module.build(**options, blobs=_given_blobs())
     if settings.store_writer == "process":
         writerprocess.start_early()  # it imports the store while this process imports the proxy
     try:
@@ -560,10 +565,10 @@ def exec_(
     if runs > 1 or as_json:
         if proxy_url is not None:
             raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
-        settings = settings_module.build(**options)
+        settings = settings_module.build(**options, blobs=_given_blobs())
         sys.exit(_repeat(command, settings, runs, confinement, faked, as_json))
     if proxy_url is None:
-        settings = settings_module.build(**options)
+        settings = settings_module.build(**options, blobs=_given_blobs())
         sys.exit(
             asyncio.run(
                 run_command(command, settings=settings, confinement=confinement, clock=faked)
@@ -1334,6 +1339,7 @@ def import_(
         redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
         return exchange_formats.Keeper(cassette, redactor, key_config(rules_path(rules, directory)))
 
+    outbox = directory / settings_module.OUTBOX_DIRNAME
     # Refused, it leaves nothing: not the store it made, nor the directory or the key.
     made_here = Made([directory / settings_module.KEY_FILENAME, *new_sqlite_files(url)])
     try:
@@ -1344,9 +1350,9 @@ def import_(
             raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
         made = False
         try:
-            opened = open_store(url, create=False)
+            opened = open_store(url, create=False, blobs=_given_blobs(), outbox=outbox)
         except StoreNotFound:
-            opened, made = open_store(url), True
+            opened, made = open_store(url, blobs=_given_blobs(), outbox=outbox), True
         with opened:
             with _progress(f"importing {file.name}", source.total) as advance:
                 imported = opened.import_cassette(
@@ -2185,6 +2191,7 @@ def recheck(
         listen=listen,
         admin=admin,
         upstream_ca=None,
+        blobs=_given_blobs(),
         replay_pace="instant",
     )
     with _open(data_dir, store) as opened:

@@ -9,7 +9,6 @@ than at the first request.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -379,16 +378,11 @@ def default_store_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / DB_FILENAME).absolute()}"
 
 
-def blobs_setting() -> str | None:
-    """``--blobs`` (its flag sets the variable, so that every store a command opens, and its
-    writer process, sees it) or FREEZEFRAME_BLOBS; None when neither is set."""
-    return os.environ.get("FREEZEFRAME_BLOBS") or None
-
-
-def open_existing(data_dir: str | Path, store: str | None) -> Store:
+def open_existing(data_dir: str | Path, store: str | None, blobs: str | None = None) -> Store:
     """The store a command reads (``store``, else the one in ``data_dir``), which must exist:
     a mistyped --data-dir says so instead of creating an empty store and listing nothing. Use
-    it as a context manager: the store closes however the command ends."""
+    it as a context manager: the store closes however the command ends. ``blobs``: the
+    object store its bodies are in (--blobs), its outbox in the data dir."""
     from freezeframe.storage import StoreNotFound, open_store
 
     try:
@@ -396,7 +390,7 @@ def open_existing(data_dir: str | Path, store: str | None) -> Store:
         return open_store(
             store or default_store_url(data),
             create=False,
-            blobs=blobs_setting(),
+            blobs=blobs,
             outbox=data / OUTBOX_DIRNAME,
         )
     except StoreNotFound as exc:
@@ -412,6 +406,7 @@ def build(
     listen: str,
     admin: str,
     upstream_ca: str | None,
+    blobs: str | None = None,
     replay_pace: str = "recorded",
     rules: str | None = None,
     reverse: tuple[str, ...] = (),
@@ -461,7 +456,7 @@ def build(
         cassette=validate_cassette_name(cassette),
         data_dir=data,
         store=store or "",
-        blobs=blobs_setting(),
+        blobs=blobs or None,
         listen=Address.parse(listen, "listen address"),
         admin=admin_address,
         upstream_ca=ca,
