@@ -204,7 +204,26 @@ def _setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., 
     return click.option(flag, *names, show_envvar=True, help=help, **kwargs)
 
 
+def _blobs(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """Keep --blobs (or FREEZEFRAME_BLOBS) where every store this command opens finds it
+    (_given_blobs), so that no command needs a parameter of its own for it."""
+    ctx.meta["freezeframe.blobs"] = value or None
+
+
+def _given_blobs() -> str | None:
+    """The object store the command was given for bodies (--blobs); None: none."""
+    blobs = click.get_current_context().meta.get("freezeframe.blobs")
+    return blobs if isinstance(blobs, str) else None
+
+
 def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = _setting(
+        "--blobs",
+        "Object store for bodies: s3://BUCKET[/PREFIX] (endpoint and credentials from AWS_*).",
+        metavar="URL",
+        expose_value=False,
+        callback=_blobs,
+    )(f)
     f = _setting(
         "--store",
         "SQLAlchemy URL of the store  [default: sqlite:///<data dir>/freezeframe.db]",
@@ -222,7 +241,7 @@ def _open(data_dir: str, store: str | None) -> Store:
     --data-dir says so instead of creating an empty store and listing nothing. Use it as a
     context manager (proxy.settings.open_existing): it closes however the command ends."""
     _, url = _located(data_dir, store)
-    return settings_module.open_existing(data_dir, url)
+    return settings_module.open_existing(data_dir, url, _given_blobs())
 
 
 def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
@@ -460,7 +479,7 @@ def run(**options: Any) -> None:
 
     from freezeframe.storage.sql import writerprocess
 
-    settings = settings_module.build(**options)
+    settings = settings_module.build(**options, blobs=_given_blobs())
     if settings.store_writer == "process":
         writerprocess.start_early()  # it imports the store while this process imports the proxy
     try:
@@ -557,12 +576,12 @@ def exec_(
             raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
         if strict:
             raise click.UsageError("--strict checks one run: drop --runs and --json")
-        settings = settings_module.build(**options)
+        settings = settings_module.build(**options, blobs=_given_blobs())
         sys.exit(_repeat(command, settings, runs, confinement, faked, as_json))
     if proxy_url is None:
         from freezeframe.sandbox.strict import run_with_tape
 
-        settings = settings_module.build(**options)
+        settings = settings_module.build(**options, blobs=_given_blobs())
         status, tapes = asyncio.run(run_with_tape(command, settings, confinement, faked))
         for tape in tapes:
             for line in tape.lines(strict):
@@ -1368,6 +1387,7 @@ def import_(
         redactor = Redactor(load_or_create_key(directory / settings_module.KEY_FILENAME))
         return exchange_formats.Keeper(cassette, redactor, key_config(rules_path(rules, directory)))
 
+    outbox = directory / settings_module.OUTBOX_DIRNAME
     # Refused, it leaves nothing: not the store it made, nor the directory or the key.
     made_here = Made([directory / settings_module.KEY_FILENAME, *new_sqlite_files(url)])
     try:
@@ -1378,9 +1398,9 @@ def import_(
             raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
         made = False
         try:
-            opened = open_store(url, create=False)
+            opened = open_store(url, create=False, blobs=_given_blobs(), outbox=outbox)
         except StoreNotFound:
-            opened, made = open_store(url), True
+            opened, made = open_store(url, blobs=_given_blobs(), outbox=outbox), True
         with opened:
             with _progress(f"importing {file.name}", source.total) as advance:
                 imported = opened.import_cassette(
@@ -2025,10 +2045,48 @@ def gc(data_dir: str, store: str | None, dry_run: bool, grace: str, as_json: boo
         _emit_json(asdict(found) | {"dry_run": dry_run})
         return
     verb = "would remove" if dry_run else "removed"
+    objects = f", and {found.objects} objects in object storage" if found.objects else ""
     click.echo(
         f"{verb} {found.bodies} bodies no cassette uses ({_size(found.freed)}) "
-        f"and {found.values} search values"
+        f"and {found.values} search values{objects}"
     )
+
+
+@main.group()
+def blobs() -> None:
+    """Bodies in object storage (--blobs s3://BUCKET[/PREFIX]): move them there and back.
+
+    \b
+    Example:
+        freezeframe blobs move --to s3://traffic/freezeframe
+    """
+
+
+@blobs.command("move")
+@_store_options
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="s3://BUCKET[/PREFIX]|sql",
+    help="Where the bodies go: an object store, or back into the SQL store (sql).",
+)
+@_debug_option
+def blobs_move(data_dir: str, store: str | None, target: str) -> None:
+    """Move a store's bodies into object storage, or back into the SQL store.
+
+    One body at a time, so proxies may keep recording meanwhile, and a move stopped half
+    way can be run again. Run proxies with --blobs set to the same URL from then on.
+
+    \b
+    Example:
+        freezeframe blobs move --to s3://traffic/freezeframe
+        freezeframe blobs move --to sql --blobs s3://traffic/freezeframe
+    """
+    with _open(data_dir, store) as opened:
+        moved = opened.move_bodies(target)
+    where = "the SQL store" if target == "sql" else target
+    click.echo(f"moved {moved} bodies into {where}")
 
 
 @main.command()
@@ -2315,6 +2373,7 @@ def recheck(
         listen=listen,
         admin=admin,
         upstream_ca=upstream_ca,
+        blobs=_given_blobs(),
         replay_pace="instant",
     )
     confinement = Confinement(isolate=isolate)

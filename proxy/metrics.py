@@ -123,6 +123,19 @@ class _Collector(Collector):
             return found
 
     def _store_metrics(self) -> Iterator[Metric]:
+        outbox = self._store.outbox()
+        if outbox is not None:
+            up, waiting = outbox
+            yield GaugeMetricFamily(
+                "freezeframe_object_store_up",
+                "1 while the object store (--blobs) answers and nothing waits for it, else 0.",
+                value=int(up),
+            )
+            yield GaugeMetricFamily(
+                "freezeframe_outbox_bytes",
+                "Bytes of bodies waiting in the local outbox for the object store.",
+                value=waiting,
+            )
         stats = self._store.stats()
         yield GaugeMetricFamily(
             "freezeframe_store_queue_depth",

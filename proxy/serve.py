@@ -161,7 +161,12 @@ async def serve(
         raise StartupError(str(exc)) from None
     trust = upstream_bundle(settings.data_dir, settings.upstream_ca)
     # Writes run in a process of their own, so they never take the GIL from the event loop.
-    store = open_store(settings.store_url, writer_process=settings.store_writer == "process")
+    store = open_store(
+        settings.store_url,
+        writer_process=settings.store_writer == "process",
+        blobs=settings.blobs,
+        outbox=settings.outbox,
+    )
     try:
         if settings.fresh:
             _empty(store, settings.cassette)

@@ -32,6 +32,7 @@ DEFAULT_DATA_DIR = "./.freezeframe"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_ADMIN = "127.0.0.1:8081"
 DB_FILENAME = "freezeframe.db"
+OUTBOX_DIRNAME = "outbox"
 CA_FILENAME = "mitmproxy-ca-cert.pem"
 KEY_FILENAME = "secret.key"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -171,6 +172,8 @@ class Settings:
     cassette: str = "default"
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     store: str = ""
+    blobs: str | None = None
+    """``--blobs``: the object store bodies are kept in (storage.objects); None: the store."""
     listen: Address = Address("127.0.0.1", 8080)
     admin: Address = Address("127.0.0.1", 8081)
     upstream_ca: Path | None = None
@@ -217,6 +220,11 @@ class Settings:
     @property
     def store_url(self) -> str:
         return self.store or default_store_url(self.data_dir)
+
+    @property
+    def outbox(self) -> Path:
+        """Where bodies wait while the object store (--blobs) is away."""
+        return self.data_dir / OUTBOX_DIRNAME
 
     @property
     def ca_path(self) -> Path:
@@ -390,14 +398,21 @@ def default_store_url(data_dir: Path) -> str:
     return f"sqlite:///{(data_dir / DB_FILENAME).absolute()}"
 
 
-def open_existing(data_dir: str | Path, store: str | None) -> Store:
+def open_existing(data_dir: str | Path, store: str | None, blobs: str | None = None) -> Store:
     """The store a command reads (``store``, else the one in ``data_dir``), which must exist:
     a mistyped --data-dir says so instead of creating an empty store and listing nothing. Use
-    it as a context manager: the store closes however the command ends."""
+    it as a context manager: the store closes however the command ends. ``blobs``: the
+    object store its bodies are in (--blobs), its outbox in the data dir."""
     from freezeframe.storage import StoreNotFound, open_store
 
     try:
-        return open_store(store or default_store_url(Path(data_dir).expanduser()), create=False)
+        data = Path(data_dir).expanduser()
+        return open_store(
+            store or default_store_url(data),
+            create=False,
+            blobs=blobs,
+            outbox=data / OUTBOX_DIRNAME,
+        )
     except StoreNotFound as exc:
         raise StoreNotFound(f"{exc}; pass --data-dir or --store") from None
 
@@ -411,6 +426,7 @@ def build(
     listen: str,
     admin: str,
     upstream_ca: str | None,
+    blobs: str | None = None,
     replay_pace: str = "recorded",
     rules: str | None = None,
     reverse: tuple[str, ...] = (),
@@ -460,6 +476,7 @@ def build(
         cassette=validate_cassette_name(cassette),
         data_dir=data,
         store=store or "",
+        blobs=blobs or None,
         listen=Address.parse(listen, "listen address"),
         admin=admin_address,
         upstream_ca=ca,

@@ -115,6 +115,17 @@ class Store(ABC):
         a metrics scrape reports. Never touches the database."""
 
     @abstractmethod
+    def move_bodies(self, target: str) -> int:
+        """Move every body into the object store at ``target`` (``s3://BUCKET[/PREFIX]``),
+        or, with ``sql``, back from the object store this store was opened with into the
+        database; how many bodies moved. Safe while proxies record (storage.sql.move)."""
+
+    def outbox(self) -> tuple[bool, int] | None:
+        """With bodies in object storage (--blobs): whether the object store answers, and
+        how many bytes of bodies wait in the local outbox for it; None without --blobs."""
+        return None
+
+    @abstractmethod
     def reserve(self, cassette: str, key: str) -> Slot:
         """Claim the next position in a cassette for a request that has just arrived.
 

@@ -19,9 +19,13 @@ other: its one frame is an ordinary compressed body.
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import blake3
 import zstandard
+
+if TYPE_CHECKING:
+    from freezeframe.storage.objects import BlobStore
 
 COMPRESSION_LEVEL = 3
 """zstd's default: most of the size win at a small fraction of the CPU of higher levels."""
@@ -133,7 +137,9 @@ class BlobCache:
     Thread-safe: the proxy and the admin app read from different threads.
     """
 
-    def __init__(self, capacity: int = CACHE_BYTES) -> None:
+    def __init__(self, capacity: int = CACHE_BYTES, objects: "BlobStore | None" = None) -> None:
+        self.objects = objects
+        """The object store bodies kept there are read from (--blobs); None: none."""
         self._capacity = capacity
         self._size = 0
         self._entries: OrderedDict[str, bytes] = OrderedDict()

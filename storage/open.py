@@ -1,9 +1,18 @@
 """open_store(url): the one place a store URL becomes a Store."""
 
+from pathlib import Path
+
 from freezeframe.storage.base import Store
 
 
-def open_store(url: str, *, create: bool = True, writer_process: bool = False) -> Store:
+def open_store(
+    url: str,
+    *,
+    create: bool = True,
+    writer_process: bool = False,
+    blobs: str | None = None,
+    outbox: Path | None = None,
+) -> Store:
     """Open (and on first use, unless ``create`` is False, create) the store at ``url``.
 
     ``sqlite:///PATH`` keeps everything in one file, creating its directory;
@@ -15,8 +24,13 @@ def open_store(url: str, *, create: bool = True, writer_process: bool = False) -
     ``writer_process``: the store's writes (commits, compression, search indexing) run in
     a child process instead of a thread of this one, so they never take the GIL from this
     process (the proxy; storage.sql.writerprocess). Close the store to drain it.
+
+    ``blobs``: bodies go to (and are read from) that object store, ``s3://BUCKET[/PREFIX]``
+    (storage.objects), waiting in the ``outbox`` directory while it is away.
     """
     # Imported here so that importing the records does not import SQLAlchemy.
     from freezeframe.storage.sql import SqlStore
 
-    return SqlStore.open(url, create=create, writer_process=writer_process)
+    return SqlStore.open(
+        url, create=create, writer_process=writer_process, blobs_url=blobs, outbox=outbox
+    )

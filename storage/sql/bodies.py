@@ -6,9 +6,14 @@ own or against a ``base``: storage.deltas) or, when it was streamed in, in ``par
 stored, and larger ones as a BlobRef whose parts are read one statement each, so no read
 holds more than one part. A body stored against a base is read after its base, from the
 cache when it is there; the chain is at most MAX_DEPTH long, or the body is damaged.
+
+A body kept in object storage (``--blobs``, storage.objects) has a row with its size and no
+data (``external``): it is read from the cache, else from the object store the cache reads
+through (BlobCache.objects), and checked against its name before it is kept.
 """
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import zstandard
 from sqlalchemy import Connection, and_, bindparam, case, null, select
@@ -17,6 +22,9 @@ from freezeframe.storage import blobs
 from freezeframe.storage.records import BlobRef
 from freezeframe.storage.sql.schema import blob_parts
 from freezeframe.storage.sql.schema import blobs as blobs_table
+
+if TYPE_CHECKING:
+    from freezeframe.storage.objects import BlobStore
 
 LAYOUT = select(
     blobs_table.c.size, blobs_table.c.parts, blobs_table.c.data, blobs_table.c.base
@@ -36,6 +44,52 @@ _LOADED = and_(blobs_table.c.size <= blobs.INLINE_LIMIT, blobs_table.c.parts == 
 
 class Damaged(Exception):
     """A stored body is missing, or cannot be read back as the body it names."""
+
+
+def external(size: int | None, parts: int | None, stored: bytes | None, base: str | None) -> bool:
+    """Whether a blobs row names a body kept in object storage: a size, no parts, no base,
+    and empty data (a body kept here is at least one zstd frame, never empty)."""
+    return bool(size) and not parts and base is None and stored is not None and not stored
+
+
+def fetched(name: str, cache: blobs.BlobCache) -> bytes:
+    """A body from the object store the cache reads through, checked and cached. Raises
+    Damaged when it is missing or not the body it names, StoreError when the object store
+    cannot be reached (or this store was opened without --blobs)."""
+    from freezeframe.storage.errors import StoreError
+    from freezeframe.storage.objects import BlobMissing
+
+    objects = cache.objects
+    if objects is None:
+        raise StoreError(
+            f"body {name[:16]} is kept in object storage: open the store with --blobs URL "
+            "(FREEZEFRAME_BLOBS)"
+        )
+    try:
+        data = objects.get(name)
+    except BlobMissing as exc:
+        raise Damaged(str(exc)) from None
+    if blobs.digest(data) != name:
+        raise Damaged(f"body {name[:16]} in {objects.location} does not match its digest")
+    cache.put(name, data)
+    return data
+
+
+def fetched_range(name: str, cache: blobs.BlobCache, start: int, end: int) -> bytes:
+    """Bytes ``start`` to ``end`` of a body in object storage (checked as a whole by the
+    reader that reads them all: SqlStore.read_blob)."""
+    from freezeframe.storage.errors import StoreError
+    from freezeframe.storage.objects import BlobMissing
+
+    if cache.objects is None:
+        raise StoreError(
+            f"body {name[:16]} is kept in object storage: open the store with --blobs URL "
+            "(FREEZEFRAME_BLOBS)"
+        )
+    try:
+        return cache.objects.get_range(name, start, end)
+    except BlobMissing as exc:
+        raise Damaged(str(exc)) from None
 
 
 def load(
@@ -95,6 +149,8 @@ def resolve(
         return data
     if size is None:
         raise Damaged(f"body {name[:16]} is missing")
+    if external(size, parts, stored, base):
+        return fetched(name, cache)
     if parts or stored is None:
         return None
     if base is None:
@@ -171,13 +227,15 @@ def whole(name: str, stored: bytes) -> Iterator[bytes]:
         raise Damaged(f"body {name[:16]} cannot be decompressed") from None
 
 
-def form(conn: Connection, name: str) -> bytes:
+def form(conn: Connection, name: str, objects: "BlobStore | None" = None) -> bytes:
     """A blob read whole from the database, never the cache, and checked against its
     name: how verify reads a canonical form. Raises Damaged."""
     found = conn.execute(LAYOUT, {"digest": name}).first()
     if found is None:
         raise Damaged(blobs.problem(name, None))
-    _, parts, stored, base = found
+    size, parts, stored, base = found
+    if external(size, parts, stored, base):
+        return fetched(name, blobs.BlobCache(0, objects))
     if base is not None and not parts:
         data = unchain(conn, name, stored, base, None)
         if blobs.digest(data) != name:
@@ -197,13 +255,20 @@ def form(conn: Connection, name: str) -> bytes:
     return data
 
 
-def problem(conn: Connection, name: str) -> str | None:
+def problem(conn: Connection, name: str, objects: "BlobStore | None" = None) -> str | None:
     """Why the body named ``name`` is not stored intact; None if it is. A streamed
-    body is re-hashed part by part, never loaded whole."""
+    body is re-hashed part by part, never loaded whole; one in object storage is read
+    back from it (``objects``) and hashed."""
     found = conn.execute(LAYOUT, {"digest": name}).first()
     if found is None:
         return blobs.problem(name, None)
-    _, parts, stored, base = found
+    size, parts, stored, base = found
+    if external(size, parts, stored, base):
+        try:
+            fetched(name, blobs.BlobCache(0, objects))
+        except Damaged as exc:
+            return str(exc)
+        return None
     if parts == 0 and base is not None:
         try:
             form(conn, name)

@@ -281,6 +281,21 @@ def blob_row(name: str, data: bytes, base: Base | None = None, depth: int = 0) -
     }
 
 
+def external_row(name: str, size: int) -> dict[str, Scalar]:
+    """The blobs row of a body kept in object storage (storage.objects): its name and size,
+    and no data (storage.sql.bodies.external tells such a row)."""
+    return {
+        "digest": name,
+        "size": size,
+        "stored_size": 0,
+        "data": b"",
+        "parts": 0,
+        "stored_at": time.time(),
+        "base": None,
+        "depth": 0,
+    }
+
+
 def _messages(
     digest: str | None, bodies: Mapping[str, bytes | BlobRef]
 ) -> tuple[Message, ...] | None:

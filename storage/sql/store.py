@@ -21,6 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Self
 
 import blake3
@@ -40,6 +41,7 @@ from freezeframe.storage import blobs
 from freezeframe.storage.base import BlobWriter, Store
 from freezeframe.storage.counters import CassetteCounts, Counters
 from freezeframe.storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
+from freezeframe.storage.objects import Outbox, open_blob_store, outbox_for
 from freezeframe.storage.records import (
     BlobRef,
     Candidate,
@@ -72,7 +74,7 @@ from freezeframe.storage.records import (
 )
 from freezeframe.storage.replaytable import ReplayTable
 from freezeframe.storage.spool import SpoolWriter
-from freezeframe.storage.sql import bodies, listings, positions, rekey, triage
+from freezeframe.storage.sql import bodies, listings, move, positions, rekey, triage
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import connect, exclusive, mask, reason, unavailable
 from freezeframe.storage.sql.fork import fork as fork_cassette
@@ -121,18 +123,33 @@ log = logging.getLogger("freezeframe.storage")
 class SqlStore(Store):
     """A Store in a SQL database. Build one with storage.open_store(url)."""
 
-    def __init__(self, engine: Engine, where: str, *, process_url: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        where: str,
+        *,
+        process_url: str | None = None,
+        objects: Outbox | None = None,
+    ) -> None:
         self._engine = engine
         self._where = where
-        self._cache = blobs.BlobCache()
+        self._objects = objects
+        self._cache = blobs.BlobCache(objects=objects)
         self._counters = Counters(self._load_counts)
         self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
         self._writer: Writer | WriterProcess
         if process_url is None:
-            self._writer = Writer(engine, self._written, where, self._counters.moved)
+            self._writer = Writer(
+                engine, self._written, where, self._counters.moved, objects=objects
+            )
         else:
             self._writer = WriterProcess(
-                engine, process_url, where, self._written, self._counters.moved
+                engine,
+                process_url,
+                where,
+                self._written,
+                self._counters.moved,
+                objects,
             )
         self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._table = ReplayTable()
@@ -141,15 +158,33 @@ class SqlStore(Store):
         self._closed = False
 
     @classmethod
-    def open(cls, url: str, *, create: bool = True, writer_process: bool = False) -> Self:
+    def open(
+        cls,
+        url: str,
+        *,
+        create: bool = True,
+        writer_process: bool = False,
+        blobs_url: str | None = None,
+        outbox: Path | None = None,
+    ) -> Self:
         """The store at ``url``; with ``writer_process`` (Linux only), written by a process
-        of its own (storage.sql.writerprocess), else by a thread of this one."""
+        of its own (storage.sql.writerprocess), else by a thread of this one; with
+        ``blobs_url``, bodies in that object store (storage.objects), waiting in ``outbox``
+        while it is away."""
         apart = writer_process and sys.platform == "linux"
+        objects = None if blobs_url is None else outbox_for(blobs_url, outbox)
         engine = connect(url, create=create)
         try:
-            return cls(engine, mask(url), process_url=url if apart else None)
+            return cls(
+                engine,
+                mask(url),
+                process_url=url if apart else None,
+                objects=objects,
+            )
         except BaseException:
             engine.dispose()
+            if objects is not None:
+                objects.close()
             raise
 
     def __repr__(self) -> str:
@@ -167,6 +202,11 @@ class SqlStore(Store):
             self._writer.flush(HEALTH_WAIT_S)
         if self._writer.failing is not None:
             return f"cannot write to store {self._where}: {self._writer.failing}"
+        if self._objects is not None and (waiting := self._objects.size()):
+            return (
+                f"object store {self._objects.location} is away: {waiting} bytes of bodies "
+                "wait in the outbox"
+            )
         try:
             with self._connect() as conn:
                 conn.execute(select(1))
@@ -176,6 +216,27 @@ class SqlStore(Store):
 
     def stats(self) -> WriterStats:
         return self._writer.stats()
+
+    def move_bodies(self, target: str) -> int:
+        self.flush(PENDING_WAIT_S)
+        with unavailable(f"cannot move the bodies of store {self._where}", self._engine):
+            if target == "sql":
+                if self._objects is None:
+                    raise StoreError(
+                        "--to sql moves bodies back from object storage: say which with "
+                        "--blobs URL (FREEZEFRAME_BLOBS)"
+                    )
+                moved = move.into_database(self._engine, self._objects.objects)
+            else:
+                moved = move.into_objects(self._engine, open_blob_store(target))
+        self._writer.forget(digests=True)
+        return moved
+
+    def outbox(self) -> tuple[bool, int] | None:
+        if self._objects is None:
+            return None
+        waiting = self._objects.size()
+        return self._objects.problem is None and not waiting, waiting
 
     def reserve(self, cassette: str, key: str) -> Slot:
         self._check_open()
@@ -297,7 +358,9 @@ class SqlStore(Store):
                 found = conn.execute(bodies.LAYOUT, {"digest": ref.digest}).first()
         if found is None:
             raise self._damaged(bodies.Damaged(f"body {ref.digest[:16]} is missing"))
-        _, parts, stored, base = found
+        size, parts, stored, base = found
+        if bodies.external(size, parts, stored, base):
+            return self._checked(ref, self._ranges(ref))
         if base is not None:
             # Streamed in again after it was stored against a base: small enough to hold.
             with self._connect() as conn:
@@ -410,7 +473,7 @@ class SqlStore(Store):
 
     def verify(self, cassette: str) -> VerifyReport:
         with self._connect() as conn:
-            return verify_cassette(conn, cassette, self._where)
+            return verify_cassette(conn, cassette, self._where, self._cache.objects)
 
     def rekey(
         self, cassette: str, keyer: Callable[[Exchange], Rekeyed], *, dry_run: bool = False
@@ -500,7 +563,7 @@ class SqlStore(Store):
         self.flush(PENDING_WAIT_S)
         with unavailable(f"cannot collect garbage in store {self._where}", self._engine):
             with exclusive(self._engine) as conn:
-                found = collect(conn, grace, dry_run=dry_run)
+                found = collect(conn, grace, dry_run=dry_run, objects=self._objects)
         if not dry_run:
             self._writer.forget(digests=True)
         return found
@@ -586,6 +649,8 @@ class SqlStore(Store):
         self._writer.stop()
         self._reader.close()
         self._engine.dispose()
+        if self._objects is not None:
+            self._objects.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -607,6 +672,17 @@ class SqlStore(Store):
                 return read(cassette, *args)
         except bodies.Damaged as exc:
             raise self._damaged(exc) from None
+
+    def _ranges(self, ref: BlobRef) -> Iterator[bytes]:
+        """A body in object storage, read a part's worth of bytes at a time (a ranged GET
+        each), so that replay's first bytes leave before the last are read."""
+        for start in range(0, ref.size, blobs.PART_SIZE):
+            try:
+                yield bodies.fetched_range(
+                    ref.digest, self._cache, start, min(ref.size, start + blobs.PART_SIZE)
+                )
+            except bodies.Damaged as exc:
+                raise self._damaged(exc) from None
 
     def _parts(self, ref: BlobRef, count: int) -> Iterator[bytes]:
         """A streamed body's parts, each read on a connection of its own, so that a

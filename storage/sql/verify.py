@@ -9,6 +9,8 @@ body. A canonical form kept as a blob is read back and decompressed too, since t
 chain covers the form itself.
 """
 
+from typing import TYPE_CHECKING
+
 from sqlalchemy import Connection, select
 
 from freezeframe.storage.chain import exchange_digest, link
@@ -19,6 +21,9 @@ from freezeframe.storage.sql.fork import provenance, start_of
 from freezeframe.storage.sql.rows import chain_fields
 from freezeframe.storage.sql.schema import CHAINED, cassettes, exchanges
 
+if TYPE_CHECKING:
+    from freezeframe.storage.objects import BlobStore
+
 _BODIES = (
     ("request", "request_body_digest"),
     ("response", "response_body_digest"),
@@ -26,7 +31,9 @@ _BODIES = (
 )
 
 
-def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport:
+def verify_cassette(
+    conn: Connection, cassette: str, where: str, objects: "BlobStore | None" = None
+) -> VerifyReport:
     query = (
         select(
             cassettes.c.head,
@@ -57,14 +64,14 @@ def verify_cassette(conn: Connection, cassette: str, where: str) -> VerifyReport
         for which, column in _BODIES:
             name = row[column]
             if name is not None and name not in body_problems:
-                body_problems[name] = problem(conn, name)
+                body_problems[name] = problem(conn, name, objects)
             if name is not None and body_problems[name]:
                 detail = f"exchange {seq}: its {which} {body_problems[name]}"
                 return VerifyReport(cassette, checked, False, seq, detail)
         canonical = None
         if (name := row["canonical_digest"]) is not None:
             try:
-                canonical = form(conn, name)
+                canonical = form(conn, name, objects)
             except Damaged as exc:
                 detail = f"exchange {seq}: its canonical form {exc}"
                 return VerifyReport(cassette, checked, False, seq, detail)

@@ -68,6 +68,7 @@ from freezeframe.storage import blobs, transcript
 from freezeframe.storage.chain import GENESIS, Scalar, exchange_digest, link
 from freezeframe.storage.deltas import Base, Lines
 from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import (
     BlobRef,
     ForkOrigin,
@@ -84,10 +85,17 @@ from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import insert_ignore, reason
 from freezeframe.storage.sql.fork import origin_text, start_of
+from freezeframe.storage.sql.gc import GC_GENERATION
 from freezeframe.storage.sql.misses import MISS_COLUMNS, miss_row
 from freezeframe.storage.sql.prepared import Prepared
-from freezeframe.storage.sql.rows import blob_row, chain_fields, exchange_row, json_text
-from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, misses
+from freezeframe.storage.sql.rows import (
+    blob_row,
+    chain_fields,
+    exchange_row,
+    external_row,
+    json_text,
+)
+from freezeframe.storage.sql.schema import blob_parts, cassettes, drifts, exchanges, meta, misses
 from freezeframe.storage.sql.schema import blobs as blobs_table
 from freezeframe.storage.sql.schema import notes as notes_table
 from freezeframe.storage.sql.search import SearchIndex
@@ -109,6 +117,9 @@ search in this process indexes what waits first (Store.search), and a process th
 store (``freezeframe search`` in a second shell) indexes it itself (search.catch_up); only a
 process that has the store open already (a proxy replica) finds it this much later than its
 listing: less than the time it takes a person to look."""
+
+_UNREAD = object()
+"""What a writer knows of GC_GENERATION before its first transaction: nothing."""
 
 KNOWN_DIGESTS = 16_384
 """How many digests of stored blobs the writer remembers (about 4 MB of them)."""
@@ -168,6 +179,22 @@ class _Statements:
             dialect,
         )
         self.last_seq = Prepared(select(func.max(exchanges.c.seq)).where(in_cassette), dialect)
+        generation = select(meta.c.value).where(meta.c.name == GC_GENERATION)
+        # Shared: a collection that holds the row (storage.sql.gc) is waited for.
+        self.generation = Prepared(
+            generation if dialect.name == "sqlite" else generation.with_for_update(read=True),
+            dialect,
+        )
+        # The key and the start time to the microsecond name one exchange: served by the
+        # (cassette_id, key, occurrence) index, and asked only when a batch is retried.
+        self.stored_as = Prepared(
+            select(exchanges.c.seq, exchanges.c.occurrence).where(
+                in_cassette,
+                exchanges.c.key == bindparam("key"),
+                exchanges.c.started_at == bindparam("started_at"),
+            ),
+            dialect,
+        )
         self.last_occurrence = Prepared(
             select(func.max(exchanges.c.occurrence)).where(
                 in_cassette, exchanges.c.key == bindparam("key")
@@ -297,8 +324,14 @@ class Writer:
         where: str,
         moved: Moved,
         served: Callable[[], None] | None = None,
+        objects: "Outbox | None" = None,
     ) -> None:
         self._engine = engine
+        self._objects = objects
+        """Where bodies go when the store keeps them in object storage (--blobs)."""
+        self._generation: object = _UNREAD
+        """GC_GENERATION as the last transaction read it (storage.sql.gc; None: no collection
+        has run)."""
         self._done = done
         self._moved = moved
         self._served = served
@@ -489,8 +522,15 @@ class Writer:
             blob.discard()
 
     def _insert_blob(self, cursor: DBAPICursor, blob: SpooledBlob) -> None:
-        """Insert a spooled body unless the database has it, one part per statement."""
+        """Insert a spooled body unless the database has it, one part per statement; with
+        object storage, upload it part by part (a multipart upload) and insert its name."""
         ref = blob.ref
+        if self._objects is not None:
+            self._collected(cursor)
+            self._objects.put_parts(ref.digest, map(blobs.decompress_part, blob.parts()))
+            self._statements.add_blob.execute(cursor, external_row(ref.digest, ref.size))
+            cursor.fetchone()
+            return
         parts = blob.parts()
         row = {
             "digest": ref.digest,
@@ -611,10 +651,18 @@ class Writer:
         written: list[NewExchange] = []
         statements = self._statements
         with self._transaction(exclusive=True) as cursor:
+            if self._collected(cursor):
+                for name, data in bodies.items():
+                    self._put(name, data)
             for exchange, names in zip(batch, named, strict=True):
                 name = exchange.cassette
                 tip = tips.get(name) or self._tip(cursor, name)
                 if resolve:
+                    stored_as = self._stored_as(cursor, tip.cassette_id, exchange)
+                    if stored_as is not None:
+                        # Committed by the attempt whose answer was lost: written, once.
+                        written.append(stored_as)
+                        continue
                     exchange = self._free_slot(cursor, tip.cassette_id, exchange, written)
                 row = exchange_row(
                     exchange, tip.cassette_id, names.request, names.response, names.messages
@@ -646,6 +694,22 @@ class Writer:
         )
         return written
 
+    def _collected(self, cursor: DBAPICursor) -> bool:
+        """Whether a collection may have deleted objects since the last transaction read
+        GC_GENERATION: then the bodies this one names are uploaded again, in it, before it
+        commits. Waits for a collection that is running. False without object storage."""
+        if self._objects is None:
+            return False
+        found = self._statements.generation.first(cursor, {})
+        generation = None if found is None else found[0]
+        moved = generation != self._generation
+        self._generation = generation
+        return moved
+
+    def _put(self, name: str, data: bytes) -> None:
+        assert self._objects is not None
+        self._objects.put(name, data)
+
     def _compress(self, batch: list[NewExchange], named: list["_Named"]) -> dict[str, _BlobRow]:
         """The blob rows of the bodies not known to be stored, compressed before the
         transaction so that the database is not held meanwhile. A request body is stored
@@ -657,6 +721,11 @@ class Writer:
             request = names.request_body
             for body in names.brought:
                 if body.name in stored or body.name in self._known:
+                    continue
+                if self._objects is not None:
+                    # Written before the row that names it commits: never a dangling name.
+                    self._objects.put(body.name, body.data)
+                    stored[body.name] = external_row(body.name, len(body.data))
                     continue
                 base = None
                 path = exchange.path.split("?")[0]
@@ -675,6 +744,8 @@ class Writer:
         database (or inserted before it here) and the chain stays within MAX_DEPTH; a row
         whose base is not is compressed again, on its own. The database's word on a base
         counts over this batch's: an insert-if-absent keeps what is there."""
+        if self._objects is not None:
+            return rows
         depths: dict[str, int] = {}
         settled = []
         for row in rows:
@@ -689,6 +760,29 @@ class Writer:
             depths[name] = int(row["depth"] or 0)
             settled.append(row)
         return settled
+
+    def _stored_as(
+        self, cursor: DBAPICursor, cassette_id: int, exchange: NewExchange
+    ) -> NewExchange | None:
+        """``exchange`` as the database already has it, or None. A commit can succeed while
+        its answer is lost (the server or the connection goes away in between); the retry
+        then finds the exchange's own row, which must count as written rather than be
+        stored a second time in the next free slot."""
+        found = self._statements.stored_as.first(
+            cursor,
+            {"cassette_id": cassette_id, "key": exchange.key, "started_at": exchange.started_at},
+        )
+        if found is None:
+            return None
+        seq, occurrence = found
+        log.info(
+            "exchange %d of cassette %r was already stored as %d: the commit that wrote it "
+            "succeeded but its answer was lost",
+            exchange.slot.seq,
+            exchange.cassette,
+            seq,
+        )
+        return dataclasses.replace(exchange, slot=Slot(seq, occurrence))
 
     def _free_slot(
         self,

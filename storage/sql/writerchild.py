@@ -34,8 +34,10 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 from freezeframe.storage.errors import StoreError
+from freezeframe.storage.objects import outbox_for
 from freezeframe.storage.records import NewExchange, Slot
 from freezeframe.storage.spool import SpooledBlob
 from freezeframe.storage.sql.channel import Channel
@@ -78,14 +80,22 @@ class _Forward(logging.Handler):
 class _Served:
     """The Writer, fed from the channel, answering on it."""
 
-    def __init__(self, channel: Channel, url: str, where: str) -> None:
+    def __init__(
+        self, channel: Channel, url: str, where: str, objects: tuple[str, str] | None
+    ) -> None:
         self._channel = channel
         self._tokens: dict[int, int] = {}
         """The proxy's token of each exchange queued, by id() of the exchange."""
         self._reported: tuple[WriterStats, str | None] = (WriterStats(), None)
         self._writer: Writer | None = None
+        self._outbox = None if objects is None else outbox_for(objects[0], Path(objects[1]))
         self._writer = Writer(
-            connect(url, create=False), self._done, where, self._moved, served=self._report
+            connect(url, create=False),
+            self._done,
+            where,
+            self._moved,
+            served=self._report,
+            objects=self._outbox,
         )
 
     def serve(self) -> None:
@@ -114,6 +124,8 @@ class _Served:
                 writer.forget(digests=message[1])
             elif kind == "stop":
                 writer.stop()
+                if self._outbox is not None:
+                    self._outbox.close()
                 _send(self._channel, ("stopped",))
                 return
             while writer.stats().queued >= QUEUE_LIMIT:
@@ -174,13 +186,13 @@ def main() -> None:
         sys.exit(0)
     if not (isinstance(opened, tuple) and opened[0] == "open"):
         raise TypeError("the writer process was not told which store to open")
-    _, url, where, level = opened
+    _, url, where, level, objects = opened
     logger = logging.getLogger("freezeframe")
     logger.setLevel(level)
     logger.addHandler(_Forward(channel))
     logger.propagate = False
     try:
-        served = _Served(channel, url, where)
+        served = _Served(channel, url, where, objects)
     except StoreError as exc:
         logger.error("the store's writer process cannot open %s: %s", where, exc)
         sys.exit(1)

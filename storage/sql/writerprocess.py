@@ -40,6 +40,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from freezeframe.storage.errors import StoreClosed, StoreError, StoreUnavailable
+from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import Miss, NewExchange
 from freezeframe.storage.spool import SpooledBlob
 from freezeframe.storage.sql.channel import Channel
@@ -71,9 +72,12 @@ class WriterProcess:
         where: str,
         done: Callable[[NewExchange, bool], None],
         moved: Moved,
+        objects: Outbox | None = None,
     ) -> None:
         self._engine = engine
         self._url = url
+        self._objects = objects
+        """The object store and its outbox (--blobs): the process opens its own."""
         self._where = where
         self._done = done
         self._moved = moved
@@ -218,7 +222,9 @@ class WriterProcess:
             if self._stopping:
                 raise StoreClosed(self._where)
             if self._imports is None:
-                self._imports = Writer(self._engine, self._done, self._where, self._moved)
+                self._imports = Writer(
+                    self._engine, self._done, self._where, self._moved, objects=self._objects
+                )
             imports = self._imports
         imports.put(job)
 
@@ -299,10 +305,14 @@ class WriterProcess:
         channel.send(self._opening())
         return channel, theirs
 
-    def _opening(self) -> tuple[str, str, str, int]:
-        """A process's first message: which store to open, and the proxy's log level."""
+    def _opening(self) -> tuple[str, str, str, int, tuple[str, str] | None]:
+        """A process's first message: which store to open, the proxy's log level, and the
+        object store and outbox bodies go to (None: the database)."""
         level = logging.getLogger("freezeframe").getEffectiveLevel()
-        return ("open", self._url, self._where, level)
+        objects = (
+            None if self._objects is None else (self._objects.url, str(self._objects.directory))
+        )
+        return ("open", self._url, self._where, level, objects)
 
     def _ended(self, channel: Channel, why: str) -> None:
         """The process is gone without being stopped: say so, and give up on what it had."""

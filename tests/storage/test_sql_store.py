@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.database import run_sql, terminate_freezeframe_backends, writes_blocked
+from support.database import (
+    AnswerLosingRelay,
+    run_sql,
+    terminate_freezeframe_backends,
+    writes_blocked,
+)
 from support.exchanges import plausible_exchange, plausible_response
 
 from freezeframe.storage import (
@@ -725,6 +730,36 @@ def test_connections_lost_with_the_server_are_replaced(
         store.flush(WAIT)
         assert_same(store.lookup("c", "b", 0), second)
         assert store.verify("c").ok
+    assert not [r for r in caplog.records if "dropping it" in r.getMessage()]
+
+
+@pytest.mark.postgres
+def test_a_commit_whose_answer_was_lost_is_stored_once(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server commits a batch and the connection drops before the answer arrives: the
+    writer's retry finds the exchanges already there and counts them as written, rather than
+    moving them to the next free seq as if another process had taken their place."""
+    caplog.set_level(logging.INFO, logger="freezeframe.storage")
+    relay = AnswerLosingRelay()
+    try:
+        with open_store(relay.url(postgres_url)) as store:
+            first = record(store, key="a")
+            store.flush(WAIT)
+            relay.armed.set()
+            lost = [record(store, key="b"), record(store, key="a")]
+            store.flush(WAIT)
+            assert relay.tripped.is_set(), "the relay never dropped a COMMIT's answer"
+            after = record(store, key="c")
+            store.flush(WAIT)
+            stored = [(e.seq, e.key, e.occurrence) for e in store.exchanges("c")]
+            assert stored == [(0, "a", 0), (1, "b", 0), (2, "a", 1), (3, "c", 0)]
+            for sent in (first, *lost, after):
+                assert_same(store.lookup("c", sent.key, sent.slot.occurrence), sent)
+            assert store.verify("c").ok
+    finally:
+        relay.close()
+    assert "already stored" in caplog.text
     assert not [r for r in caplog.records if "dropping it" in r.getMessage()]
 
 

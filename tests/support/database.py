@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -59,6 +61,83 @@ def terminate_freezeframe_backends(url: str) -> int:
             "WHERE application_name = 'freezeframe' AND datname = current_database()"
         ).fetchall()
     return len(rows)
+
+
+COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"
+"""psycopg's commit on the wire: a simple-protocol Query message of ``COMMIT``."""
+
+
+class AnswerLosingRelay:
+    """A TCP relay in front of the PostgreSQL server. Once armed, it lets the next COMMIT
+    through to the server, waits for the server's answer, and drops the client's connection
+    instead of passing that answer on: the transaction is committed, and the client never
+    hears so (a network or a server that fails at the worst moment, made to happen on
+    purpose). Connect through it with ``sslmode=disable``, so the messages can be read."""
+
+    def __init__(self, server: tuple[str, int] = ("127.0.0.1", 5432)) -> None:
+        self._server = server
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.tripped = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, postgres_url: str) -> str:
+        """``postgres_url`` (a store URL on 127.0.0.1:5432) reached through this relay."""
+        return postgres_url.replace(":5432/", f":{self.port}/") + "?sslmode=disable"
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._server, timeout=10)
+            server.settimeout(None)
+            with self._lock:
+                self._sockets += [client, server]
+            committing = threading.Event()
+            threading.Thread(
+                target=self._pump, args=(client, server, committing, True), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pump, args=(server, client, committing, False), daemon=True
+            ).start()
+
+    def _pump(
+        self, source: socket.socket, sink: socket.socket, committing: threading.Event, up: bool
+    ) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            if up and COMMIT in data and self.armed.is_set():
+                self.armed.clear()
+                committing.set()
+            elif not up and committing.is_set():
+                # The server's answer to the COMMIT: committed. The client never hears it.
+                self.tripped.set()
+                break
+            try:
+                sink.sendall(data)
+            except OSError:
+                break
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def stored_bodies(path: Path) -> list[bytes]:
