@@ -180,6 +180,68 @@ _DECODERS: dict[str, Callable[[bytes, int], bytes]] = {
 }
 
 
+class _Stage:
+    """One content coding, written as a stream."""
+
+    def __init__(self, coding: str) -> None:
+        self._zlib = self._br = self._zstd = None
+        if coding in ("gzip", "x-gzip", "deflate"):
+            wbits = _GZIP_WBITS if coding != "deflate" else _ZLIB_WBITS
+            self._zlib = zlib.compressobj(6, zlib.DEFLATED, wbits)
+        elif coding == "br":
+            self._br = brotli.Compressor()
+        elif coding == "zstd":
+            self._zstd = zstandard.ZstdCompressor().compressobj()
+        else:
+            raise ValueError(f"content coding {coding!r} is not one freezeframe writes")
+
+    def feed(self, data: bytes) -> bytes:
+        if self._zlib is not None:
+            return self._zlib.compress(data)
+        if self._br is not None:
+            return bytes(self._br.process(data))
+        assert self._zstd is not None
+        return self._zstd.compress(data)
+
+    def end(self, *, cut: bool) -> bytes:
+        """The rest: the stream's end, or (``cut``) what makes all that was fed decode,
+        leaving the stream open, as a body cut off on the wire was."""
+        if self._zlib is not None:
+            return self._zlib.flush(zlib.Z_SYNC_FLUSH if cut else zlib.Z_FINISH)
+        if self._br is not None:
+            return bytes(self._br.flush() if cut else self._br.finish())
+        assert self._zstd is not None
+        mode = zstandard.COMPRESSOBJ_FLUSH_BLOCK if cut else zstandard.COMPRESSOBJ_FLUSH_FINISH
+        return self._zstd.flush(mode)
+
+
+class Encoder:
+    """``codings`` applied in order to a body that arrives in pieces, so a body too large
+    to hold is encoded again as it streams. Raises ValueError for a coding it cannot write."""
+
+    def __init__(self, codings: Sequence[str]) -> None:
+        self._stages = [_Stage(coding) for coding in codings]
+
+    def feed(self, data: bytes) -> bytes:
+        for stage in self._stages:
+            data = stage.feed(data)
+        return data
+
+    def end(self, *, cut: bool = False) -> bytes:
+        out = b""
+        for stage in self._stages:
+            out = stage.feed(out) + stage.end(cut=cut)
+        return out
+
+
+def encode_start(body: bytes, codings: Sequence[str]) -> bytes:
+    """``body`` encoded as the start of a stream that goes on (its end never written): what
+    a body cut off on the wire, or a bomb read only as far as a bound, is stored as once a
+    secret is taken out of the part that decoded."""
+    encoder = Encoder(codings)
+    return encoder.feed(body) + encoder.end(cut=True)
+
+
 def encode(body: bytes, codings: Sequence[str]) -> bytes:
     """``body`` with ``codings`` applied in order, as an edited answer is stored in the
     encoding it was recorded in. Raises ValueError for a coding this cannot write."""

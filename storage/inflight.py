@@ -30,7 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from freezeframe.storage.base import BlobWriter
-from freezeframe.storage.encodings import HELD_DECODED, Decoded, content_codings, decode, encode
+from freezeframe.storage.encodings import (
+    HELD_DECODED,
+    Decoded,
+    content_codings,
+    decode,
+    encode,
+    encode_start,
+)
 from freezeframe.storage.errors import StoreError
 from freezeframe.storage.records import BlobRef, Header
 from freezeframe.storage.redaction import Redactor
@@ -248,10 +255,8 @@ class Body:
             clean = redacted(self._redact, data)
             return Landed(self.size, clean, None, Decoded(clean, True))
         found = decode(data, self._codings, HELD_DECODED)
-        if not found.whole:  # nothing whole to read: redacted and stored as sent
-            return Landed(
-                self.size, redacted(self._redact, data), None, Decoded(b"", False, found.note)
-            )
+        if not found.whole:
+            return self._part(data, found)
         content = redacted(self._redact, found.data)
         if content == found.data:
             return Landed(self.size, data, None, Decoded(content, True))
@@ -261,3 +266,23 @@ class Body:
             self._what,
         )
         return Landed(self.size, encode(content, self._codings), None, Decoded(content, True), True)
+
+    def _part(self, data: bytes, found: Decoded) -> Landed:
+        """A body that does not decode whole: cut off, or a bomb past HELD_DECODED. What did
+        decode is scanned; when it held a secret, the redacted part is stored encoded again
+        as a stream that stops where the decoding stopped (still decodable, and still cut
+        off, as on the wire). Otherwise, or when nothing decoded (an unknown or damaged
+        coding), it is redacted and stored as sent."""
+        unread = Decoded(b"", False, found.note)
+        if found.data:
+            content = redacted(self._redact, found.data)
+            if content != found.data:
+                log.warning(
+                    "a secret inside a %s-encoded %s that does not decode whole (%s) was "
+                    "redacted; it is stored re-encoded as far as it decoded, not byte-exact",
+                    ", ".join(self._codings),
+                    self._what,
+                    found.note,
+                )
+                return Landed(self.size, encode_start(content, self._codings), None, unread, True)
+        return Landed(self.size, redacted(self._redact, data), None, unread)
