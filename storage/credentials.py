@@ -77,9 +77,12 @@ _KEY_KINDS = frozenset(
         "deploy",
         "session",
         "webhook",
+        "functions",
+        "host",
+        "role",
     }
 )
-"""``<kind> key`` names a credential (``api_key``, ``x-api-key``, ``xi-api-key``,
+"""``<kind> … key`` names a credential (``api_key``, ``x-api-key``, ``xi-api-key``,
 ``aws_secret_access_key``, ``Ocp-Apim-Subscription-Key``); ``key`` alone does not (a key
 press, an object's key in storage, ``Sec-WebSocket-Key``'s nonce)."""
 
@@ -147,6 +150,8 @@ def secret_name(name: str, *, query: bool = False) -> Secret:
     be too common elsewhere (``sig``, ``key``).
     """
     words = tuple(word.lower() for word in _WORDS.findall(name))
+    while words and words[-1].isdigit():  # ``X-Api-Key-2``
+        words = words[:-1]
     if not words:
         return Secret.NO
     joined = "_".join(words)
@@ -160,9 +165,8 @@ def secret_name(name: str, *, query: bool = False) -> Secret:
         return Secret.IF_SHAPED
     if any(word in _SECRET_WORDS for word in words):
         return Secret.ALWAYS
-    for kind, word in zip(words, words[1:], strict=False):
-        if word in ("key", "keys") and kind in _KEY_KINDS:
-            return Secret.ALWAYS
+    if words[-1] in ("key", "keys") and any(word in _KEY_KINDS for word in words[:-1]):
+        return Secret.ALWAYS
     return Secret.NO
 
 
