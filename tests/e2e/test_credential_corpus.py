@@ -190,3 +190,56 @@ def test_no_credential_of_the_corpus_is_stored_indexed_logged_or_exported(
     request = json.loads(next(text for text in texts if text.startswith('{"model"')))
     assert request["max_output_tokens"] == 64, "numbers and counts stay as sent"
     assert request["tools"][0]["headers"]["Authorization"].startswith("[redacted:")
+
+
+def test_a_request_keyed_with_a_redacted_token_replays_when_the_agent_sends_it_again(
+    tmp_path: Path, origin: Echo
+) -> None:
+    """An MCP-using agent sends its connector's OAuth token inside every model call's body
+    (OpenAI Responses ``tools[].authorization``). The token is stored as a marker, and the
+    request's key is read from the redacted body: the marker is the same for the same token,
+    so the replayed run, sending the real token again, finds its recording."""
+    token = "mcp-oauth-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+    body = {
+        "model": "gpt-4.1",
+        "input": "list my open issues",
+        "tools": [
+            {
+                "type": "mcp",
+                "server_label": "tracker",
+                "server_url": "https://mcp.tracker.example/sse",
+                "authorization": token,
+                "headers": {"Authorization": f"Bearer {token}"},
+            }
+        ],
+    }
+    url = f"http://127.0.0.1:{origin.server_port}/v1/responses"
+
+    def send(proxy: ProxyProcess, with_token: str) -> requests.Response:
+        sent = json.loads(json.dumps(body).replace(token, with_token))
+        with requests.Session() as session:
+            session.trust_env = False
+            return session.post(
+                url, json=sent, headers={"authorization": "Bearer k"}, proxies={"http": proxy.url}
+            )
+
+    data = tmp_path / "data"
+    recorder = ProxyProcess(data, cassette="mcp")
+    try:
+        recorder.start()
+        recorded = send(recorder, token)
+        assert recorded.status_code == 401
+        assert len(recorder.stored("mcp", 1, timeout=60)) == 1
+    finally:
+        recorder.stop()
+    assert token.encode() not in (data / "freezeframe.db").read_bytes()
+    replayer = ProxyProcess(data, mode="replay", cassette="mcp")
+    try:
+        replayer.start()
+        replayed = send(replayer, token)
+        other = send(replayer, token.replace("0f1e", "9999"))
+    finally:
+        replayer.stop()
+    assert replayed.status_code == 401, replayed.text
+    assert replayed.json()["tools"][0]["authorization"].startswith("[redacted:")
+    assert other.status_code != 401, "another token is another request"
