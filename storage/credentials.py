@@ -227,7 +227,9 @@ def load_rules(text: str) -> tuple[Rule, ...]:
                 id=entry["id"],
                 description=entry["description"],
                 source=entry["source"],
-                pattern=prefix_pattern(entry.get("prefix", ""), boundary=entry.get("boundary", True))
+                pattern=prefix_pattern(
+                    entry.get("prefix", ""), boundary=entry.get("boundary", True)
+                )
                 + entry["regex"],
                 examples=tuple(entry["examples"]),
                 not_examples=tuple(entry.get("not", ())),

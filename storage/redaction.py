@@ -233,10 +233,10 @@ class Redactor:
             return value
 
         def replace(match: Any) -> bytes:
-            name, value = match.group(2).decode("latin-1"), match.group(3)
+            name, value = match.group(2).decode("latin-1"), bytes(match.group(3))
             if not self.is_secret_query(name, value.decode("latin-1")):
                 return bytes(match.group(0))
-            return match.group(1) + self._marker_unless_marked(unquote_to_bytes(value))
+            return bytes(match.group(1)) + self._marker_unless_marked(unquote_to_bytes(value))
 
         return _QUERY_IN_HEADER.sub(replace, value)
 

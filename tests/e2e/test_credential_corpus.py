@@ -126,9 +126,9 @@ def _send(proxy: ProxyProcess, origin: Echo) -> None:
             session.post(f"{base}{SLACK_PATH}", data=b"payload=hi"),
         ]
     assert [answer.status_code for answer in sent] == [401, 200, 200, 200, 200]
-    assert sent[0].json()["tools"][0]["authorization"] == _secret_of("json", "tools.0.authorization"), (
-        "the client still gets the real answer"
-    )
+    assert sent[0].json()["tools"][0]["authorization"] == _secret_of(
+        "json", "tools.0.authorization"
+    ), "the client still gets the real answer"
 
 
 def _export(proxy: ProxyProcess, fmt: str, out: Path) -> None:

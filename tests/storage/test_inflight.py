@@ -233,3 +233,41 @@ def test_the_start_of_a_compression_bomb_with_a_key_is_stored_without_it() -> No
 
     start = decode(landed.stored, ["gzip"], 1024).data
     assert start.startswith(b"[r:") and secret not in start
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
+def test_a_compressed_body_that_spills_is_scanned_decoded_and_stored_decodable(
+    store: Store, coding: str
+) -> None:
+    """Over LARGE_BODY it is never held: its content is decoded as it streams, and the key
+    deep inside it (after several MiB) is taken out; the stored body still decodes."""
+    from freezeframe.storage.encodings import decode, encode
+
+    secret = b"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"
+    content = noise(6 * 1024 * 1024) + b" key " + secret + b" " + noise(3 * 1024 * 1024)
+    sent = encode(content, [coding])
+    assert len(sent) > LARGE_BODY
+    body = Body(REDACTOR, (), [(b"content-encoding", coding.encode())], spill=store.blob_writer)
+    for piece in cut(sent, 65_536):
+        body.feed(piece)
+    landed = body.end()
+    assert landed.reencoded and landed.ref is not None
+    kept = b"".join(store.read_blob(landed.ref))
+    found = decode(kept, [coding], 2 * len(content))
+    assert found.whole and secret not in found.data and len(found.data) == len(content)
+    assert (
+        dict(landed.headers(((b"content-length", b"1"),)))[b"content-length"]
+        == str(len(kept)).encode()
+    )
+
+
+def test_a_compressed_body_that_spills_without_a_secret_is_stored_byte_exact(
+    store: Store,
+) -> None:
+    sent = gzip.compress(noise(10 * 1024 * 1024), mtime=0)
+    body = Body(REDACTOR, (), GZIP, spill=store.blob_writer)
+    for piece in cut(sent, 65_536):
+        body.feed(piece)
+    landed = body.end()
+    assert not landed.reencoded and landed.ref is not None
+    assert b"".join(store.read_blob(landed.ref)) == sent

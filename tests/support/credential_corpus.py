@@ -138,7 +138,13 @@ FORM_FIELDS: tuple[str, ...] = (
     "assertion_secret",
     "private_key",
 )
-MULTIPART_FIELDS: tuple[str, ...] = ("password", "api_key", "apiKey", "client_secret", "token_secret")
+MULTIPART_FIELDS: tuple[str, ...] = (
+    "password",
+    "api_key",
+    "apiKey",
+    "client_secret",
+    "token_secret",
+)
 QUERY_PARAMS: tuple[str, ...] = (
     "token",
     "sig",
@@ -200,14 +206,23 @@ def header_value(name: str) -> str:
 
 def corpus() -> list[Spelling]:
     spellings = [
-        Spelling("header", name, header_value(name), _value("header", name)) for name in HEADER_NAMES
+        Spelling("header", name, header_value(name), _value("header", name))
+        for name in HEADER_NAMES
     ]
     spellings += [
-        Spelling("json", ".".join(path), _value("json", ".".join(path)), _value("json", ".".join(path)))
+        Spelling(
+            "json", ".".join(path), _value("json", ".".join(path)), _value("json", ".".join(path))
+        )
         for path in JSON_MEMBERS
     ]
-    for place, names in (("form", FORM_FIELDS), ("multipart", MULTIPART_FIELDS), ("query", QUERY_PARAMS)):
-        spellings += [Spelling(place, name, _value(place, name), _value(place, name)) for name in names]
+    for place, names in (
+        ("form", FORM_FIELDS),
+        ("multipart", MULTIPART_FIELDS),
+        ("query", QUERY_PARAMS),
+    ):
+        spellings += [
+            Spelling(place, name, _value(place, name), _value(place, name)) for name in names
+        ]
     spellings += [
         Spelling("shape", rule.id, example, _secret_part(rule.pattern, example))
         for rule in RULES
