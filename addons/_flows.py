@@ -148,7 +148,7 @@ def recorded_response(
     started = flow.request.timestamp_start
     return RecordedResponse(
         status=response.status_code,
-        reason=response.reason,
+        reason=redactor.reason(response.reason, info.secrets),
         http_version=response.http_version,
         headers=redactor.headers(headers, info.secrets),
         body=body,

@@ -69,7 +69,7 @@ class Keeper:
         if response is not None:
             response = RecordedResponse(
                 status=response.status,
-                reason=response.reason,
+                reason=redactor.reason(response.reason, secrets),
                 http_version=response.http_version,
                 headers=redactor.headers(response.headers, secrets),
                 body=redactor.answer(captured.method, path, redactor.body(response.body, secrets)),

@@ -180,6 +180,173 @@ _DECODERS: dict[str, Callable[[bytes, int], bytes]] = {
 }
 
 
+class _Stage:
+    """One content coding, written as a stream; ``fast`` trades size for CPU, for a body
+    too large to hold that is encoded again as it streams."""
+
+    def __init__(self, coding: str, fast: bool) -> None:
+        self._zlib = self._br = self._zstd = None
+        if coding in ("gzip", "x-gzip", "deflate"):
+            wbits = _GZIP_WBITS if coding != "deflate" else _ZLIB_WBITS
+            self._zlib = zlib.compressobj(1 if fast else 6, zlib.DEFLATED, wbits)
+        elif coding == "br":
+            self._br = brotli.Compressor(quality=1 if fast else 5)
+        elif coding == "zstd":
+            self._zstd = zstandard.ZstdCompressor(level=1 if fast else 3).compressobj()
+        else:
+            raise ValueError(f"content coding {coding!r} is not one freezeframe writes")
+
+    def feed(self, data: bytes) -> bytes:
+        if self._zlib is not None:
+            return self._zlib.compress(data)
+        if self._br is not None:
+            return bytes(self._br.process(data))
+        assert self._zstd is not None
+        return self._zstd.compress(data)
+
+    def end(self, *, cut: bool) -> bytes:
+        """The rest: the stream's end, or (``cut``) what makes all that was fed decode,
+        leaving the stream open, as a body cut off on the wire was."""
+        if self._zlib is not None:
+            return self._zlib.flush(zlib.Z_SYNC_FLUSH if cut else zlib.Z_FINISH)
+        if self._br is not None:
+            return bytes(self._br.flush() if cut else self._br.finish())
+        assert self._zstd is not None
+        mode = zstandard.COMPRESSOBJ_FLUSH_BLOCK if cut else zstandard.COMPRESSOBJ_FLUSH_FINISH
+        return self._zstd.flush(mode)
+
+
+class Encoder:
+    """``codings`` applied in order to a body that arrives in pieces, so a body too large
+    to hold is encoded again as it streams. Raises ValueError for a coding it cannot write."""
+
+    def __init__(self, codings: Sequence[str], *, fast: bool = False) -> None:
+        self._stages = [_Stage(coding, fast) for coding in codings]
+
+    def feed(self, data: bytes) -> bytes:
+        for stage in self._stages:
+            data = stage.feed(data)
+        return data
+
+    def end(self, *, cut: bool = False) -> bytes:
+        out = b""
+        for stage in self._stages:
+            out = stage.feed(out) + stage.end(cut=cut)
+        return out
+
+
+PIECE = 1024 * 1024
+"""The most one step of a streamed decoding hands on."""
+
+
+class _Undo:
+    """One content coding undone as its bytes arrive, handing on at most PIECE bytes at a
+    time, so a few bytes of a bomb never become one huge allocation."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        self.eof = False
+        self._wbits = {"deflate": _ZLIB_WBITS, "br": 0, "zstd": 0}.get(coding, _GZIP_WBITS)
+        self._zlib = (
+            zlib.decompressobj(self._wbits) if coding != "br" and coding != "zstd" else None
+        )
+        self._br = brotli.Decompressor() if coding == "br" else None
+        self._zstd = zstandard.ZstdDecompressor().decompressobj() if coding == "zstd" else None
+        self._started = False
+
+    def feed(self, data: bytes, emit: Callable[[bytes], None]) -> None:
+        if self._zlib is not None:
+            self._inflate(data, emit)
+        elif self._br is not None:
+            emit(bytes(self._br.process(data, output_buffer_limit=PIECE)))
+            while not self._br.is_finished():
+                piece = bytes(self._br.process(b"", output_buffer_limit=PIECE))
+                if not piece:
+                    break
+                emit(piece)
+            self.eof = self._br.is_finished()
+        else:
+            step = max(_ZSTD_MIN_SLICE, PIECE // _ZSTD_MAX_RATIO)
+            for offset in range(0, len(data), step):
+                assert self._zstd is not None
+                if self._zstd.eof:  # a next frame (RFC 8878 §3.1)
+                    rest = self._zstd.unused_data + data[offset:]
+                    self._zstd = zstandard.ZstdDecompressor().decompressobj()
+                    self.feed(rest, emit)
+                    return
+                emit(self._zstd.decompress(data[offset : offset + step]))
+            self.eof = self._zstd is not None and self._zstd.eof
+
+    def _inflate(self, data: bytes, emit: Callable[[bytes], None]) -> None:
+        assert self._zlib is not None
+        buffer = data
+        while buffer:
+            try:
+                emit(self._zlib.decompress(buffer, PIECE))
+            except zlib.error:
+                if self.coding != "deflate" or self._started:
+                    raise
+                self._wbits = _RAW_DEFLATE_WBITS  # a raw deflate stream, as some servers send
+                self._zlib = zlib.decompressobj(self._wbits)
+                continue
+            self._started = True
+            buffer = self._zlib.unconsumed_tail
+            if self._zlib.eof:
+                rest = self._zlib.unused_data
+                self.eof = True
+                if self._wbits != _GZIP_WBITS or not rest.strip(b"\0"):
+                    return
+                self._zlib = zlib.decompressobj(self._wbits)  # the next gzip member
+                self.eof = False
+                buffer = rest
+
+
+class StreamDecoder:
+    """``codings`` undone as a body too large to hold arrives, its content handed to
+    ``out`` in pieces; it stops for good past ``limit`` bytes of content (``over``), at a
+    damaged stream or a coding it does not read (``failed``)."""
+
+    def __init__(self, codings: Sequence[str], out: Callable[[bytes], None], limit: int) -> None:
+        self.failed = any(coding not in _DECODERS for coding in codings)
+        self.over = False
+        self._undo = [_Undo(coding) for coding in reversed(codings)] if not self.failed else []
+        self._out = out
+        self._left = limit
+
+    @property
+    def whole(self) -> bool:
+        """Decoded to its end, within the limit."""
+        return not (self.failed or self.over) and all(undo.eof for undo in self._undo)
+
+    def feed(self, data: bytes) -> None:
+        if self.failed or self.over or not data:
+            return
+        try:
+            self._stage(0, data)
+        except (zlib.error, zstandard.ZstdError, brotli.error):
+            self.failed = True
+
+    def _stage(self, index: int, data: bytes) -> None:
+        if self.over or not data:
+            return
+        if index == len(self._undo):
+            if len(data) > self._left:
+                data, self.over = data[: self._left], True
+            self._left -= len(data)
+            if data:
+                self._out(data)
+            return
+        self._undo[index].feed(data, lambda piece: self._stage(index + 1, piece))
+
+
+def encode_start(body: bytes, codings: Sequence[str]) -> bytes:
+    """``body`` encoded as the start of a stream that goes on (its end never written): what
+    a body cut off on the wire, or a bomb read only as far as a bound, is stored as once a
+    secret is taken out of the part that decoded."""
+    encoder = Encoder(codings)
+    return encoder.feed(body) + encoder.end(cut=True)
+
+
 def encode(body: bytes, codings: Sequence[str]) -> bytes:
     """``body`` with ``codings`` applied in order, as an edited answer is stored in the
     encoding it was recorded in. Raises ValueError for a coding this cannot write."""

@@ -30,7 +30,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from freezeframe.storage.base import BlobWriter
-from freezeframe.storage.encodings import HELD_DECODED, Decoded, content_codings, decode, encode
+from freezeframe.storage.encodings import (
+    HELD_DECODED,
+    Decoded,
+    Encoder,
+    StreamDecoder,
+    content_codings,
+    decode,
+    encode,
+    encode_start,
+)
 from freezeframe.storage.errors import StoreError
 from freezeframe.storage.records import BlobRef, Header
 from freezeframe.storage.redaction import Redactor
@@ -45,6 +54,9 @@ BLOCK = 1024 * 1024
 #: Each block is redacted with this much of the body on either side of it, so a secret of
 #: up to this many bytes is found wherever it falls, across chunks and blocks alike.
 REACH = 64 * 1024
+#: The most content a compressed body that spills is scanned for: past it, a bomb's content
+#: is not read (what it held before is, and the body is stored as far as it was read).
+SPILLED_DECODED = 256 * 1024 * 1024
 
 
 class Blocks:
@@ -119,7 +131,8 @@ class Landed:
         """``headers`` as they go with the stored body: a re-encoded one gets its length."""
         if not self.reencoded:
             return tuple(headers)
-        length = str(len(self.stored)).encode("ascii")
+        size = self.ref.size if self.ref is not None else len(self.stored)
+        length = str(size).encode("ascii")
         return tuple(
             (name, length) if name.lower() == b"content-length" else (name, value)
             for name, value in headers
@@ -146,6 +159,7 @@ class Body:
         "_held",
         "_blocks",
         "_writer",
+        "_rescan",
         "_landed",
         "size",
     )
@@ -172,6 +186,7 @@ class Body:
         self._held: list[bytes] = []
         self._blocks: Blocks | None = None
         self._writer: BlobWriter | None = None
+        self._rescan: _Rescan | None = None
         self._landed: Landed | None = None
         self.size = 0
         if spill_now:
@@ -195,6 +210,8 @@ class Body:
             return
         self.size += len(data)
         if self._blocks is not None:
+            if self._rescan is not None:
+                self._rescan.feed(data)
             self._blocks.feed(data)
             return
         self._held.append(data)
@@ -210,8 +227,12 @@ class Body:
     def _go_spill(self) -> None:
         self._writer = self._spill() if self._spill is not None else None
         self._blocks = Blocks(self._redact, self._out)
+        if self._codings and self._spill is not None and self._writer is not None:
+            self._rescan = _Rescan(self._redact, self._codings, self._spill(), self._what)
         held, self._held = self._held, []
         for data in held:
+            if self._rescan is not None:
+                self._rescan.feed(data)
             self._blocks.feed(data)
 
     def _out(self, block: bytes) -> None:
@@ -232,6 +253,12 @@ class Body:
     def _spilled(self) -> Landed:
         assert self._blocks is not None
         self._blocks.end()
+        rescan, self._rescan = self._rescan, None
+        if rescan is not None and rescan.end():
+            if self._writer is not None:  # the body as sent holds the secret: never stored
+                self._writer.abort()
+                self._writer = None
+            return Landed(self.size, b"", rescan.finish(), None, True)
         ref = None
         if self._writer is not None:
             try:
@@ -248,10 +275,8 @@ class Body:
             clean = redacted(self._redact, data)
             return Landed(self.size, clean, None, Decoded(clean, True))
         found = decode(data, self._codings, HELD_DECODED)
-        if not found.whole:  # nothing whole to read: redacted and stored as sent
-            return Landed(
-                self.size, redacted(self._redact, data), None, Decoded(b"", False, found.note)
-            )
+        if not found.whole:
+            return self._part(data, found)
         content = redacted(self._redact, found.data)
         if content == found.data:
             return Landed(self.size, data, None, Decoded(content, True))
@@ -261,3 +286,118 @@ class Body:
             self._what,
         )
         return Landed(self.size, encode(content, self._codings), None, Decoded(content, True), True)
+
+    def _part(self, data: bytes, found: Decoded) -> Landed:
+        """A body that does not decode whole: cut off, or a bomb past HELD_DECODED. What did
+        decode is scanned; when it held a secret, the redacted part is stored encoded again
+        as a stream that stops where the decoding stopped (still decodable, and still cut
+        off, as on the wire). Otherwise, or when nothing decoded (an unknown or damaged
+        coding), it is redacted and stored as sent."""
+        unread = Decoded(b"", False, found.note)
+        if found.data:
+            content = redacted(self._redact, found.data)
+            if content != found.data:
+                log.warning(
+                    "a secret inside a %s-encoded %s that does not decode whole (%s) was "
+                    "redacted; it is stored re-encoded as far as it decoded, not byte-exact",
+                    ", ".join(self._codings),
+                    self._what,
+                    found.note,
+                )
+                return Landed(self.size, encode_start(content, self._codings), None, unread, True)
+        return Landed(self.size, redacted(self._redact, data), None, unread)
+
+
+class _Rescan:
+    """A compressed body that spills, scanned decoded as it streams, and encoded again.
+
+    The body as sent goes to one writer (byte-exact) while its content, decoded
+    (``StreamDecoder``, bounded by SPILLED_DECODED), is redacted in ``Blocks`` and encoded
+    again into a second. When the content held a secret, the second is kept and the first
+    thrown away (its spool never reaches the store); otherwise the other way round. A
+    stream that did not decode to its end (cut off, or past the bound) is encoded again as
+    far as it decoded, left open as it was on the wire.
+    """
+
+    __slots__ = (
+        "found",
+        "_redact",
+        "_encoder",
+        "_writer",
+        "_blocks",
+        "_decoder",
+        "_what",
+        "_codings",
+    )
+
+    def __init__(
+        self,
+        redact: Callable[[bytes], bytes],
+        codings: Sequence[str],
+        writer: BlobWriter,
+        what: str,
+    ) -> None:
+        self.found = False
+        self._redact = redact
+        self._what = what
+        self._writer: BlobWriter | None = writer
+        self._encoder = Encoder(codings, fast=True)
+        self._blocks = Blocks(self._scan, self._encoded)
+        self._decoder = StreamDecoder(codings, self._blocks.feed, SPILLED_DECODED)
+        self._codings = codings
+
+    def _scan(self, window: bytes) -> bytes:
+        clean = self._redact(window)
+        if clean != window:
+            self.found = True
+        return clean
+
+    def _encoded(self, block: bytes) -> None:
+        self._write(self._encoder.feed(block))
+
+    def _write(self, data: bytes) -> None:
+        if data and self._writer is not None:
+            try:
+                self._writer.write(data)
+            except StoreError as exc:
+                log.error("%s not stored: %s", self._what, exc)
+                self._writer.abort()
+                self._writer = None
+
+    def feed(self, data: bytes) -> None:
+        self._decoder.feed(data)
+
+    def end(self) -> bool:
+        """Whether the content held a secret (the re-encoded body is then the one kept);
+        when not, the re-encoded copy is thrown away."""
+        if self._decoder.failed and not self.found:
+            self.abort()
+            return False
+        self._blocks.end()
+        if not self.found:
+            self.abort()
+            return False
+        self._write(self._encoder.end(cut=not self._decoder.whole))
+        log.warning(
+            "a secret inside a %s-encoded %s was redacted; it is stored re-encoded%s, "
+            "not byte-exact",
+            ", ".join(self._codings),
+            self._what,
+            "" if self._decoder.whole else " as far as it decoded",
+        )
+        return True
+
+    def finish(self) -> BlobRef | None:
+        if self._writer is None:
+            return None
+        try:
+            return self._writer.finish()
+        except StoreError as exc:
+            log.error("%s not stored: %s", self._what, exc)
+            self._writer.abort()
+            return None
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None

@@ -29,6 +29,8 @@ from urllib.parse import (
 import blake3
 import re2
 
+from freezeframe.storage.credentials import RULES, Secret, looks_like_credential, secret_name
+
 Header = tuple[bytes, bytes]
 
 #: Headers that carry credentials or session state (the contract's list). ``Authorization``
@@ -65,26 +67,10 @@ SECRET_QUERY: frozenset[str] = frozenset(
     | {"x-amz-security-token", "x-amz-credential"}
 )
 
-#: Key shapes that must not survive in a body either, e.g. an agent that echoes its
-#: configuration into a tool call. OpenAI (``sk-``, ``sk-proj-``) and Anthropic
-#: (``sk-ant-``) keys; long enough not to hit ordinary prose.
-_DASH = r"(?:-|\\u002[dD]|%2[dD])"
-"""A dash as written raw, JSON-escaped (``\u002d``) or percent-encoded (``%2D``)."""
-
-DEFAULT_BODY_PATTERNS: tuple[str, ...] = (
-    # OpenAI and Anthropic keys, in any spelling of their dashes.
-    rf"sk{_DASH}(?:[A-Za-z0-9_]|{_DASH}){{20,}}",
-    # The shapes secret scanners (gitleaks, GitHub's) know, by their published prefixes.
-    r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",  # AWS access key ids
-    r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",  # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",  # GitHub fine-grained tokens
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,250}",  # Slack tokens
-    r"\bxapp-[0-9]+-[A-Za-z0-9-]{10,250}",  # Slack app tokens
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?s:.)*?-----END[A-Z0-9 ]{0,40}"
-    r"PRIVATE KEY(?: BLOCK)?-----",  # PEM and PGP private-key blocks
-)
-"""Key shapes that must not survive in a body either, e.g. an agent that echoes its
-configuration into a tool call; long and specific enough not to hit ordinary prose."""
+DEFAULT_BODY_PATTERNS: tuple[str, ...] = tuple(rule.pattern for rule in RULES)
+"""Key shapes that must not survive anywhere, e.g. an agent that echoes its configuration
+into a tool call: the maintained rules of ``credential_rules.toml`` (storage.credentials),
+each tested by its own examples; long and specific enough not to hit ordinary prose."""
 
 CREDENTIAL_FIELD_PATTERNS: tuple[str, ...] = (
     r'"(?:SecretAccessKey|secretAccessKey|SessionToken|sessionToken|Token)"\s*:\s*"([^"]{8,})"',
@@ -96,47 +82,31 @@ the group alone, so the field that holds a secret stays readable (and its docume
 well-formed)."""
 
 _SHAPES = "|".join(f"(?:{pattern})" for pattern in DEFAULT_BODY_PATTERNS)
-"""The shapes as one pattern, so a body is scanned for all of them in one pass: RE2 skips
-ahead to a single literal prefix (``sk``) by itself, but an alternation of prefixes or a word
-boundary makes it read every byte, and seven such passes cost seven times one."""
+"""The shapes as one pattern, so a body is scanned for all of them in one pass (one RE2
+DFA walk over the bytes, whatever the number of rules)."""
 
-SECRET_FIELDS: frozenset[str] = frozenset(
-    {
-        "password",
-        "passwd",
-        "client_secret",
-        "access_token",
-        "refresh_token",
-        "id_token",
-        "api_key",
-        "apikey",
-    }
+_HINT = rb"(?i:auth|passw|pwd|passphrase|secret|token|key|cookie|credential|sig)"
+"""What a credential's name contains (see ``credentials.secret_name``, which decides): the
+patterns below find only names with one of these, and ask the classifier about each."""
+
+_NAMED_VALUES: tuple[bytes, ...] = (
+    # "name": "value", a JSON member at any depth, the value as written (escapes and all)
+    rb'("([A-Za-z0-9_.\-]*' + _HINT + rb'[A-Za-z0-9_.\-]*)"\s*:\s*")((?:[^"\\]|\\.)+)(")',
+    # name=value in a form body
+    rb"((?:^|[&?])([A-Za-z0-9_.\-%\[\]]*" + _HINT + rb"[A-Za-z0-9_.\-%\[\]]*)=)"
+    rb"([^&#\s\"'<>\\]+)()",
+    # a multipart field: its Content-Disposition, its other head lines, then its first line
+    rb'((?i:content-disposition):[^\r\n]*?name="([^"\r\n]*)"[^\r\n]*\r\n'
+    rb"(?:[^\r\n]+\r\n){0,8}\r\n)([^\r\n]+)()",
 )
-"""JSON members and form fields whose value is a secret whatever it looks like."""
-TOKEN_FIELDS: frozenset[str] = frozenset({"token", "secret"})
-"""Fields whose value is scrubbed when it looks like a credential (16 or more characters of
-base64, hex or URL-safe text): ``token`` is also what a logprob's text is called."""
+"""Patterns whose groups are (what precedes the value, the name, the value, what follows)."""
 
-
-def _names(names: Iterable[str]) -> bytes:
-    return b"|".join(re.escape(name.encode()) for name in sorted(names))
-
-
-_FIELD_VALUES: tuple[str, ...] = tuple(
-    pattern.decode("latin-1")
-    for pattern in (
-        # "password": "…", as JSON writes a member (the value as written, escapes and all)
-        rb'("(?i:' + _names(SECRET_FIELDS) + rb')"\s*:\s*")((?:[^"\\]|\\.)+)(")',
-        rb'("(?i:' + _names(TOKEN_FIELDS) + rb')"\s*:\s*")([A-Za-z0-9._~+/=\-]{16,})(")',
-        # password=… in a form body
-        rb"((?:^|[&?])(?i:" + _names(SECRET_FIELDS) + rb")=)([^&#\s\"'<>\\]+)()",
-        rb"((?:^|[&?])(?i:" + _names(TOKEN_FIELDS) + rb")=)([A-Za-z0-9._~+/=%\-]{16,})()",
-    )
+_QUERY_IN_HEADER = re.compile(rb"([?&;]([A-Za-z0-9_.\-]+)=)([^&#\s;,>\"']+)")
+"""A query parameter inside a header's URL (a Referer, a Location, a Link)."""
+_SCHEME_VALUE = re.compile(
+    rb"((?i:bearer|basic|token|bot|digest|apikey|api-key|oauth|ssws|key) +)(\S.*)", re.DOTALL
 )
-"""Patterns whose second group is a secret field's value; the first and third are kept."""
-
-_QUERY_IN_HEADER = re.compile(rb"([?&;](?i:" + _names(SECRET_QUERY) + rb")=)([^&#\s;,>\"']+)")
-"""A secret query parameter inside a header's URL (a Referer, a Location, a Link)."""
+"""A credential written with its scheme word, as a ``headers`` map in a body holds one."""
 
 # User patterns run on every body recorded, so on RE2, which matches in time linear in the
 # body whatever the pattern: a backtracking one could hold the proxy on one body for minutes.
@@ -185,8 +155,8 @@ class Redactor:
                 ) from None
         self._patterns = tuple(on_bytes for on_bytes, _ in compiled)
         self._text_patterns = tuple(on_text for _, on_text in compiled)
-        self._fields = tuple(
-            re2.compile(p.encode("latin-1"), options=_BYTES) for p in _FIELD_VALUES
+        self._json, self._form, self._multipart = (
+            re2.compile(pattern, options=_BYTES) for pattern in _NAMED_VALUES
         )
 
     def fingerprint(self, secret: bytes) -> str:
@@ -196,8 +166,19 @@ class Redactor:
         return _MARKER_PREFIX + self.fingerprint(secret).encode() + b"]"
 
     def is_secret_header(self, name: bytes | str) -> bool:
+        """A header named as a credential (see ``credentials.secret_name``) or by the user."""
         text = name.decode("latin-1") if isinstance(name, bytes) else name
-        return text.lower() in self._headers
+        return text.lower() in self._headers or secret_name(text) is not Secret.NO
+
+    def is_secret_query(self, name: str, value: str) -> bool:
+        """A query parameter that carries a credential: by its name, or for a name that
+        is one only with a credential's looks (Google's ``key``), by both."""
+        if name.lower() in SECRET_QUERY:
+            return True
+        kind = secret_name(name, query=True)
+        return kind is Secret.ALWAYS or (
+            kind is Secret.IF_SHAPED and looks_like_credential(value.encode("utf-8", "replace"))
+        )
 
     def is_secret_answer(self, method: str, target: str) -> bool:
         """Whether the whole answer to this request is a credential (see ``SECRET_ANSWERS``)."""
@@ -229,18 +210,35 @@ class Redactor:
         return tuple(
             (name, self.header_value(value))
             if self.is_secret_header(name)
-            else (name, self._query_in_header(self._scrub(value, known)))
+            else (name, self._query_in_header(self._shapes(self._scrub(value, known))))
             for name, value in fields
         )
+
+    def reason(self, reason: str, known: Sequence[bytes] = ()) -> str:
+        """A reason phrase, which an upstream may write a request's token into."""
+        try:
+            data = reason.encode("latin-1")
+        except UnicodeEncodeError:
+            return self.text(reason)
+        return self._shapes(self._scrub(data, known)).decode("latin-1")
+
+    def _shapes(self, data: bytes) -> bytes:
+        for pattern in self._patterns:
+            data = pattern.sub(lambda m: _in_group(m, self._fitted_marker), data)
+        return data
 
     def _query_in_header(self, value: bytes) -> bytes:
         """A key in the query of a URL a header carries (``Referer: …?key=…``)."""
         if b"=" not in value:
             return value
-        return _QUERY_IN_HEADER.sub(
-            lambda m: m.group(1) + self._marker_unless_marked(unquote_to_bytes(m.group(2))),
-            value,
-        )
+
+        def replace(match: Any) -> bytes:
+            name, value = match.group(2).decode("latin-1"), bytes(match.group(3))
+            if not self.is_secret_query(name, value.decode("latin-1")):
+                return bytes(match.group(0))
+            return bytes(match.group(1)) + self._marker_unless_marked(unquote_to_bytes(value))
+
+        return _QUERY_IN_HEADER.sub(replace, value)
 
     def _marker_unless_marked(self, value: bytes) -> bytes:
         return value if value.startswith(_MARKER_PREFIX) else self.marker(value)
@@ -260,23 +258,34 @@ class Redactor:
         ``known`` are secrets seen in the request (see ``secret_values``): an endpoint
         that echoes its caller's token back must not smuggle it into the store.
         """
-        data = self._scrub(data, known)
-        for pattern in self._patterns:
-            data = pattern.sub(lambda m: _in_group(m, self._fitted_marker), data)
-        json_fields, form_fields = self._fields[:2], self._fields[2:]
-        for field in json_fields if b'"' in data else ():
-            data = field.sub(self._field_value, data)
-        for field in form_fields if _may_be_form(data) else ():
-            data = field.sub(self._field_value, data)
+        data = self._shapes(self._scrub(data, known))
+        if b'"' in data:
+            data = self._json.sub(self._named_value, data)
+        if _may_be_form(data):
+            data = self._form.sub(self._named_value, data)
+        if b"form-data" in data:
+            data = self._multipart.sub(self._named_value, data)
         return data
 
-    def _field_value(self, match: Any) -> bytes:
-        """A secret field's value replaced, the field's name kept; a marker left alone, so
-        redacting twice changes nothing."""
-        value: bytes = match.group(2)
+    def _named_value(self, match: Any) -> bytes:
+        """A value replaced when its name says it is a credential (``secret_name``), the
+        name kept, and a scheme word before it (``Bearer``) too; a marker left alone, so
+        redacting twice changes nothing, and a multipart file's content too."""
+        whole = bytes(match.group(0))
+        head, name, value = match.group(1), match.group(2), match.group(3)
         if value.startswith((_MARKER_PREFIX, b"[r:")) or value.strip(b"*") == b"":
-            return bytes(match.group(0))
-        return bytes(match.group(1)) + self._fitted_marker(value) + bytes(match.group(3))
+            return whole
+        kind = secret_name(name.decode("latin-1"))
+        if kind is Secret.NO or (kind is Secret.IF_SHAPED and not looks_like_credential(value)):
+            return whole
+        if b"filename=" in head:
+            return whole
+        scheme = _SCHEME_VALUE.fullmatch(value)
+        if scheme:
+            marked = scheme.group(1) + self._fitted_marker(scheme.group(2))
+        else:
+            marked = self._fitted_marker(value)
+        return bytes(head) + marked + bytes(match.group(4))
 
     def secret_values(self, fields: Sequence[Header], target: str) -> tuple[bytes, ...]:
         """The raw secrets a request carries, longest first, to scrub from its answer."""
@@ -297,7 +306,7 @@ class Redactor:
                 found.add(part.partition(b"=")[2].strip())
         _, _, query = target.partition("?")
         for param, text in parse_qsl(query, keep_blank_values=True):
-            if param.lower() in SECRET_QUERY:
+            if self.is_secret_query(param, text):
                 found.add(text.encode())
         return tuple(
             sorted((s for s in found if len(s) >= MIN_ECHOED_SECRET), key=len, reverse=True)
@@ -345,22 +354,25 @@ class Redactor:
         if not sep:
             return self.text(target)
         pairs = parse_qsl(query, keep_blank_values=True)
-        if not any(name.lower() in SECRET_QUERY for name, _ in pairs):
+        secret = [self.is_secret_query(name, value) for name, value in pairs]
+        if not any(secret):
             return self.text(target)
         redacted = [
-            (name, self.marker(value.encode()).decode() if name.lower() in SECRET_QUERY else value)
-            for name, value in pairs
+            (name, self.marker(value.encode()).decode() if is_secret else value)
+            for (name, value), is_secret in zip(pairs, secret, strict=True)
         ]
         return self.text(base + "?" + urlencode(redacted, quote_via=quote, safe="[]:"))
 
 
 def _in_group[T: (bytes, str)](match: Any, replace: Callable[[T], T]) -> T:
-    """The match with its secret replaced: group 1 where the pattern has one, else all."""
+    """The match with its secret replaced: the first group that took part where the pattern
+    has any (the shapes are one alternation of rules, each with at most one), else all."""
     whole: T = match.group(0)
-    if not match.re.groups or match.group(1) is None:
-        return replace(whole)
-    start, end = match.start(1) - match.start(0), match.end(1) - match.start(0)
-    return whole[:start] + replace(match.group(1)) + whole[end:]
+    for group in range(1, match.re.groups + 1):
+        if match.start(group) >= 0:
+            start, end = match.start(group) - match.start(0), match.end(group) - match.start(0)
+            return whole[:start] + replace(match.group(group)) + whole[end:]
+    return replace(whole)
 
 
 def _may_be_form(data: bytes) -> bool:

@@ -122,7 +122,7 @@ def resend(
                 landed = _landed(redactor, secrets, answer.headers.raw, bytes(received))
                 response = RecordedResponse(
                     status=answer.status_code,
-                    reason=answer.reason_phrase,
+                    reason=redactor.reason(answer.reason_phrase, secrets),
                     http_version=answer.http_version,
                     headers=landed.headers(redactor.headers(answer.headers.raw, secrets)),
                     body=redactor.answer(exchange.method, exchange.path, landed.stored),

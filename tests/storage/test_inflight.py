@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import zlib
@@ -145,8 +146,8 @@ def test_a_compression_bomb_is_stored_as_sent_and_never_held_decoded() -> None:
     assert landed.keyed == bomb
 
 
-def test_a_body_cut_off_mid_coding_is_redacted_as_sent() -> None:
-    sent = gzip.compress(json.dumps({"echo": TOKEN}).encode() * 50)
+def test_a_body_cut_off_mid_coding_without_a_secret_is_stored_as_sent() -> None:
+    sent = gzip.compress(json.dumps({"echo": "nothing secret here"}).encode() * 50)
     body = Body(REDACTOR, (), GZIP)
     body.feed(sent[: len(sent) // 2])
     landed = body.end()
@@ -194,3 +195,80 @@ def test_a_body_the_store_cannot_keep_still_passes_and_says_so(
 
     assert landed.ref is None and landed.size == 2 * BLOCK + REACH
     assert "answer not stored" in caplog.text
+
+
+def noise(size: int) -> bytes:
+    """Bytes no coder shrinks, so a cut falls after several blocks of every coding."""
+    return hashlib.shake_256(b"noise").digest(size)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "zstd"])
+def test_a_cut_off_compressed_answer_with_a_key_is_stored_decodable_without_it(
+    coding: str,
+) -> None:
+    """The stream is cut mid-way (the upstream went away): what decoded is scanned, and the
+    body is stored re-encoded as a stream that still decodes and still stops where it did."""
+    from freezeframe.storage.encodings import decode, encode
+
+    secret = b"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"
+    content = b'{"note": "' + secret + b'", "filler": "' + noise(600_000) + b'"}'
+    whole = encode(content, [coding])
+    cut = whole[: len(whole) * 3 // 4]
+    body = Body(Redactor(KEY), (), [(b"content-encoding", coding.encode())])
+    body.feed(cut)
+    landed = body.end()
+    assert landed.reencoded
+    found = decode(landed.stored, [coding])
+    assert not found.whole and b"[redacted:" in found.data and secret not in found.data
+    assert secret not in landed.stored
+
+
+def test_the_start_of_a_compression_bomb_with_a_key_is_stored_without_it() -> None:
+    secret = b"glpat-Qm7Vb3kP9sR2tW5nL8cF"
+    bomb = gzip.compress(secret + b"\0" * (HELD_DECODED + 1024), mtime=0)
+    body = Body(Redactor(KEY), (), [(b"content-encoding", b"gzip")])
+    body.feed(bomb)
+    landed = body.end()
+    from freezeframe.storage.encodings import decode
+
+    start = decode(landed.stored, ["gzip"], 1024).data
+    assert start.startswith(b"[r:") and secret not in start
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
+def test_a_compressed_body_that_spills_is_scanned_decoded_and_stored_decodable(
+    store: Store, coding: str
+) -> None:
+    """Over LARGE_BODY it is never held: its content is decoded as it streams, and the key
+    deep inside it (after several MiB) is taken out; the stored body still decodes."""
+    from freezeframe.storage.encodings import Encoder, decode
+
+    secret = b"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"
+    content = noise(6 * 1024 * 1024) + b" key " + secret + b" " + noise(3 * 1024 * 1024)
+    encoder = Encoder([coding], fast=True)
+    sent = encoder.feed(content) + encoder.end()
+    assert len(sent) > LARGE_BODY
+    body = Body(REDACTOR, (), [(b"content-encoding", coding.encode())], spill=store.blob_writer)
+    for piece in cut(sent, 65_536):
+        body.feed(piece)
+    landed = body.end()
+    assert landed.reencoded and landed.ref is not None
+    kept = b"".join(store.read_blob(landed.ref))
+    found = decode(kept, [coding], 2 * len(content))
+    assert found.whole and secret not in found.data and len(found.data) == len(content)
+    assert (
+        dict(landed.headers(((b"content-length", b"1"),)))[b"content-length"]
+        == str(len(kept)).encode()
+    )
+
+
+def test_a_compressed_body_that_spills_without_a_secret_is_stored_byte_exact(
+    store: Store,
+) -> None:
+    sent = gzip.compress(noise(10 * 1024 * 1024), compresslevel=1, mtime=0)
+    body = Body(REDACTOR, (), GZIP, spill=store.blob_writer)
+    for piece in cut(sent, 65_536):
+        body.feed(piece)
+    landed = body.end()
+    assert not landed.reencoded and landed.ref is not None
+    assert b"".join(store.read_blob(landed.ref)) == sent

@@ -266,3 +266,42 @@ def test_more_credential_headers_and_a_key_in_a_referers_query() -> None:
         b"https://console.example/keys?tab=1&key=" + redactor.marker(b"AIzaSyB-referer") + b"&x=2"
     )
     assert link[1] == b"</v1/items?page=2&api_key=" + redactor.marker(b"abc/def") + b'>; rel="next"'
+
+
+def test_credentials_are_known_by_name_at_any_depth_and_counts_are_not() -> None:
+    redactor = Redactor(KEY)
+    body = json.dumps(
+        {
+            "max_tokens": 64,
+            "usage": {"input_tokens": 12, "output_tokens": 3},
+            "logprobs": [{"token": "Hello", "bytes": [72]}],
+            "tools": [{"authorization": "oauth-abc-123", "headers": {"X-Vault-Token": "v.123"}}],
+            "mcp_servers": [{"authorization_token": "mcp-token-xyz"}],
+            "pageToken": "page-2-cursor-value",
+        }
+    ).encode()
+    redacted = json.loads(redactor.body(body))
+    assert redacted["max_tokens"] == 64 and redacted["usage"]["input_tokens"] == 12
+    assert redacted["logprobs"][0]["token"] == "Hello"
+    assert redacted["pageToken"] == "page-2-cursor-value"
+    assert "oauth-abc-123" not in json.dumps(redacted)
+    assert "v.123" not in json.dumps(redacted) and "mcp-token-xyz" not in json.dumps(redacted)
+
+
+def test_multipart_fields_query_names_headers_and_reasons() -> None:
+    redactor = Redactor(KEY)
+    multipart = (
+        b'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\nmk-123456789\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="password"\r\n\r\n'
+        b"file content\r\n--b--\r\n"
+    )
+    scrubbed = redactor.body(multipart)
+    assert b"mk-123456789" not in scrubbed and b"file content" in scrubbed
+    target = redactor.target("/blob?sv=2022&sig=abcDEF%2B123&client_secret=cs1&page=2")
+    assert "abcDEF" not in target and "cs1" not in target and target.endswith("&page=2")
+    (header,) = redactor.headers(
+        ((b"Sec-WebSocket-Protocol", b"x, openai-insecure-api-key.sk-proj-" + b"a" * 30),)
+    )
+    assert b"a" * 30 not in header[1] and header[1].startswith(b"x, openai-insecure-api-key.")
+    known = redactor.secret_values(((b"Authorization", b"Bearer tok-0123456789abcdef"),), "/")
+    assert "tok-0123456789abcdef" not in redactor.reason("Bad token tok-0123456789abcdef", known)
