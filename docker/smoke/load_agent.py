@@ -12,12 +12,13 @@ It runs in the example agent's image (the openai SDK), with the CA bundle on /da
 """
 
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
-import httpx
 from openai import OpenAI
 
 REPLICAS = ["freezeframe-1", "freezeframe-2", "freezeframe-3"]
@@ -37,9 +38,11 @@ def wait_healthy(name: str) -> None:
             time.sleep(0.5)
 
 
-def client(name: str) -> OpenAI:
-    http = httpx.Client(proxy=f"http://{name}:8080", verify="/data/ca-bundle.pem", timeout=30)
-    return OpenAI(http_client=http, max_retries=0)
+def through(name: str) -> dict[str, str]:
+    """The environment that sends the SDK through one replica (a process per replica: the
+    SDK reads the proxy from the environment)."""
+    proxy = f"http://{name}:8080"
+    return {**os.environ, "HTTPS_PROXY": proxy, "https_proxy": proxy}
 
 
 def ask(openai: OpenAI, i: int) -> str:
@@ -49,49 +52,77 @@ def ask(openai: OpenAI, i: int) -> str:
     return str(reply.choices[0].message.content)
 
 
-def record(count: int) -> None:
-    for name in REPLICAS:
-        wait_healthy(name)
-    print("load agent: all replicas healthy", flush=True)
+def worker(name: str, numbers: list[int]) -> None:
+    """One replica's share, in this process: a JSON line per answer, `failed` otherwise."""
+    openai = OpenAI(max_retries=0, timeout=30)
+    for i in numbers:
+        try:
+            answer = ask(openai, i)
+        except Exception as error:
+            print(f"failed {i} via {name}: {type(error).__name__}", flush=True)
+            continue
+        print(json.dumps({"i": i, "via": name, "answer": answer}), flush=True)
+
+
+def run_workers(shares: dict[str, list[int]]) -> list[str]:
+    """A worker process per replica, at once; their lines as they come, and returned."""
+    lines: list[str] = []
     lock = threading.Lock()
 
-    def worker(slot: int) -> None:
-        openai = client(REPLICAS[slot])
-        for i in range(slot, count, len(REPLICAS)):
-            try:
-                answer = ask(openai, i)
-            except Exception as error:
+    def relay(name: str, numbers: list[int]) -> None:
+        command = [sys.executable, __file__, "worker", name, *map(str, numbers)]
+        with subprocess.Popen(
+            command, env=through(name), stdout=subprocess.PIPE, text=True
+        ) as process:
+            assert process.stdout is not None
+            for line in process.stdout:
                 with lock:
-                    print(f"failed {i} via {REPLICAS[slot]}: {type(error).__name__}", flush=True)
-                continue
-            with lock:
-                print(json.dumps({"i": i, "via": REPLICAS[slot], "answer": answer}), flush=True)
+                    print(line, end="", flush=True)
+                    lines.append(line)
 
-    threads = [threading.Thread(target=worker, args=(slot,)) for slot in range(len(REPLICAS))]
+    threads = [threading.Thread(target=relay, args=item) for item in shares.items()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return lines
+
+
+def record(count: int) -> None:
+    for name in REPLICAS:
+        wait_healthy(name)
+    print("load agent: all replicas healthy", flush=True)
+    run_workers({name: list(range(n, count, len(REPLICAS))) for n, name in enumerate(REPLICAS)})
+
+
+def is_answer(line: str) -> bool:
+    return line.startswith("{")
 
 
 def check(path: str) -> None:
     with open(path) as lines:
-        acknowledged = [json.loads(line) for line in lines if line.startswith("{")]
+        acknowledged = {a["i"]: a for a in map(json.loads, filter(is_answer, lines))}
     for name in REPLICAS:
         wait_healthy(name)
-    clients = [client(name) for name in REPLICAS]
-    wrong = 0
-    for n, ack in enumerate(acknowledged):
-        try:
-            answer = ask(clients[n % len(clients)], ack["i"])
-        except Exception as error:
-            answer = f"{type(error).__name__}: {error}"
-        if answer != ack["answer"]:
-            wrong += 1
-            print(f"request {ack['i']}: replayed {answer!r}, acknowledged {ack['answer']!r}")
-    print(f"load agent: {len(acknowledged) - wrong} of {len(acknowledged)} replayed identical")
-    sys.exit(1 if wrong or not acknowledged else 0)
+    numbers = sorted(acknowledged)
+    shares = {name: numbers[n :: len(REPLICAS)] for n, name in enumerate(REPLICAS)}
+    replayed = {}
+    for line in run_workers(shares):
+        if is_answer(line):
+            answer = json.loads(line)
+            replayed[answer["i"]] = answer["answer"]
+    wrong = [i for i in numbers if replayed.get(i) != acknowledged[i]["answer"]]
+    for i in wrong:
+        recorded = acknowledged[i]["answer"]
+        print(f"request {i}: replayed {replayed.get(i)!r}, acknowledged {recorded!r}")
+    print(f"load agent: {len(numbers) - len(wrong)} of {len(numbers)} replayed identical")
+    sys.exit(1 if wrong or not numbers else 0)
 
 
 if __name__ == "__main__":
-    record(int(sys.argv[2])) if sys.argv[1] == "record" else check(sys.argv[2])
+    if sys.argv[1] == "worker":
+        worker(sys.argv[2], [int(n) for n in sys.argv[3:]])
+    elif sys.argv[1] == "record":
+        record(int(sys.argv[2]))
+    else:
+        check(sys.argv[2])
