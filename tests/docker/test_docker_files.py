@@ -977,3 +977,22 @@ def test_example_agent_records_then_replays_through_the_image(
     assert replayed == recorded
     assert "freezeframe replay: proxy on" in replaying.log
     assert upstream.connections == 0
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_readme_links_resolve() -> None:
+    """docker/README.md's pointers lead somewhere (its pointer to "Securing the admin port"
+    once named a section the main README does not have)."""
+    readme = DOCKER / "README.md"
+    links = re.findall(r"\]\((?!https?:)([^)#\s]+)(?:#([^)\s]+))?\)", readme.read_text())
+    assert any(anchor == "securing-the-admin-port" for _, anchor in links), links
+    for target, anchor in links:
+        path = (readme.parent / target).resolve()
+        assert path.exists(), target
+        if anchor:
+            assert anchor in _anchors(path.read_text()), f"{target}#{anchor}"
