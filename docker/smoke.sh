@@ -304,7 +304,7 @@ smoke_postgres() {
         "select count(*) from pg_tables where schemaname = 'public'") || fail "psql"
     [ "$tables" -gt 0 ] || fail "no tables in PostgreSQL: the store was not there"
     c run --rm -T --no-deps --entrypoint sh freezeframe -c 'test ! -e /data/freezeframe.db' \
-        || fail "a SQLite store was made in /data beside PostgreSQL"
+        2>"$work/run.err" || fail "a SQLite store was made in /data beside PostgreSQL"
     say "ffsmoke_pg: $tables tables in PostgreSQL, no SQLite file"
 }
 
