@@ -96,6 +96,11 @@ class FreezeframeGroup(click.Group):
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         except BrokenPipeError:
             _reader_gone()
+        except (
+            click.exceptions.NoArgsIsHelpError
+        ) as exc:  # bare `freezeframe`: the usage, as git and pip print it
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            returned = 0
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "freezeframe"
             _fail(f"{_sentence(exc.format_message())} (see {where} --help)", exc.exit_code)
@@ -154,7 +159,16 @@ def _suggestion(ctx: click.Context, exc: Exception) -> str:
         return ""
     from freezeframe.storage import open_store
 
+    local = ctx.meta.get("freezeframe.local")
+    elsewhere = _local_store(local, located[1]) if local is not None else None
     try:
+        if elsewhere is not None:
+            with open_store(elsewhere, create=False) as store:
+                if store.has_cassette(exc.cassette):
+                    return (
+                        f", the running proxy's; {local}/ here holds {exc.cassette!r}: "
+                        f"pass --data-dir {local} to read that store"
+                    )
         with open_store(located[1], create=False) as store:
             close = closest_names(exc.cassette, store.cassette_names())
     except StoreError:
@@ -241,10 +255,27 @@ def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
         address = settings_module.Address.parse(admin, "FREEZEFRAME_ADMIN")
         found = store_of_running(address, os.environ.get("FREEZEFRAME_ADMIN_TOKEN"))
         if found is not None:
-            _note(f"reading the store of the proxy at {found.admin}: {found.url}")
+            if _local_store(directory, found.url) is not None:  # two stores: say which is read
+                _note(f"reading the store of the proxy at {found.admin}: {found.url}")
+            context.meta["freezeframe.local"] = directory
             located = (found.data_dir, found.url)
     context.meta["freezeframe.located"] = located
     return located
+
+
+def _local_store(directory: Path, other: str) -> str | None:
+    """The URL of the store in ``directory`` (the default ./.freezeframe) when it exists and
+    is not ``other``, the running proxy's: only then is which one a command reads news."""
+    path = directory / settings_module.DB_FILENAME
+    url = settings_module.default_store_url(directory)
+    if not path.is_file() or url == other or path.resolve() == _sqlite_path(other):
+        return None
+    return url
+
+
+def _sqlite_path(url: str) -> Path | None:
+    prefix = "sqlite:///"
+    return Path(url[len(prefix) :]).resolve() if url.startswith(prefix) else None
 
 
 def _note(message: str) -> None:
@@ -275,8 +306,9 @@ def main() -> None:
 
     \b
     Example:
-        freezeframe run --mode record --cassette bug-8821
-        HTTPS_PROXY=http://127.0.0.1:8080 SSL_CERT_FILE=$(freezeframe ca --bundle) python agent.py
+        freezeframe run --mode record --cassette bug-8821 &
+        eval "$(freezeframe env --wait 30)"
+        python agent.py
     """
 
 
@@ -697,9 +729,16 @@ _ADMIN_TOKEN = _setting(
     "Use the CA in this directory instead of the one the running proxy names.",
     default=settings_module.DEFAULT_DATA_DIR,
 )
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for a proxy that is still starting (`run ... &` just before).",
+)
 @_ADMIN_TOKEN
 @_debug_option
-def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
+def env(shell: str, admin: str, data_dir: str, admin_token: str | None, wait: float) -> None:
     """Print the environment lines a client needs for a running proxy.
 
     The proxy's address and its CA come from the proxy itself (its admin API), so this
@@ -708,15 +747,17 @@ def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
     \b
     Example:
         eval "$(freezeframe env)"
+        freezeframe run --mode record --cassette first-run &
+        eval "$(freezeframe env --wait 30)"
         freezeframe env --shell fish | source
         freezeframe env --shell dotenv > agent.env
     """
-    from freezeframe.proxy.discovery import proxy_url, running, trust_in, trust_of_running
+    from freezeframe.proxy.discovery import proxy_url, trust_in, trust_of_running, wait_running
     from freezeframe.proxy.trust import java_truststore
     from freezeframe.sandbox.wiring import client_environment, render
 
     address = settings_module.Address.parse(admin, "admin address")
-    document = running(address, admin_token)
+    document = wait_running(address, admin_token, wait)
     if _explicit("data_dir"):
         trust = trust_in(Path(data_dir).expanduser())
     else:
@@ -1839,23 +1880,27 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
     Example:
         freezeframe rm bug-8812 --yes
     """
+    from freezeframe.evidence.words import plural
+
     validate_cassette_name(cassette)
     with _open(data_dir, store) as opened:
         if not yes:
             count = len(opened.exchanges(cassette))
             if not sys.stdin.isatty():
                 raise ValueError(
-                    f"rm would remove cassette {cassette!r} ({count} exchanges); "
+                    f"rm would remove cassette {cassette!r} ({plural(count, 'exchange')}); "
                     "pass --yes to do it without a terminal to ask on"
                 )
-            click.confirm(f"remove cassette {cassette!r} ({count} exchanges)?", abort=True)
+            click.confirm(
+                f"remove cassette {cassette!r} ({plural(count, 'exchange')})?", abort=True
+            )
         removed = opened.remove(cassette)
     if as_json:
         _emit_json(asdict(removed))
         return
     click.echo(
-        f"removed cassette {cassette!r}: {removed.exchanges} exchanges, {removed.bodies} "
-        f"bodies ({_size(removed.freed)}) that no other cassette used"
+        f"removed cassette {cassette!r}: {plural(removed.exchanges, 'exchange')}, "
+        f"{plural(removed.bodies, 'body')} ({_size(removed.freed)}) that no other cassette used"
     )
 
 
@@ -2019,6 +2064,7 @@ def triage(
         stale_cassettes,
         triage_document,
     )
+    from freezeframe.evidence.triage import numbers as group_numbers
     from freezeframe.evidence.triage import rebuild as rebuild_signals
 
     window = None if since is None else parse_duration(since)
@@ -2028,6 +2074,7 @@ def triage(
                 rebuilt = rebuild_signals(opened, advance)
             click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)
+        numbered = group_numbers(opened)
         stale = 0 if rebuild else pending_count(opened)
     if stale:
         click.echo(
@@ -2036,24 +2083,39 @@ def triage(
             err=True,
         )
     if as_json:
-        _emit_json(triage_document(found))
+        _emit_json(triage_document(found, numbered=numbered))
         return
     if not found:
         click.echo("no failures found")
         return
-    table = _table("count", "runs", "kind", "signature", "first seen", "last seen", "example")
+    _print_groups(found, numbered)
+
+
+def _print_groups(found: Sequence[Any], numbered: dict[str, int]) -> None:
+    """triage's listing, as the /triage page has it: a group's number (what ``recheck``
+    takes), counts, kind, times and first failure on one line, and its signature whole
+    below, wrapped to the terminal's width (a table column cut it to ten characters)."""
+    import textwrap
+
+    from freezeframe.evidence.words import plural
+
+    console = _console()
+    width = max(console.width, 40) if console.is_terminal else None  # piped: whole lines
     for group in found:
-        example = group.example
-        table.add_row(
-            str(group.count),
-            str(len(group.runs)),
-            group.kind,
-            _cell(group.signature),
-            _time(group.first_seen),
-            _time(group.last_seen),
-            _cell(f"{example.cassette} {example.seq}"),
+        head = inert(
+            f"#{numbered.get(group.signature, '-')}  {plural(group.count, 'failure')} in "
+            f"{plural(len(group.runs), 'run')} · {_time(group.first_seen)} – "
+            f"{_time(group.last_seen)} · first: {group.example.cassette} {group.example.seq}",
+            newlines=False,
         )
-    _console().print(table)
+        signature = inert(group.signature, newlines=False)
+        if width is None:
+            click.echo(f"{head}\n    {signature}")
+            continue
+        for line in textwrap.wrap(head, width, subsequent_indent="      "):
+            click.echo(line)
+        for line in textwrap.wrap(signature, width - 4):
+            click.echo(f"    {line}")
 
 
 @main.command()
@@ -2084,7 +2146,7 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
 
 
 @main.command()
-@click.argument("signature")
+@click.argument("group", metavar="GROUP")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @_store_options
 @_setting("--listen", "Proxy listen address for each run.", default="127.0.0.1:8080")
@@ -2098,7 +2160,7 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @_debug_option
 def recheck(
-    signature: str,
+    group: str,
     command: tuple[str, ...],
     data_dir: str,
     store: str | None,
@@ -2109,11 +2171,14 @@ def recheck(
 ) -> None:
     """Run COMMAND once per run of a failure group, each in replay against that run.
 
-    A run passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run
-    passes (the group collapses), 1 when any fails. Put `--` before the command.
+    GROUP is the group's number as `triage` lists it, its signature, or the start of
+    exactly one signature. A run passes when COMMAND exits 0 and replay missed nothing.
+    Exit 0 when every run passes (the group collapses), 1 when any fails. Put `--` before
+    the command.
 
     \b
     Example:
+        freezeframe recheck 1 -- python agent.py
         freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
             -- python agent.py
     """
@@ -2136,7 +2201,7 @@ def recheck(
         replay_pace="instant",
     )
     with _open(data_dir, store) as opened:
-        group = find_group(opened, signature)
+        found = find_group(opened, group)
 
         def said(check: RunCheck) -> None:
             if not as_json:
@@ -2144,7 +2209,7 @@ def recheck(
 
         with _output_to_stderr(as_json):
             report = asyncio.run(
-                recheck_group(opened, group, command, settings, Confinement(isolate=isolate), said)
+                recheck_group(opened, found, command, settings, Confinement(isolate=isolate), said)
             )
     if as_json:
         _emit_json(recheck_document(report))

@@ -20,6 +20,7 @@ from pathlib import Path
 from freezeframe.addons import AddressBook
 from freezeframe.addons.capture import Capture
 from freezeframe.addons.state import Journal, Mode, RuntimeState, SharedPositions
+from freezeframe.evidence.words import plural
 from freezeframe.proxy.admin import AdminServer, create_app
 from freezeframe.proxy.discovery import admin_url
 from freezeframe.proxy.master import build_master
@@ -185,10 +186,10 @@ def _empty(store: Store, cassette: str) -> None:
     except CassetteNotFound:
         return
     log.info(
-        "--fresh: removed the %d exchanges of cassette %r (%d bodies no other cassette used)",
-        removed.exchanges,
+        "--fresh: removed %s of cassette %r (%s no other cassette used)",
+        plural(removed.exchanges, "exchange"),
         cassette,
-        removed.bodies,
+        plural(removed.bodies, "body"),
     )
 
 
