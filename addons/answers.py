@@ -39,12 +39,12 @@ def error(
     response = http.Response.make(
         status,
         json.dumps(body, ensure_ascii=False, indent=2).encode() + b"\n",
-        [
-            ("content-type", "application/json"),
-            ("x-should-retry", "false"),
-            (ERROR_HEADER, kind),
-            *extra,
-        ],
+        {
+            "content-type": "application/json",
+            "x-should-retry": "false",
+            ERROR_HEADER: kind,
+            **dict(extra),
+        },
     )
     response.timestamp_start = response.timestamp_end = time.time()
     return response

@@ -367,6 +367,11 @@ class Record:
             self._submit(recording, *websocket.ending(flow))
 
     def done(self) -> None:
+        self.stopping()
+
+    def stopping(self) -> None:
+        """The proxy is stopping: what is in flight is recorded as cut off by the stop, before
+        the stop closes its connections (which would read as the client's doing)."""
         self._stopped = True
         for recording in list(self._inflight.values()):
             self._submit(recording, Outcome.INCOMPLETE, STOPPED)

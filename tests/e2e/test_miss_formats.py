@@ -82,7 +82,7 @@ def test_anthropic_shows_the_explanation(replaying: ProxyProcess) -> None:
     with anthropic.Anthropic(base_url=NOWHERE, api_key="sk-ant-x", max_retries=0) as client:
         error = raised(
             lambda: client.messages.create(
-                model="claude-sonnet-4-5",
+                model="claude-freezeframe-test",
                 max_tokens=10,
                 messages=[{"role": "user", "content": "hi"}],
             )
