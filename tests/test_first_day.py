@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.exchanges import plausible_exchange, plausible_response
 from support.proxy import ProxyProcess
 from test_cli import record
 
@@ -270,3 +271,41 @@ def test_show_names_the_local_store_when_the_running_proxys_lacks_the_cassette(
         assert local.returncode == 0, local.stderr
     finally:
         proxy.stop()
+
+
+def test_edit_with_a_json_error_body_on_a_streamed_answer_types_it_as_json(
+    tmp_path: Path,
+) -> None:
+    """Point 12: the edited 429 kept ``text/event-stream`` and an empty reason phrase."""
+    data_dir = tmp_path / "data"
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        streamed = plausible_response(
+            headers=((b"content-type", b"text/event-stream; charset=utf-8"),),
+            body=b'data: {"choices": []}\n\ndata: [DONE]\n\n',
+        )
+        store.submit(
+            plausible_exchange(store.reserve("live", "k"), cassette="live", response=streamed)
+        )
+    error = tmp_path / "rate-limited.json"
+    error.write_text('{"error": {"message": "Rate limit reached", "type": "rate_limit"}}')
+    done = freezeframe(
+        "edit",
+        "live",
+        "0",
+        "--into",
+        "limited",
+        "--status",
+        "429",
+        "--response-body",
+        str(error),
+        "--data-dir",
+        str(data_dir),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "content-type: text/event-stream -> application/json" in done.stdout
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        answer = store.exchange("limited", 0).response
+    assert answer is not None
+    assert (answer.status, answer.reason) == (429, "Too Many Requests")
+    assert [v for n, v in answer.headers if n.lower() == b"content-type"] == [b"application/json"]

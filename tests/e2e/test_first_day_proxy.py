@@ -1,6 +1,5 @@
-"""Ctrl-C (or SIGTERM) on ``freezeframe run`` while an answer is still streaming (issue 32,
-point 4): the stop used to end in an asyncio ``CancelledError`` traceback after the clean
-summary, from the connection handlers that asyncio.run cancelled."""
+"""What the proxy still did wrong on a newcomer's first day (issue 32), through the real
+proxy with real clients."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from support.proxy import ProxyProcess
 from support.upstream import Upstream
 
 from freezeframe.proxy.trust import client_bundle
+from freezeframe.storage import open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -23,6 +23,8 @@ pytestmark = pytest.mark.e2e
 def test_a_stop_with_a_stream_open_ends_with_the_summary_and_no_traceback(
     start_proxy: Callable[..., ProxyProcess], upstream: Upstream, data_dir: Path, sig: int
 ) -> None:
+    """Point 4: the stop ended in an asyncio ``CancelledError`` traceback after the clean
+    summary, from the connection handlers that asyncio.run cancelled."""
     proxy = start_proxy(mode="record", cassette="stopped")
     first_bytes = threading.Event()
     ended: list[BaseException | None] = []
@@ -50,3 +52,27 @@ def test_a_stop_with_a_stream_open_ends_with_the_summary_and_no_traceback(
     summary = log.index("stopped: recorded 1 (1 incomplete)")
     assert "Traceback" not in log and "CancelledError" not in log, log[summary:]
     assert "the proxy was stopped while this exchange was in flight" in log
+
+
+def test_record_into_keeps_the_url_the_agent_called_for_a_streamed_answer(
+    start_proxy: Callable[..., ProxyProcess], upstream: Upstream, data_dir: Path
+) -> None:
+    """Point 2: a streamed answer, re-enacted through the loopback server, was stored in the
+    new run under that server's URL (``http://127.0.0.1:PORT/...``)."""
+    url = upstream.url("/sse/slow?events=3&gap_ms=10")
+    bundle = str(client_bundle(data_dir))
+    recorder = start_proxy(mode="record", cassette="streamed")
+    with httpx.Client(proxy=recorder.url, verify=bundle, timeout=30) as client:
+        recorded = client.get(url).content
+    recorder.stop()
+    replayer = start_proxy(
+        mode="replay", cassette="streamed", args=("--record-into", "streamed-again")
+    )
+    with httpx.Client(proxy=replayer.url, verify=bundle, timeout=30) as client:
+        assert client.get(url).content == recorded
+    replayer.stop()
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        (again,) = store.exchanges("streamed-again")
+        (original,) = store.exchanges("streamed")
+    assert again.url == original.url == url
+    assert f"recorded streamed-again#0 GET {url} as replayed from streamed#0" in replayer.log
