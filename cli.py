@@ -2158,6 +2158,12 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     default=None,
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show COMMAND's output and each run's proxy log here, not only in a log file.",
+)
 @_debug_option
 def recheck(
     group: str,
@@ -2168,13 +2174,15 @@ def recheck(
     admin: str,
     isolate: bool | None,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Run COMMAND once per run of a failure group, each in replay against that run.
 
     GROUP is the group's number as `triage` lists it, its signature, or the start of
-    exactly one signature. A run passes when COMMAND exits 0 and replay missed nothing.
-    Exit 0 when every run passes (the group collapses), 1 when any fails. Put `--` before
-    the command.
+    exactly one signature. A run passes when COMMAND exits 0 and replay missed nothing;
+    each run is one line, COMMAND's output and the proxies' logs go to a log file (-v shows
+    them). Exit 0 when every run passes (the group collapses), 1 when any fails. Put `--`
+    before the command.
 
     \b
     Example:
@@ -2203,14 +2211,18 @@ def recheck(
     with _open(data_dir, store) as opened:
         found = find_group(opened, group)
 
-        def said(check: RunCheck) -> None:
-            if not as_json:
-                _say(check_line(check))
+        aside = None if as_json or verbose else _details_file("recheck")
+        with _output_to_stderr(as_json), _output_to(aside) as say:
 
-        with _output_to_stderr(as_json):
+            def said(check: RunCheck) -> None:
+                if not as_json:
+                    say(check_line(check))
+
             report = asyncio.run(
                 recheck_group(opened, found, command, settings, Confinement(isolate=isolate), said)
             )
+        if aside is not None:
+            _note(f"COMMAND's output and the proxies' logs: {aside} (-v shows them here)")
     if as_json:
         _emit_json(recheck_document(report))
     else:
@@ -2218,6 +2230,45 @@ def recheck(
         passed = sum(check.passed for check in report.runs)
         click.echo(f"{passed} of {len(report.runs)} runs pass; the group is {verdict}")
     sys.exit(0 if report.collapsed else 1)
+
+
+def _details_file(what: str) -> Path:
+    """A new log file (0600) for what a command runs says, beside the others of its kind."""
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix=f"freezeframe-{what}-", suffix=".log")
+    os.close(handle)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path | None) -> Iterator[Callable[[str], None]]:
+    """While open, the process's stdout and stderr (its log, and every command it runs)
+    write to ``path``; what it yields writes a line to the real stdout. With None, nothing
+    moves."""
+    if path is None:
+        yield _say
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    aside = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(aside, 1)
+    os.dup2(aside, 2)
+    os.close(aside)
+
+    def say(line: str) -> None:
+        os.write(saved[0], (inert(line, newlines=False) + "\n").encode())
+
+    try:
+        yield say
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.exchanges import plausible_exchange, plausible_response
-from support.proxy import ProxyProcess
+from support.proxy import ProxyProcess, free_port
 from test_cli import record
 
 from freezeframe.evidence.triage import find_group, numbers
@@ -237,7 +237,7 @@ def test_rm_counts_in_words(data_dir: Path) -> None:
     """Point 13: "removed the 1 exchanges"."""
     done = freezeframe("rm", "broken", "--yes", "--data-dir", str(data_dir), cwd=data_dir)
     assert done.returncode == 0, done.stderr
-    assert "removed cassette 'broken': 1 exchange, 1 body (" in done.stdout
+    assert "removed cassette 'broken': 1 exchange, 0 bodies (0 B) that" in done.stdout
 
 
 def test_the_top_level_help_teaches_what_the_readme_does(tmp_path: Path) -> None:
@@ -309,3 +309,31 @@ def test_edit_with_a_json_error_body_on_a_streamed_answer_types_it_as_json(
     assert answer is not None
     assert (answer.status, answer.reason) == (429, "Too Many Requests")
     assert [v for n, v in answer.headers if n.lower() == b"content-type"] == [b"application/json"]
+
+
+def test_recheck_says_one_line_per_run_and_keeps_the_details_in_a_log(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Point 11: 104 lines for four runs (proxy logs, the agent's tracebacks)."""
+    groups = signed(data_dir)
+    (limited,) = [g for g in groups if "429" in str(g["signature"])]
+    ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
+    agent = "import sys; print('the agent talks'); sys.exit('Traceback: the agent fell over')"
+    done = freezeframe(
+        "recheck", str(limited["number"]), "--data-dir", str(data_dir), *ports,
+        "--", sys.executable, "-c", agent,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "FAILED  limited@run-7: exit 1",
+        "0 of 1 runs pass; the group is still failing",
+    ]
+    (note,) = done.stderr.splitlines()
+    log = Path(note.split("logs: ", 1)[1].split(" (-v", 1)[0])
+    try:
+        details = log.read_text()
+    finally:
+        log.unlink()
+    assert "the agent talks" in details and "the agent fell over" in details
+    assert "freezeframe replay: proxy on" in details

@@ -4,6 +4,7 @@ proxy with real clients."""
 from __future__ import annotations
 
 import signal
+import ssl
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +32,8 @@ def test_a_stop_with_a_stream_open_ends_with_the_summary_and_no_traceback(
 
     def stream() -> None:
         try:
-            with httpx.Client(proxy=proxy.url, verify=str(client_bundle(data_dir))) as client:
+            trust = ssl.create_default_context(cafile=client_bundle(data_dir))
+            with httpx.Client(proxy=proxy.url, verify=trust) as client:
                 url = upstream.url("/sse/slow?events=200&gap_ms=100")
                 with client.stream("GET", url, timeout=30) as answer:
                     for _ in answer.iter_bytes():
@@ -60,7 +62,7 @@ def test_record_into_keeps_the_url_the_agent_called_for_a_streamed_answer(
     """Point 2: a streamed answer, re-enacted through the loopback server, was stored in the
     new run under that server's URL (``http://127.0.0.1:PORT/...``)."""
     url = upstream.url("/sse/slow?events=3&gap_ms=10")
-    bundle = str(client_bundle(data_dir))
+    bundle = ssl.create_default_context(cafile=client_bundle(data_dir))
     recorder = start_proxy(mode="record", cassette="streamed")
     with httpx.Client(proxy=recorder.url, verify=bundle, timeout=30) as client:
         recorded = client.get(url).content
