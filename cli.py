@@ -1655,6 +1655,7 @@ def edit(
         freezeframe edit bug-8821 3 --into bug-8821-fix1 \\
             --set '$.orders=[{"id": "ord_8821", "user": "u-17"}]'
     """
+    from freezeframe.evidence.triage import sign_cassette
     from freezeframe.proxy.keys import key_config, rules_path
     from freezeframe.whatif.editing import AnswerEdit, Assignment, edited
 
@@ -1674,6 +1675,7 @@ def edit(
     with _open(data_dir, store) as opened:
         made = edited(opened.exchange(cassette, seq), change, config)
         forked = opened.fork(cassette, target, edits={seq: made})
+        sign_cassette(opened, target)
     if as_json:
         _emit_json(asdict(forked) | {"seq": seq, "changes": list(made.changes)})
         return
@@ -2066,20 +2068,29 @@ def triage(
     )
     from freezeframe.evidence.triage import numbers as group_numbers
     from freezeframe.evidence.triage import rebuild as rebuild_signals
+    from freezeframe.evidence.words import plural
 
     window = None if since is None else parse_duration(since)
     with _open(data_dir, store) as opened:
         if rebuild:
-            with _progress("signing", sum(stale_cassettes(opened).values())) as advance:
+            unsigned = pending_count(opened)
+            cassettes = stale_cassettes(opened)
+            with _progress("signing", sum(cassettes.values())) as advance:
                 rebuilt = rebuild_signals(opened, advance)
-            click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
+            click.echo(
+                f"worked out the signatures of {plural(unsigned, 'exchange')} that had none, "
+                f"reading all {plural(rebuilt, 'exchange')} of their "
+                f"{plural(len(cassettes), 'cassette')}",
+                err=True,
+            )
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)
         numbered = group_numbers(opened)
         stale = 0 if rebuild else pending_count(opened)
     if stale:
         click.echo(
-            f"{stale} exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
-            "run `freezeframe triage --rebuild` to include them",
+            f"{plural(stale, 'exchange')} {'has' if stale == 1 else 'have'} no signature under "
+            f"the current rules (v{SIGNATURE_VERSION}); run `freezeframe triage --rebuild` to "
+            "include them",
             err=True,
         )
     if as_json:

@@ -449,23 +449,29 @@ def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> in
     signals are missing or older than SIGNATURE_VERSION (a store recorded before triage, or
     by older rules): all its exchanges, in order, since its runs' failures are read from
     them together. ``advance`` is told of each exchange done. Returns how many."""
-    done = 0
-    for cassette in stale_cassettes(store):
-        readers = RunReaders()
-        found: dict[int, Signals] = {}
-        try:
-            for summary in store.exchanges(cassette):
-                exchange = store.exchange(cassette, summary.seq)
-                run_id = exchange.context.get("run-id")
-                found[exchange.seq] = readers.signals(
-                    cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
-                )
-                advance(1)
-        except (CassetteNotFound, ExchangeNotFound):
-            continue  # removed meanwhile: nothing to sign
-        store.store_signals(cassette, found)
-        done += len(found)
-    return done
+    return sum(sign_cassette(store, cassette, advance) for cassette in stale_cassettes(store))
+
+
+def sign_cassette(
+    store: Store, cassette: str, advance: Callable[[int], None] = lambda _: None
+) -> int:
+    """Work out the signals of every exchange of ``cassette``, in order; how many. ``edit``
+    calls it on the fork it made, whose edited answer the old answer's signals would
+    misname: left to ``triage --rebuild``, every what-if made triage ask for one."""
+    readers = RunReaders()
+    found: dict[int, Signals] = {}
+    try:
+        for summary in store.exchanges(cassette):
+            exchange = store.exchange(cassette, summary.seq)
+            run_id = exchange.context.get("run-id")
+            found[exchange.seq] = readers.signals(
+                cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
+            )
+            advance(1)
+    except (CassetteNotFound, ExchangeNotFound):
+        return 0  # removed meanwhile: nothing to sign
+    store.store_signals(cassette, found)
+    return len(found)
 
 
 def pending_count(store: Store) -> int:

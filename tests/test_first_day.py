@@ -320,8 +320,15 @@ def test_recheck_says_one_line_per_run_and_keeps_the_details_in_a_log(
     ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
     agent = "import sys; print('the agent talks'); sys.exit('Traceback: the agent fell over')"
     done = freezeframe(
-        "recheck", str(limited["number"]), "--data-dir", str(data_dir), *ports,
-        "--", sys.executable, "-c", agent,
+        "recheck",
+        str(limited["number"]),
+        "--data-dir",
+        str(data_dir),
+        *ports,
+        "--",
+        sys.executable,
+        "-c",
+        agent,
         cwd=tmp_path,
     )
     assert done.returncode == 1, done.stderr
@@ -337,3 +344,28 @@ def test_recheck_says_one_line_per_run_and_keeps_the_details_in_a_log(
         log.unlink()
     assert "the agent talks" in details and "the agent fell over" in details
     assert "freezeframe replay: proxy on" in details
+
+
+def test_triage_asks_for_no_rebuild_after_an_edit(data_dir: Path, tmp_path: Path) -> None:
+    """Point 8: after ordinary what-if use, triage nagged "N exchanges have no signature",
+    and --rebuild then reported another number."""
+    signed(data_dir)
+    edited = freezeframe(
+        "edit",
+        "limited",
+        "1",
+        "--into",
+        "limited-fixed",
+        "--status",
+        "200",
+        "--data-dir",
+        str(data_dir),
+        cwd=tmp_path,
+    )
+    assert edited.returncode == 0, edited.stderr
+    triaged = freezeframe("triage", "--json", "--data-dir", str(data_dir), cwd=tmp_path)
+    assert triaged.returncode == 0 and triaged.stderr == ""
+    groups = json.loads(triaged.stdout)["groups"]
+    (limited,) = [g for g in groups if "429" in g["signature"]]
+    assert "limited-fixed@run-7" in limited["runs"], "the fork's unedited 429 is signed"
+    assert limited["count"] == 3, "the edited answer is no longer a 429"
