@@ -971,20 +971,31 @@ def _heading(line: str) -> str:
 
 
 def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
-    """The list of ``show``; the model and drift columns appear when some row has them."""
+    """The list of ``show``; the model, tokens and drift columns appear when some row has
+    them."""
+    from freezeframe.evidence.windows import token_counts
+
     models = [str(r.facts.get("answered_model") or r.facts.get("model") or "-") for r in rows]
     with_model = any(model != "-" for model in models)
+    tokens = []
+    for row in rows:
+        usage = row.facts.get("usage")
+        counted = token_counts(usage) if isinstance(usage, dict) else (None, None)
+        tokens.append("-" if counted == (None, None) else "/".join(str(n or 0) for n in counted))
+    with_tokens = any(cell != "-" for cell in tokens)
     with_drift = any(row.drifted for row in rows)
     with_origin = any(row.origin for row in rows)
     table = _table("seq", "started", "method", "status", "outcome", "ms", "bytes")
     if with_model:
         table.add_column("model", overflow="fold")
+    if with_tokens:
+        table.add_column("tokens in/out", justify="right")
     if with_drift:
         table.add_column("drift", justify="right")
     if with_origin:
         table.add_column("origin")
     table.add_column("url", overflow="fold")
-    for row, model in zip(rows, models, strict=True):
+    for row, model, counted in zip(rows, models, tokens, strict=True):
         cells = [
             str(row.seq),
             _time(row.started_at),
@@ -995,6 +1006,7 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
             str(row.response_bytes),
         ]
         cells += [model] if with_model else []
+        cells += [counted] if with_tokens else []
         cells += [str(row.drifted) if row.drifted else "-"] if with_drift else []
         cells += [row.origin or "-"] if with_origin else []
         table.add_row(*(_cell(cell) for cell in cells), _cell(row.url))

@@ -10,13 +10,16 @@ provider's SDK reads it from, and takes nothing away:
   occurred (404) when calling the Converse operation:`` with nothing after the colon.
 * Google (Gemini API, Vertex AI): ``{"error": {"code", "message", "status"}}`` as google-genai
   and google-api-core read it (``status`` is the canonical code's name, ``NOT_FOUND``).
-* OpenAI and Azure OpenAI: ``error.code`` beside ``error.type`` and ``error.message``.
+* OpenAI, Azure OpenAI and the services serving OpenAI's API as their own (Mistral, Groq,
+  ...): ``error.code`` beside ``error.type`` and ``error.message``.
 """
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+from freezeframe.canonicalize.providers import OPENAI_COMPATIBLE_HOSTS
 
 #: google.rpc.Code names of the statuses freezeframe answers with, as Google's APIs name them.
 GOOGLE_STATUS = {
@@ -50,6 +53,6 @@ def in_provider_format(
         inner["code"] = status
         inner["status"] = GOOGLE_STATUS.get(status, "UNKNOWN")
         return shaped, ()
-    if provider in ("openai", "azure.ai.openai"):
+    if provider in ("openai", "azure.ai.openai", *OPENAI_COMPATIBLE_HOSTS.values()):
         inner.setdefault("code", kind)
     return shaped, ()

@@ -17,6 +17,7 @@ from support.exchanges import plausible_exchange, plausible_response
 from support.proxy import ProxyProcess, free_port
 from test_cli import record
 
+from freezeframe.canonicalize.providers import provider_of
 from freezeframe.evidence.triage import find_group, numbers
 from freezeframe.storage import open_store
 
@@ -369,3 +370,38 @@ def test_triage_asks_for_no_rebuild_after_an_edit(data_dir: Path, tmp_path: Path
     (limited,) = [g for g in groups if "429" in g["signature"]]
     assert "limited-fixed@run-7" in limited["runs"], "the fork's unedited 429 is signed"
     assert limited["count"] == 3, "the edited answer is no longer a 429"
+
+
+def test_show_lists_each_model_calls_tokens(tmp_path: Path) -> None:
+    """Point 22: the README says `show` lists tokens; its list had no such column."""
+    data_dir = tmp_path / "data"
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        for key, usage in (
+            ("a", {"prompt_tokens": 41, "completion_tokens": 7, "total_tokens": 48}),
+            ("b", {"input_tokens": 30, "cache_read_input_tokens": 5, "output_tokens": 9}),
+        ):
+            facts = {"model": "gpt-4o-mini", "usage": usage}
+            store.submit(
+                plausible_exchange(
+                    store.reserve("counted", key), cassette="counted", key=key, facts=facts
+                )
+            )
+    done = freezeframe("show", "counted", "--data-dir", str(data_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tokens in/out" in done.stdout
+    assert " 41/7 " in done.stdout and " 35/9 " in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("host", "provider"),
+    [
+        ("api.mistral.ai", "mistral_ai"),
+        ("api.groq.com", "groq"),
+        ("api.openai.com", "openai"),
+        ("localhost", "openai"),
+    ],
+)
+def test_a_service_serving_openais_api_is_labelled_by_its_host(host: str, provider: str) -> None:
+    """Point 22: Mistral and Groq were labelled ``openai``."""
+    assert provider_of("openai.chat-completions", host, "/v1/chat/completions") == provider
+    assert provider_of("openai.chat-completions", host, "/openai/v1/chat/completions") == provider
