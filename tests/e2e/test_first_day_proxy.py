@@ -78,3 +78,28 @@ def test_record_into_keeps_the_url_the_agent_called_for_a_streamed_answer(
         (original,) = store.exchanges("streamed")
     assert again.url == original.url == url
     assert f"recorded streamed-again#0 GET {url} as replayed from streamed#0" in replayer.log
+
+
+@pytest.mark.parametrize(
+    ("headers", "outcome"),
+    [({"mcp-session-id": "s-1"}, "client_closed"), ({}, "truncated")],
+    ids=["mcp-listening-stream", "a-plain-stream"],
+)
+def test_an_mcp_listening_stream_closed_by_its_client_is_client_closed(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    data_dir: Path,
+    headers: dict[str, str],
+    outcome: str,
+) -> None:
+    """Point 18: the MCP TypeScript SDK's standalone GET stream, closed by ``client.close()``
+    after its headers, was recorded ``truncated`` and triaged as ``upstream_failure``. A
+    plain stream closed before any of its body came is still a wait cut short."""
+    proxy = start_proxy(mode="record", cassette="listening")
+    trust = ssl.create_default_context(cafile=client_bundle(data_dir))
+    with httpx.Client(proxy=proxy.url, verify=trust, timeout=30) as client:
+        url = upstream.url("/sse/idle?seconds=5")
+        with client.stream("GET", url, headers={"accept": "text/event-stream", **headers}):
+            pass  # the headers came: close, as client.close() does
+    (row,) = proxy.stored("listening", 1)
+    assert row["outcome"] == outcome
