@@ -97,6 +97,11 @@ class FreezeframeGroup(click.Group):
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         except BrokenPipeError:
             _reader_gone()
+        except (
+            click.exceptions.NoArgsIsHelpError
+        ) as exc:  # bare `freezeframe`: the usage, as git and pip print it
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            returned = 0
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "freezeframe"
             _fail(f"{_sentence(exc.format_message())} (see {where} --help)", exc.exit_code)
@@ -155,7 +160,16 @@ def _suggestion(ctx: click.Context, exc: Exception) -> str:
         return ""
     from freezeframe.storage import open_store
 
+    local = ctx.meta.get("freezeframe.local")
+    elsewhere = _local_store(local, located[1]) if local is not None else None
     try:
+        if elsewhere is not None:
+            with open_store(elsewhere, create=False) as store:
+                if store.has_cassette(exc.cassette):
+                    return (
+                        f", the running proxy's; {local}/ here holds {exc.cassette!r}: "
+                        f"pass --data-dir {local} to read that store"
+                    )
         with open_store(located[1], create=False) as store:
             close = closest_names(exc.cassette, store.cassette_names())
     except StoreError:
@@ -261,10 +275,27 @@ def _located(data_dir: str, store: str | None) -> tuple[Path, str]:
         address = settings_module.Address.parse(admin, "FREEZEFRAME_ADMIN")
         found = store_of_running(address, os.environ.get("FREEZEFRAME_ADMIN_TOKEN"))
         if found is not None:
-            _note(f"reading the store of the proxy at {found.admin}: {found.url}")
+            if _local_store(directory, found.url) is not None:  # two stores: say which is read
+                _note(f"reading the store of the proxy at {found.admin}: {found.url}")
+            context.meta["freezeframe.local"] = directory
             located = (found.data_dir, found.url)
     context.meta["freezeframe.located"] = located
     return located
+
+
+def _local_store(directory: Path, other: str) -> str | None:
+    """The URL of the store in ``directory`` (the default ./.freezeframe) when it exists and
+    is not ``other``, the running proxy's: only then is which one a command reads news."""
+    path = directory / settings_module.DB_FILENAME
+    url = settings_module.default_store_url(directory)
+    if not path.is_file() or url == other or path.resolve() == _sqlite_path(other):
+        return None
+    return url
+
+
+def _sqlite_path(url: str) -> Path | None:
+    prefix = "sqlite:///"
+    return Path(url[len(prefix) :]).resolve() if url.startswith(prefix) else None
 
 
 def _note(message: str) -> None:
@@ -295,8 +326,9 @@ def main() -> None:
 
     \b
     Example:
-        freezeframe run --mode record --cassette bug-8821
-        HTTPS_PROXY=http://127.0.0.1:8080 SSL_CERT_FILE=$(freezeframe ca --bundle) python agent.py
+        freezeframe run --mode record --cassette bug-8821 &
+        eval "$(freezeframe env --wait 30)"
+        python agent.py
     """
 
 
@@ -733,9 +765,16 @@ _ADMIN_TOKEN = _setting(
     "Use the CA in this directory instead of the one the running proxy names.",
     default=settings_module.DEFAULT_DATA_DIR,
 )
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for a proxy that is still starting (`run ... &` just before).",
+)
 @_ADMIN_TOKEN
 @_debug_option
-def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
+def env(shell: str, admin: str, data_dir: str, admin_token: str | None, wait: float) -> None:
     """Print the environment lines a client needs for a running proxy.
 
     The proxy's address and its CA come from the proxy itself (its admin API), so this
@@ -744,15 +783,17 @@ def env(shell: str, admin: str, data_dir: str, admin_token: str | None) -> None:
     \b
     Example:
         eval "$(freezeframe env)"
+        freezeframe run --mode record --cassette first-run &
+        eval "$(freezeframe env --wait 30)"
         freezeframe env --shell fish | source
         freezeframe env --shell dotenv > agent.env
     """
-    from freezeframe.proxy.discovery import proxy_url, running, trust_in, trust_of_running
+    from freezeframe.proxy.discovery import proxy_url, trust_in, trust_of_running, wait_running
     from freezeframe.proxy.trust import java_truststore
     from freezeframe.sandbox.wiring import client_environment, render
 
     address = settings_module.Address.parse(admin, "admin address")
-    document = running(address, admin_token)
+    document = wait_running(address, admin_token, wait)
     if _explicit("data_dir"):
         trust = trust_in(Path(data_dir).expanduser())
     else:
@@ -997,20 +1038,31 @@ def _heading(line: str) -> str:
 
 
 def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
-    """The list of ``show``; the model and drift columns appear when some row has them."""
+    """The list of ``show``; the model, tokens and drift columns appear when some row has
+    them."""
+    from freezeframe.evidence.windows import token_counts
+
     models = [str(r.facts.get("answered_model") or r.facts.get("model") or "-") for r in rows]
     with_model = any(model != "-" for model in models)
+    tokens = []
+    for row in rows:
+        usage = row.facts.get("usage")
+        counted = token_counts(usage) if isinstance(usage, dict) else (None, None)
+        tokens.append("-" if counted == (None, None) else "/".join(str(n or 0) for n in counted))
+    with_tokens = any(cell != "-" for cell in tokens)
     with_drift = any(row.drifted for row in rows)
     with_origin = any(row.origin for row in rows)
     table = _table("seq", "started", "method", "status", "outcome", "ms", "bytes")
     if with_model:
         table.add_column("model", overflow="fold")
+    if with_tokens:
+        table.add_column("tokens in/out", justify="right")
     if with_drift:
         table.add_column("drift", justify="right")
     if with_origin:
         table.add_column("origin")
     table.add_column("url", overflow="fold")
-    for row, model in zip(rows, models, strict=True):
+    for row, model, counted in zip(rows, models, tokens, strict=True):
         cells = [
             str(row.seq),
             _time(row.started_at),
@@ -1021,6 +1073,7 @@ def _print_exchanges(rows: Sequence[ExchangeSummary]) -> None:
             str(row.response_bytes),
         ]
         cells += [model] if with_model else []
+        cells += [counted] if with_tokens else []
         cells += [str(row.drifted) if row.drifted else "-"] if with_drift else []
         cells += [row.origin or "-"] if with_origin else []
         table.add_row(*(_cell(cell) for cell in cells), _cell(row.url))
@@ -1769,6 +1822,7 @@ def edit(
         freezeframe edit bug-8821 3 --into bug-8821-fix1 \\
             --set '$.orders=[{"id": "ord_8821", "user": "u-17"}]'
     """
+    from freezeframe.evidence.triage import sign_cassette
     from freezeframe.proxy.keys import key_config, rules_path
     from freezeframe.whatif.editing import AnswerEdit, Assignment, edited
 
@@ -1788,6 +1842,7 @@ def edit(
     with _open(data_dir, store) as opened:
         made = edited(opened.exchange(cassette, seq), change, config)
         forked = opened.fork(cassette, target, edits={seq: made})
+        sign_cassette(opened, target)
     if as_json:
         _emit_json(asdict(forked) | {"seq": seq, "changes": list(made.changes)})
         return
@@ -1994,23 +2049,27 @@ def rm(cassette: str, data_dir: str, store: str | None, yes: bool, as_json: bool
     Example:
         freezeframe rm bug-8812 --yes
     """
+    from freezeframe.evidence.words import plural
+
     validate_cassette_name(cassette)
     with _open(data_dir, store) as opened:
         if not yes:
             count = len(opened.exchanges(cassette))
             if not sys.stdin.isatty():
                 raise ValueError(
-                    f"rm would remove cassette {cassette!r} ({count} exchanges); "
+                    f"rm would remove cassette {cassette!r} ({plural(count, 'exchange')}); "
                     "pass --yes to do it without a terminal to ask on"
                 )
-            click.confirm(f"remove cassette {cassette!r} ({count} exchanges)?", abort=True)
+            click.confirm(
+                f"remove cassette {cassette!r} ({plural(count, 'exchange')})?", abort=True
+            )
         removed = opened.remove(cassette)
     if as_json:
         _emit_json(asdict(removed))
         return
     click.echo(
-        f"removed cassette {cassette!r}: {removed.exchanges} exchanges, {removed.bodies} "
-        f"bodies ({_size(removed.freed)}) that no other cassette used"
+        f"removed cassette {cassette!r}: {plural(removed.exchanges, 'exchange')}, "
+        f"{plural(removed.bodies, 'body')} ({_size(removed.freed)}) that no other cassette used"
     )
 
 
@@ -2212,41 +2271,67 @@ def triage(
         stale_cassettes,
         triage_document,
     )
+    from freezeframe.evidence.triage import numbers as group_numbers
     from freezeframe.evidence.triage import rebuild as rebuild_signals
+    from freezeframe.evidence.words import plural
 
     window = None if since is None else parse_duration(since)
     with _open(data_dir, store) as opened:
         if rebuild:
-            with _progress("signing", sum(stale_cassettes(opened).values())) as advance:
+            unsigned = pending_count(opened)
+            cassettes = stale_cassettes(opened)
+            with _progress("signing", sum(cassettes.values())) as advance:
                 rebuilt = rebuild_signals(opened, advance)
-            click.echo(f"worked out the signatures of {rebuilt} exchanges", err=True)
+            click.echo(
+                f"worked out the signatures of {plural(unsigned, 'exchange')} that had none, "
+                f"reading all {plural(rebuilt, 'exchange')} of their "
+                f"{plural(len(cassettes), 'cassette')}",
+                err=True,
+            )
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)
+        numbered = group_numbers(opened)
         stale = 0 if rebuild else pending_count(opened)
     if stale:
         click.echo(
-            f"{stale} exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
-            "run `freezeframe triage --rebuild` to include them",
+            f"{plural(stale, 'exchange')} {'has' if stale == 1 else 'have'} no signature under "
+            f"the current rules (v{SIGNATURE_VERSION}); run `freezeframe triage --rebuild` to "
+            "include them",
             err=True,
         )
     if as_json:
-        _emit_json(triage_document(found))
+        _emit_json(triage_document(found, numbered=numbered))
         return
     if not found:
         click.echo("no failures found")
         return
-    table = _table("count", "runs", "kind", "signature", "first seen", "last seen", "example")
+    _print_groups(found, numbered)
+
+
+def _print_groups(found: Sequence[Any], numbered: dict[str, int]) -> None:
+    """triage's listing, as the /triage page has it: a group's number (what ``recheck``
+    takes), counts, kind, times and first failure on one line, and its signature whole
+    below, wrapped to the terminal's width (a table column cut it to ten characters)."""
+    import textwrap
+
+    from freezeframe.evidence.words import plural
+
+    console = _console()
+    width = max(console.width, 40) if console.is_terminal else None  # piped: whole lines
     for group in found:
-        example = group.example
-        table.add_row(
-            str(group.count),
-            str(len(group.runs)),
-            group.kind,
-            _cell(group.signature),
-            _time(group.first_seen),
-            _time(group.last_seen),
-            _cell(f"{example.cassette} {example.seq}"),
+        head = inert(
+            f"#{numbered.get(group.signature, '-')}  {plural(group.count, 'failure')} in "
+            f"{plural(len(group.runs), 'run')} · {_time(group.first_seen)} – "
+            f"{_time(group.last_seen)} · first: {group.example.cassette} {group.example.seq}",
+            newlines=False,
         )
-    _console().print(table)
+        signature = inert(group.signature, newlines=False)
+        if width is None:
+            click.echo(f"{head}\n    {signature}")
+            continue
+        for line in textwrap.wrap(head, width, subsequent_indent="      "):
+            click.echo(line)
+        for line in textwrap.wrap(signature, width - 4):
+            click.echo(f"    {line}")
 
 
 @main.command()
@@ -2323,6 +2408,12 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
 )
 @_setting("--upstream-ca", "With --live: a PEM CA bundle the model's certificate may chain to.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show COMMAND's output and each run's proxy log here, not only in a log file.",
+)
 @_debug_option
 def recheck(
     group: str,
@@ -2339,25 +2430,28 @@ def recheck(
     model_url: str | None,
     upstream_ca: str | None,
     as_json: bool,
+    verbose: bool,
 ) -> None:
     """Run COMMAND once per run of a failure group, each in replay against that run.
 
-    GROUP is a signature, a unique prefix of one, or the group's number in `triage`. A run
-    passes when COMMAND exits 0 and replay missed nothing. Exit 0 when every run passes
-    (the group collapses), 1 when any fails. With --live, model calls go upstream and each
-    run is tried --tries times: verdict fixed, flaky, still_failing or diverged, with the
-    flip rate and its 95% interval; the estimated cost is shown before anything is spent.
-    Put `--` before the command.
+    GROUP is the group's number as `triage` lists it, its signature, or the start of
+    exactly one signature. A run passes when COMMAND exits 0 and replay missed nothing;
+    each run is one line, COMMAND's output and the proxies' logs go to a log file (-v shows
+    them). Exit 0 when every run passes (the group collapses), 1 when any fails. With --live,
+    model calls go upstream and each run is tried --tries times: verdict fixed, flaky,
+    still_failing or diverged, with the flip rate and its 95% interval; the estimated cost
+    is shown before anything is spent. Put `--` before the command.
 
     \b
     Example:
+        freezeframe recheck 1 -- python agent.py
         freezeframe recheck 'provider_error POST api.openai.com/v1/chat/completions 429' \\
             -- python agent.py
         freezeframe recheck 3 --live --tries 10 --budget 0.50 -- python agent.py
     """
     import asyncio
 
-    from freezeframe.evidence.triage import resolve_group
+    from freezeframe.evidence.triage import find_group
     from freezeframe.sandbox import recheck as rechecking
     from freezeframe.sandbox.command import Confinement
 
@@ -2378,7 +2472,8 @@ def recheck(
     )
     confinement = Confinement(isolate=isolate)
     with _open(data_dir, store) as opened:
-        found = resolve_group(opened, group)
+        found = find_group(opened, group)
+        aside = None if as_json or verbose else _details_file("recheck")
         if live:
             limits = rechecking.Live(
                 tries,
@@ -2391,7 +2486,7 @@ def recheck(
             refusal = planned.refusal(limits)
             if refusal is not None:
                 _fail(refusal)
-            with _output_to_stderr(as_json):
+            with _output_to_stderr(as_json), _output_to(aside) as say:
                 report = asyncio.run(
                     rechecking.recheck_live(
                         opened,
@@ -2400,13 +2495,15 @@ def recheck(
                         settings,
                         limits,
                         confinement,
-                        lambda check: None if as_json else _say(rechecking.live_line(check)),
+                        lambda check: None if as_json else say(rechecking.live_line(check)),
                     )
                 )
+            if aside is not None:
+                _note(f"COMMAND's output and the proxies' logs: {aside} (-v shows them here)")
             rechecking.keep(opened, rechecking.live_document(report))
             _said_live(report, as_json)
             return
-        with _output_to_stderr(as_json):
+        with _output_to_stderr(as_json), _output_to(aside) as say:
             replayed = asyncio.run(
                 rechecking.recheck(
                     opened,
@@ -2414,9 +2511,11 @@ def recheck(
                     command,
                     settings,
                     confinement,
-                    lambda check: None if as_json else _say(rechecking.check_line(check)),
+                    lambda check: None if as_json else say(rechecking.check_line(check)),
                 )
             )
+        if aside is not None:
+            _note(f"COMMAND's output and the proxies' logs: {aside} (-v shows them here)")
         rechecking.keep(opened, rechecking.recheck_document(replayed))
     if as_json:
         _emit_json(rechecking.recheck_document(replayed))
@@ -2445,6 +2544,45 @@ def _said_live(report: Any, as_json: bool) -> NoReturn:
         if report.stopped:
             _note(f"stopped early: {report.stopped}")
     sys.exit(0 if report.collapsed else 1)
+
+
+def _details_file(what: str) -> Path:
+    """A new log file (0600) for what a command runs says, beside the others of its kind."""
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix=f"freezeframe-{what}-", suffix=".log")
+    os.close(handle)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path | None) -> Iterator[Callable[[str], None]]:
+    """While open, the process's stdout and stderr (its log, and every command it runs)
+    write to ``path``; what it yields writes a line to the real stdout. With None, nothing
+    moves."""
+    if path is None:
+        yield _say
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    aside = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(aside, 1)
+    os.dup2(aside, 2)
+    os.close(aside)
+
+    def say(line: str) -> None:
+        os.write(saved[0], (inert(line, newlines=False) + "\n").encode())
+
+    try:
+        yield say
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 @contextlib.contextmanager

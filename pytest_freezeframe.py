@@ -84,7 +84,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--freezeframe-data-dir",
         default=None,
         metavar="DIR",
-        help="freezeframe's data dir. Default: FREEZEFRAME_DATA_DIR, else <rootdir>/.freezeframe.",
+        help="freezeframe's data dir. Default: FREEZEFRAME_DATA_DIR, else <rootdir>/.freezeframe. "
+        "Given here, like a mode, the proxy starts before test modules are imported.",
     )
     parser.addini(
         "freezeframe_mode",
@@ -161,9 +162,14 @@ class Session:
     @property
     def wide(self) -> bool:
         """Whether the project says it uses freezeframe, so the session gets its proxy and
-        environment before test modules are imported."""
+        environment before test modules are imported: a mode (flag or ini), or a data dir
+        given on the command line, which says it as clearly."""
         config = self.config
-        return bool(config.getoption("freezeframe_mode") or config.getini("freezeframe_mode"))
+        return bool(
+            config.getoption("freezeframe_mode")
+            or config.getini("freezeframe_mode")
+            or config.getoption("freezeframe_data_dir")
+        )
 
     def start_wide(self) -> None:
         """Start the session's proxy, passing traffic through until a freezeframe test

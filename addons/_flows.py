@@ -45,6 +45,9 @@ class FlowInfo:
     served: Exchange | None = None  # set when replay answered this flow
     perturbed: Perturbed | None = None  # set when that answer was perturbed (--perturb)
     notes: list[str] = field(default_factory=list)
+    called: tuple[str, str, int] | None = None
+    """Scheme, host and port the client sent the request to, once replay has re-routed the
+    flow to the loopback re-enactor (addons.reenact); stored and shown instead of those."""
 
     @property
     def mode(self) -> Mode:
@@ -105,11 +108,12 @@ def wire_request(flow: http.HTTPFlow, info: FlowInfo, body: bytes | None = None)
     """The flow's request as forwarded: target and headers with secrets already markers,
     and ``body`` (by default the flow's, as sent and not yet redacted)."""
     request = flow.request
+    scheme, host, port = info.called or (request.scheme, request.host, request.port)
     return WireRequest(
         request.method,
-        request.scheme,
-        request.host,
-        request.port,
+        scheme,
+        host,
+        port,
         info.target,
         info.request_headers,
         request.raw_content or b"" if body is None else body,
@@ -125,9 +129,9 @@ def request_view(flow: http.HTTPFlow, info: FlowInfo, body: bytes) -> RequestVie
 
 def display_url(flow: http.HTTPFlow, info: FlowInfo) -> str:
     request = flow.request
-    default_port = {"http": 80, "https": 443}.get(request.scheme)
-    port = "" if request.port == default_port else f":{request.port}"
-    return f"{request.scheme}://{request.host}{port}{info.target}"
+    scheme, host, number = info.called or (request.scheme, request.host, request.port)
+    port = "" if number == {"http": 80, "https": 443}.get(scheme) else f":{number}"
+    return f"{scheme}://{host}{port}{info.target}"
 
 
 def recorded_response(

@@ -5,7 +5,9 @@ retry loop: a replay miss that an SDK retries three times with backoff turns one
 error into a slow, confusing one. Both official SDKs obey ``x-should-retry: false``
 before anything else, and do not retry a 4xx other than 408, 409 and 429. The body
 uses the ``{"type": "error", "error": {"type", "message"}}`` shape both SDKs read the
-message from, so the explanation shows up in the exception the agent raises.
+message from, so the explanation shows up in the exception the agent raises; a request meant
+for another provider (Bedrock, Gemini, Azure) gets what its SDK reads added
+(``providers.errors``).
 """
 
 from __future__ import annotations
@@ -19,14 +21,21 @@ from typing import Any
 
 from mitmproxy import http
 
+from freezeframe.providers.errors import in_provider_format
+
 MISS_STATUS = 404
 ERROR_HEADER = "x-freezeframe-error"
 #: How mitmproxy words an upstream certificate it could not verify.
 TLS_VERIFY_FAILED = "Certificate verify failed:"
 
 
-def error(status: int, kind: str, message: str, **details: Any) -> http.Response:
-    body = {"type": "error", "error": {"type": kind, "message": message, **details}}
+def error(
+    status: int, kind: str, message: str, *, provider: str | None = None, **details: Any
+) -> http.Response:
+    """freezeframe's error, in the format of ``provider`` (``canonicalize.providers``'s name
+    of the API the request was meant for) so that its SDK shows the message."""
+    explanation = {"type": "error", "error": {"type": kind, "message": message, **details}}
+    body, extra = in_provider_format(provider, status, explanation)
     response = http.Response.make(
         status,
         json.dumps(body, ensure_ascii=False, indent=2).encode() + b"\n",
@@ -34,6 +43,7 @@ def error(status: int, kind: str, message: str, **details: Any) -> http.Response
             "content-type": "application/json",
             "x-should-retry": "false",
             ERROR_HEADER: kind,
+            **dict(extra),
         },
     )
     response.timestamp_start = response.timestamp_end = time.time()

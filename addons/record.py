@@ -92,6 +92,20 @@ def _read_and_closed(recording: _Recording, flow: http.HTTPFlow) -> bool:
     return last is not None and closed - last <= CLIENT_READ_GRACE_S
 
 
+def _listening_stream(flow: http.HTTPFlow) -> bool:
+    """Whether the answer is MCP's standalone GET stream (streamable HTTP, a request with
+    its session id): the server's channel for what it may send unasked, which the client
+    waits on for nothing, so closing it (the TypeScript SDK's ``client.close()``, right
+    after its headers) is the client's doing, never an upstream's silence."""
+    request, response = flow.request, flow.response
+    return (
+        request.method == "GET"
+        and "mcp-session-id" in request.headers
+        and response is not None
+        and response.headers.get("content-type", "").startswith("text/event-stream")
+    )
+
+
 class _Recording:
     """One exchange on its way through the proxy; the tee is its answer's stream callable.
 
@@ -355,7 +369,9 @@ class Record:
         message = flow.error.msg if flow.error else "unknown error"
         if flow.response is None:
             outcome = Outcome.FAILED
-        elif message == CLIENT_CLOSED and _read_and_closed(recording, flow):
+        elif message == CLIENT_CLOSED and (
+            _read_and_closed(recording, flow) or _listening_stream(flow)
+        ):
             outcome = Outcome.CLIENT_CLOSED
         else:
             outcome = Outcome.TRUNCATED
@@ -367,6 +383,11 @@ class Record:
             self._submit(recording, *websocket.ending(flow))
 
     def done(self) -> None:
+        self.stopping()
+
+    def stopping(self) -> None:
+        """The proxy is stopping: what is in flight is recorded as cut off by the stop, before
+        the stop closes its connections (which would read as the client's doing)."""
         self._stopped = True
         for recording in list(self._inflight.values()):
             self._submit(recording, Outcome.INCOMPLETE, STOPPED)

@@ -148,6 +148,9 @@ class Reenactor:
         token = secrets.token_hex(12)
         self._staged[token] = staged
         request = flow.request
+        info = info_of(flow)
+        if info is not None and info.called is None:  # what the client called is recorded
+            info.called = (request.scheme, request.host, request.port)
         request.scheme = "http"  # unlike .host, this setter leaves the headers alone
         request.data.host = "127.0.0.1"
         request.data.port = self._port

@@ -32,6 +32,7 @@ from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonic
 from freezeframe.addons.websocket import is_websocket
 from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
 from freezeframe.canonicalize.drift import drift_values, drifted
+from freezeframe.canonicalize.providers import provider_of
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
     JSONRPC_ID,
@@ -582,8 +583,15 @@ class Replay:
             self._store.note_miss(miss)
         except StoreError as exc:  # the client still gets its explanation
             log.error("%s: the miss could not be kept: %s", request, exc)
+        provider = provider_of(
+            canonical.profile,
+            flow.request.pretty_host,
+            flow.request.path.partition("?")[0],
+            flow.request.query.items(multi=True),
+        )
         return self._annotated_miss(
-            answers.error(answers.MISS_STATUS, kind, message, **details), cassette
+            answers.error(answers.MISS_STATUS, kind, message, provider=provider, **details),
+            cassette,
         )
 
     def _annotated_miss(self, response: http.Response, cassette: str) -> http.Response:

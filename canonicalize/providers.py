@@ -21,8 +21,29 @@ AZURE_DEPLOYMENTS = "/openai/deployments/"
 
 _BY_PREFIX = {"openai": "openai", "anthropic": "anthropic", "mcp": "mcp", "bedrock": "aws.bedrock"}
 
+OPENAI_COMPATIBLE_HOSTS = {
+    "api.mistral.ai": "mistral_ai",
+    "api.groq.com": "groq",
+    "api.deepseek.com": "deepseek",
+    "api.x.ai": "x_ai",
+    "api.perplexity.ai": "perplexity",
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
+}
+"""Services that serve OpenAI's API (Chat Completions) as their own, by their API host, in
+the conventions' names: their SDKs (Mistral's, Groq's) call it there, and a call to them
+was labelled ``openai``."""
+
 MODEL_PROVIDERS = frozenset(
-    {"openai", "anthropic", "aws.bedrock", "gcp.gemini", "gcp.vertex_ai", "azure.ai.openai"}
+    {
+        "openai",
+        "anthropic",
+        "aws.bedrock",
+        "gcp.gemini",
+        "gcp.vertex_ai",
+        "azure.ai.openai",
+        *OPENAI_COMPATIBLE_HOSTS.values(),
+    }
 )
 """Providers whose calls are model calls (MCP's are tool calls)."""
 
@@ -38,6 +59,8 @@ def provider_of(
         return "gcp.vertex_ai" if call is not None and call[2] else "gcp.gemini"
     if prefix == "openai" and is_azure(host, path, query):
         return "azure.ai.openai"
+    if prefix == "openai":
+        return OPENAI_COMPATIBLE_HOSTS.get(host.lower().rstrip("."), "openai")
     return _BY_PREFIX.get(prefix)
 
 

@@ -39,6 +39,7 @@ from enum import StrEnum
 from typing import Any
 
 from freezeframe.canonicalize.jsonbody import JsonValue, encode_json
+from freezeframe.canonicalize.profiles.telemetry import telemetry_profile
 from freezeframe.evidence.conversation import (
     Conversation,
     context_document,
@@ -351,6 +352,8 @@ def _assign(reads: list[_Read], requests: list[_Request]) -> dict[int, tuple[int
             read = reads[position]
             if read.conversation is not None or read.exchange.started_at < began:
                 continue
+            if telemetry_profile(read.exchange.path.split("?", 1)[0]) is not None:
+                continue  # a trace upload carries the call's values; it never runs a tool
             distance = position - request.model
             if read.mcp is not None:
                 if read.mcp.call is not None:

@@ -326,11 +326,15 @@ def groups(rows: Iterable[TriageRow], kind: str | None = None) -> list[Group]:
     return result
 
 
-def group_document(group: Group, *, detail: bool = False) -> dict[str, Any]:
-    """One group as ``triage --json`` and ``/triage.json`` give it; with ``detail``, every
-    occurrence too (the case file's page)."""
+def group_document(
+    group: Group, *, detail: bool = False, number: int | None = None
+) -> dict[str, Any]:
+    """One group as ``triage --json`` and ``/triage.json`` give it, with its ``number`` (what
+    ``recheck`` takes) when known; with ``detail``, every occurrence too (the case file's
+    page)."""
     example = group.example
     document: dict[str, Any] = {
+        "number": number,
         "signature": group.signature,
         "kind": group.kind,
         "count": group.count,
@@ -353,8 +357,14 @@ def group_document(group: Group, *, detail: bool = False) -> dict[str, Any]:
     return document
 
 
-def triage_document(found: Sequence[Group], *, detail: bool = False) -> dict[str, Any]:
-    return {"groups": [group_document(g, detail=detail) for g in found]}
+def triage_document(
+    found: Sequence[Group], *, detail: bool = False, numbered: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """``found`` as one document; ``numbered`` (``numbers``) gives each group its number."""
+    known = numbered or {}
+    return {
+        "groups": [group_document(g, detail=detail, number=known.get(g.signature)) for g in found]
+    }
 
 
 def parse_duration(text: str) -> float:
@@ -389,41 +399,44 @@ def find_groups(
     return groups(store.triage_rows(since=after, cassettes=names), kind)
 
 
-def find_group(store: Store, signature: str) -> Group:
-    """The group with exactly this signature; ValueError naming the nearest when none."""
+def find_group(store: Store, group: str) -> Group:
+    """The group that ``group`` names (``GROUP`` in the CLI): its number as ``triage`` lists
+    it, its signature, or a prefix of exactly one signature. Signatures run to 200
+    characters, which nobody types; ValueError (one line) when it names none or several."""
     found = find_groups(store)
-    for group in found:
-        if group.signature == signature:
-            return group
-    near = [g.signature for g in found if signature.strip().lower() in g.signature.lower()]
-    hint = f"; did you mean {near[0]!r}?" if len(near) == 1 else ""
-    raise ValueError(f"no failure group has the signature {signature!r}{hint}")
-
-
-def resolve_group(store: Store, text: str) -> Group:
-    """The group ``text`` names: a signature, a unique prefix of one, or the group's number
-    as ``triage`` lists it (1 for the first row, in find_groups' order). ValueError naming
-    what matched when none or several do."""
-    found = find_groups(store)
-    wanted = text.strip()
-    for group in found:
-        if group.signature == wanted:
-            return group
+    wanted = group.strip()
     if wanted.isdigit():
         number = int(wanted)
         if 1 <= number <= len(found):
             return found[number - 1]
-        raise ValueError(f"no failure group number {number}: triage lists {len(found)}")
+        raise ValueError(
+            f"no failure group number {number}: `freezeframe triage` lists "
+            f"{len(found)} group{'' if len(found) == 1 else 's'}"
+        )
+    for candidate in found:
+        if candidate.signature == group:
+            return candidate
     prefixed = [g for g in found if g.signature.startswith(wanted)] if wanted else []
     if len(prefixed) == 1:
         return prefixed[0]
-    if len(prefixed) > 1:
-        shown = "; ".join(repr(g.signature[:60]) for g in prefixed[:3])
+    if prefixed:
+        numbers = ", ".join(str(found.index(g) + 1) for g in prefixed[:5])
+        more = "" if len(prefixed) <= 5 else f" and {len(prefixed) - 5} more"
         raise ValueError(
-            f"{wanted!r} begins {len(prefixed)} failure groups' signatures ({shown}); "
+            f"{group!r} begins {len(prefixed)} signatures (groups {numbers}{more}): "
             "give more of it, or the group's number"
         )
-    return find_group(store, wanted)
+    near = [g for g in found if wanted.lower() in g.signature.lower()] if wanted else []
+    hint = f"; did you mean group {found.index(near[0]) + 1}, {near[0].signature!r}?"
+    raise ValueError(
+        f"no failure group has the signature {group!r}{hint if len(near) == 1 else ''}"
+    )
+
+
+def numbers(store: Store) -> dict[str, int]:
+    """Each signature's group number as ``triage`` lists it unfiltered (largest group first):
+    the number a filtered listing shows too, so that ``recheck N`` finds the group shown."""
+    return {group.signature: n for n, group in enumerate(find_groups(store), start=1)}
 
 
 def last_recheck(result: RecheckResult) -> dict[str, Any]:
@@ -459,23 +472,29 @@ def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> in
     signals are missing or older than SIGNATURE_VERSION (a store recorded before triage, or
     by older rules): all its exchanges, in order, since its runs' failures are read from
     them together. ``advance`` is told of each exchange done. Returns how many."""
-    done = 0
-    for cassette in stale_cassettes(store):
-        readers = RunReaders()
-        found: dict[int, Signals] = {}
-        try:
-            for summary in store.exchanges(cassette):
-                exchange = store.exchange(cassette, summary.seq)
-                run_id = exchange.context.get("run-id")
-                found[exchange.seq] = readers.signals(
-                    cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
-                )
-                advance(1)
-        except (CassetteNotFound, ExchangeNotFound):
-            continue  # removed meanwhile: nothing to sign
-        store.store_signals(cassette, found)
-        done += len(found)
-    return done
+    return sum(sign_cassette(store, cassette, advance) for cassette in stale_cassettes(store))
+
+
+def sign_cassette(
+    store: Store, cassette: str, advance: Callable[[int], None] = lambda _: None
+) -> int:
+    """Work out the signals of every exchange of ``cassette``, in order; how many. ``edit``
+    calls it on the fork it made, whose edited answer the old answer's signals would
+    misname: left to ``triage --rebuild``, every what-if made triage ask for one."""
+    readers = RunReaders()
+    found: dict[int, Signals] = {}
+    try:
+        for summary in store.exchanges(cassette):
+            exchange = store.exchange(cassette, summary.seq)
+            run_id = exchange.context.get("run-id")
+            found[exchange.seq] = readers.signals(
+                cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
+            )
+            advance(1)
+    except (CassetteNotFound, ExchangeNotFound):
+        return 0  # removed meanwhile: nothing to sign
+    store.store_signals(cassette, found)
+    return len(found)
 
 
 def pending_count(store: Store) -> int:

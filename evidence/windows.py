@@ -87,10 +87,7 @@ def context_use(
     family, window = found
     if anthropic_beta and family.startswith("claude-") and LONG_CONTEXT_BETA in anthropic_beta:
         family, window = f"{family} with the 1M-token beta", LONG_CONTEXT_WINDOW
-    input_tokens = _input_tokens(usage)
-    output_tokens = _first(
-        usage, "output_tokens", "completion_tokens", "outputTokens", "candidatesTokenCount"
-    )
+    input_tokens, output_tokens = token_counts(usage)
     used = None if input_tokens is None else input_tokens + (output_tokens or 0)
     share = None if used is None else used / window
     return ContextUse(window, family, input_tokens, output_tokens, used, share)
@@ -105,6 +102,15 @@ def _window(model: str | None) -> tuple[str, int] | None:
         return None
     family = max(matches, key=len)
     return family, CONTEXT_WINDOWS[family]
+
+
+def token_counts(usage: Mapping[str, int]) -> tuple[int | None, int | None]:
+    """(input, output) tokens of a call's usage, whatever the provider names them; ``show``
+    lists them."""
+    output = _first(
+        usage, "output_tokens", "completion_tokens", "outputTokens", "candidatesTokenCount"
+    )
+    return _input_tokens(usage), output
 
 
 def _input_tokens(usage: Mapping[str, int]) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,29 @@ def running(admin: Address, token: str | None = None) -> dict[str, Any]:
             "or pass --admin"
         )
     return document
+
+
+WAIT_POLL_S = 0.1
+"""How often ``env --wait`` asks a starting proxy again: it binds in about a second."""
+
+
+def wait_running(admin: Address, token: str | None, seconds: float) -> dict[str, Any]:
+    """``running``, asked again until ``seconds`` have passed: the README's
+    ``freezeframe run ... &`` then ``eval "$(freezeframe env --wait 30)"`` asks while the
+    proxy is still starting. A proxy that wants a token is an answer, not a reason to wait.
+    The admin API starts after the proxy port, so an answer means the proxy listens too."""
+    deadline = time.monotonic() + max(seconds, 0.0)
+    while True:
+        try:
+            return running(admin, token)
+        except TokenNeeded:
+            raise
+        except NoProxyFound as exc:
+            if time.monotonic() + WAIT_POLL_S > deadline:
+                if seconds > 0:
+                    raise NoProxyFound(f"{exc} (waited {seconds:g} s)") from None
+                raise
+        time.sleep(WAIT_POLL_S)
 
 
 def _health(admin: Address, token: str | None, timeout: float) -> Any:

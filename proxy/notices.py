@@ -16,13 +16,35 @@ NAMES_SHOWN = 5
 
 def empty_cassette(store: Store, cassette: str) -> str | None:
     """A one-line warning when ``cassette`` has no recordings; None when it has some."""
+    known = _known(store, cassette)
+    if known is None:
+        return None
+    if not known:
+        return f"cassette {cassette!r} has no recordings, and the store has no cassettes yet"
+    return f"cassette {cassette!r} has no recordings; every request will miss. Known: {known}"
+
+
+def nothing_to_replay(store: Store, cassette: str) -> str | None:
+    """Why ``exec --mode replay`` refuses to start its command, or None when it need not: a
+    cassette with no recordings would only answer misses, and the agent's own traceback
+    (25 lines of it) hid the one line that said why."""
+    known = _known(store, cassette)
+    if known is None:
+        return None
+    where = f"known: {known}" if known else "the store has no cassettes yet"
+    return (
+        f"cassette {cassette!r} has no recordings ({where}), so a replay could only miss: "
+        "nothing was run; record it first with --mode record"
+    )
+
+
+def _known(store: Store, cassette: str) -> str | None:
+    """None when ``cassette`` has recordings; else the names the store does hold, closest
+    first ("" when it holds none)."""
     if store.has_cassette(cassette):
         return None
     names = store.cassette_names()
-    if not names:
-        return f"cassette {cassette!r} has no recordings, and the store has no cassettes yet"
     close = closest_names(cassette, names, NAMES_SHOWN)
     shown = close + [name for name in names if name not in close]
     more = len(shown) - NAMES_SHOWN
-    known = ", ".join(shown[:NAMES_SHOWN]) + (f", and {more} more" if more > 0 else "")
-    return f"cassette {cassette!r} has no recordings; every request will miss. Known: {known}"
+    return ", ".join(shown[:NAMES_SHOWN]) + (f", and {more} more" if more > 0 else "")

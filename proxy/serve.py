@@ -14,12 +14,15 @@ import re
 import secrets
 import signal
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from freezeframe.addons import AddressBook
 from freezeframe.addons.capture import Capture
+from freezeframe.addons.record import Record
 from freezeframe.addons.state import Journal, Mode, RuntimeState, SharedPositions
+from freezeframe.evidence.words import plural
 from freezeframe.proxy.admin import AdminServer, create_app
 from freezeframe.proxy.discovery import admin_url
 from freezeframe.proxy.master import build_master
@@ -134,10 +137,26 @@ def _bind(address: Address, what: str) -> socket.socket:
     return sock
 
 
+CLOSE_TIMEOUT_S = 2.0
+"""How long a stop waits for the connections it closed to end on their own."""
+
+
 async def _stop_proxy(proxy_master: Master) -> None:
+    """Stop listening, then close every client connection still open (a stream being
+    relayed) and let its handler end. Left open, asyncio.run cancelled the handlers, and
+    Python 3.12.1's stream callback then printed a CancelledError traceback after the clean
+    summary on every Ctrl-C with a stream open."""
     server = proxy_master.addons.get("proxyserver")
     assert isinstance(server, mitm_proxyserver.Proxyserver)
     await server.servers.update([])
+    recorder = proxy_master.addons.get("record")
+    if isinstance(recorder, Record):
+        recorder.stopping()
+    for handler in list(server.connections.values()):
+        handler.close_connection(handler.client)
+    deadline = time.monotonic() + CLOSE_TIMEOUT_S
+    while server.connections and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
 
 
 async def serve(
@@ -190,10 +209,10 @@ def _empty(store: Store, cassette: str) -> None:
     except CassetteNotFound:
         return
     log.info(
-        "--fresh: removed the %d exchanges of cassette %r (%d bodies no other cassette used)",
-        removed.exchanges,
+        "--fresh: removed %s of cassette %r (%s no other cassette used)",
+        plural(removed.exchanges, "exchange"),
         cassette,
-        removed.bodies,
+        plural(removed.bodies, "body"),
     )
 
 

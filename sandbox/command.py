@@ -31,8 +31,9 @@ from freezeframe.addons.mitmproxy_internals import certificates_valid_from
 from freezeframe.addons.state import Event, Mode
 from freezeframe.proxy.discovery import Trust, trust_in
 from freezeframe.proxy.localcapture import local_capture_unavailable_reason
+from freezeframe.proxy.notices import nothing_to_replay
 from freezeframe.proxy.serve import Embedded, StartupError, serve
-from freezeframe.proxy.settings import Settings
+from freezeframe.proxy.settings import Settings, open_existing
 from freezeframe.proxy.trust import java_truststore
 from freezeframe.sandbox import namespace as sandbox
 from freezeframe.sandbox.clock import FakedClock, trust_notice
@@ -69,6 +70,8 @@ async def run_command(
     ``proxy_url`` whose CA ``trust_of`` finds, once ``confinement`` is known to be possible;
     on ``clock``'s time when given. ``journal`` receives what the new proxy did with each
     request."""
+    if settings is not None:
+        refuse_nothing_to_replay(settings)
     network = _network(settings, proxy_url, confinement)
     trust = trust_of() if trust_of is not None else None
     if clock is not None and settings is not None:
@@ -115,6 +118,17 @@ async def run_command(
     if journal is not None and embedded.journal is not None:
         journal.extend(embedded.journal.after(0))
     return code
+
+
+def refuse_nothing_to_replay(settings: Settings) -> None:
+    """Raise StartupError, before anything runs, for a replay (with no ``--live`` route) of
+    a cassette that holds no recordings: a typo or a store other than the one recorded into."""
+    if settings.mode is not Mode.REPLAY or settings.live:
+        return
+    with open_existing(settings.data_dir, settings.store_url) as store:
+        refusal = nothing_to_replay(store, settings.cassette)
+    if refusal is not None:
+        raise StartupError(refusal)
 
 
 @dataclass(frozen=True, slots=True)

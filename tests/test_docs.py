@@ -79,6 +79,36 @@ def test_the_readme_is_short_and_links_pages_that_exist() -> None:
             assert (ROOT / "docs" / target).exists(), f"docs/{name} links {target}"
 
 
+LINK = re.compile(r"\]\((?!https?://|mailto:|#)(?P<target>[^)\s#]+)(?:#(?P<anchor>[\w-]+))?\)")
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces
+    as hyphens."""
+    found = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["README.md", "docker/README.md", *(f"docs/{n}" for n in DOCS)],
+)
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist(name: str) -> None:
+    """Any file, not only pages: docs/evidence.md linked the jsonl schema from the wrong
+    folder, and docker/README pointed at a README section that had moved (issue 32)."""
+    page = ROOT / name
+    for link in LINK.finditer(page.read_text()):
+        target = (page.parent / link["target"]).resolve()
+        assert target.exists(), f"{name} links {link['target']}, which does not exist"
+        if link["anchor"] and target.suffix == ".md":
+            assert link["anchor"] in _anchors(target.read_text()), (
+                f"{name} links {link['target']}#{link['anchor']}: no such heading"
+            )
+
+
 @pytest.mark.parametrize("name", ["README.md", *(f"docs/{n}" for n in DOCS)])
 def test_every_shell_block_is_run_by_a_test_or_marked_illustrative(name: str) -> None:
     text = (ROOT / name).read_text()
@@ -109,3 +139,13 @@ def test_make_run_installs_only_what_running_needs() -> None:
 
     assert installs("run") == [".venv/bin/python -m pip install --quiet -e ."]
     assert any("'.[test,dev]'" in line for line in installs("test"))
+
+
+def test_the_readme_speed_section_says_what_a_user_gains_and_costs() -> None:
+    """A user reads what recording costs and replay gains; the maintainers' tables (commit
+    hashes, pinned runs, goals not met) are in docs/ (issue 32)."""
+    section = README.split("## Speed\n", 1)[1].split("\n## ", 1)[0]
+    assert "|" not in section, "no tables in the README's Speed"
+    assert not re.search(r"\b[0-9a-f]{7,40}\b", section), "no commit hashes"
+    assert "(docs/development.md#speed)" in section
+    assert len(section.split()) <= 90

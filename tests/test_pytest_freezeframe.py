@@ -174,13 +174,13 @@ def test_a_client_built_at_import_time_goes_through_the_proxy(
             patch.setenv("UPSTREAM_URL", upstream.base_url)
             patch.setenv("FREEZEFRAME_UPSTREAM_CA", str(upstream_ca_file))
             patch.setenv("FREEZEFRAME_REPLAY_PACE", "instant")
+            patch.setenv("FREEZEFRAME_DATA_DIR", str(data_dir))
             patch.setenv("EXPECTED_KIND", kind)
-            return pytester.runpytest_subprocess(
-                "-p", "no:cacheprovider", f"--freezeframe-data-dir={data_dir}", *args
-            )
+            return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
-    # Without the project saying it uses freezeframe, the client escapes: the test fails on
-    # the upstream's certificate, and freezeframe says why instead of staying silent.
+    # Without the project saying it uses freezeframe (a data dir in the environment says
+    # nothing of this project), the client escapes: the test fails on the upstream's
+    # certificate, and freezeframe says why instead of staying silent.
     escaped = run("-k", "built_at_import", kind="recorded")
     escaped.assert_outcomes(failed=1)
     escaped.stdout.fnmatch_lines(
@@ -198,6 +198,11 @@ def test_a_client_built_at_import_time_goes_through_the_proxy(
     asked = [r for r in upstream.requests if r.target == "/v1/chat/completions"]
     assert len(asked) == 2  # the plain test's call passed through the proxy, live
     upstream.reset_counters()
+
+    # --freezeframe-data-dir on the command line says it as clearly as a mode (issue 32).
+    given = run(f"--freezeframe-data-dir={data_dir}", "-k", "built_at_import", kind="hit")
+    given.assert_outcomes(passed=1)
+    assert upstream.connections == 0
 
     # The ini setting alone puts the environment in place; replay answers with no upstream.
     pytester.makeini("[pytest]\nfreezeframe_mode = replay\n")

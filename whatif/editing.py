@@ -18,6 +18,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from freezeframe.canonicalize import KeyConfig, RequestView, canonicalize
@@ -123,6 +124,8 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
             frames = [_set(found.data, edit.sets, where, changes)]
         body = encode(b"".join(frames), codings)
     headers = _headers(recorded.headers, edit.headers, changes)
+    if edit.body is not None and not any(n.lower() == "content-type" for n, _ in edit.headers):
+        headers = _typed(headers, edit.body, changes)
     headers = _content_length(headers, len(body))
     status = recorded.status
     if edit.status is not None and edit.status != status:
@@ -136,7 +139,7 @@ def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
     response = dataclasses.replace(
         recorded,
         status=status,
-        reason=recorded.reason if status == recorded.status else "",
+        reason=recorded.reason if status == recorded.status else _phrase(status),
         headers=headers,
         body=body,
         chunks=_timed([body] if codings else frames, first, last) if body else (),
@@ -263,6 +266,29 @@ def _headers(
         headers.append((name.encode("latin-1"), value.encode("latin-1")))
         changes.append(f"header {name}: {', '.join(before) or '(absent)'} -> {value}")
     return tuple(headers)
+
+
+def _typed(headers: Sequence[Header], body: bytes, changes: list[str]) -> tuple[Header, ...]:
+    """A streamed answer replaced by a JSON document (``--status 429 --response-body
+    x.json``) is typed as JSON: left ``text/event-stream``, an SDK read the error as a
+    stream and lost it."""
+    recorded = media_type(headers)
+    if recorded != "text/event-stream":
+        return tuple(headers)
+    try:
+        json.loads(body)
+    except ValueError:
+        return tuple(headers)
+    changes.append(f"header content-type: {recorded} -> application/json (the new body is JSON)")
+    return _headers(headers, [("content-type", "application/json")], [])
+
+
+def _phrase(status: int) -> str:
+    """The standard reason phrase of a status an edit gave (HTTP/1 clients show it)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def _content_length(headers: Sequence[Header], size: int) -> tuple[Header, ...]:

@@ -48,6 +48,8 @@ from freezeframe.evidence.requests import stored_view
 from freezeframe.evidence.signatures import KINDS
 from freezeframe.evidence.steps import HTTP
 from freezeframe.evidence.triage import (
+    Group,
+    find_group,
     find_groups,
     last_recheck,
     parse_duration,
@@ -55,6 +57,8 @@ from freezeframe.evidence.triage import (
     timeline,
     triage_document,
 )
+from freezeframe.evidence.triage import numbers as group_numbers
+from freezeframe.evidence.words import plural
 from freezeframe.proxy.admin import present
 from freezeframe.proxy.admin.guard import csrf_token
 from freezeframe.storage import (
@@ -111,13 +115,6 @@ def templates() -> Environment:
     environment.filters["when"] = _when
     environment.filters["plural"] = plural
     return environment
-
-
-def plural(count: int, word: str) -> str:
-    """``1 exchange``, ``2 exchanges``, ``2 misses``."""
-    if count == 1:
-        return f"{count} {word}"
-    return f"{count} {word}es" if word.endswith(("s", "sh", "ch", "x")) else f"{count} {word}s"
 
 
 def _inert(value: Any) -> Any:
@@ -283,18 +280,25 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
 
     async def triage_page(request: Request, asked: Asked) -> dict[str, Any]:
         query = request.query_params
-        filters = {k: query.get(k, "") for k in ("since", "cassette", "kind")}
+        filters = {k: query.get(k, "") for k in ("since", "cassette", "kind", "group")}
         since = _given(filters["since"])
         window = None if since is None else parse_duration(since)
-        found = await run_in_threadpool(
-            lambda: find_groups(
+        group = _given(filters["group"])
+
+        def grouped() -> tuple[list[Group], dict[str, int]]:
+            numbered = group_numbers(store)
+            if group is not None:  # GROUP: a number, a signature or a unique prefix of one
+                return [find_group(store, group)], numbered
+            found = find_groups(
                 store,
                 since=window,
                 pattern=_given(filters["cassette"]),
                 kind=_given(filters["kind"]),
             )
-        )
-        document = triage_document(found, detail=True)
+            return found, numbered
+
+        found, numbered = await run_in_threadpool(grouped)
+        document = triage_document(found, detail=True, numbered=numbered)
         document["timeline"] = timeline(found)
         kept = await run_in_threadpool(store.rechecks)
         for group in document["groups"]:

@@ -147,7 +147,7 @@ def fork(
             )
         )
         if edit is not None:
-            # An edited answer's signals are the old answer's: left to ``triage --rebuild``.
+            # An edited answer's signals are the old answer's: dropped; ``edit`` signs the fork.
             copy |= _answer_columns(conn, edit) | dict.fromkeys(SIGNALS)
         canonical = form(conn, row["canonical_digest"]) if row["canonical_digest"] else None
         previous = link(previous, exchange_digest(chain_fields(copy, target, canonical)))

@@ -612,3 +612,20 @@ def test_a_chat_function_call_without_an_id_links_to_the_function_message_by_nam
     assert model.calls[0].result_in == Link(
         1, Match.EXACT, "function message get_weather (by name; the call has no id)"
     )
+
+
+def test_a_trace_upload_never_runs_a_tool_whatever_values_it_carries() -> None:
+    """Issue 32: with LangSmith tracing on, a local Python tool was said to be run by the
+    trace upload (``POST /runs/multipart``), the one request carrying the call's values."""
+    sdk = RecordingSdk()
+    sdk.prepare(chat_answer(("c1", "get_weather", {"city": "Paris", "units": "metric"})))
+    sdk.openai.chat.completions.create(model="gpt-4o", messages=USER)  # type: ignore[arg-type]
+    run = {"inputs": {"city": "Paris", "units": "metric"}, "name": "get_weather"}
+    upload = stored_exchange(
+        seq=1,
+        url="https://api.smith.langchain.com/runs/multipart",
+        request_body=json.dumps(run).encode(),
+    )
+    model, traced = steps_of([*sdk.exchanges, upload]).steps
+    assert model.calls[0].executed_by is None
+    assert traced.linked is False and traced.executes is None

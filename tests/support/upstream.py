@@ -103,6 +103,7 @@ Endpoints (``n`` = that endpoint's counter)
   deflate or identity); the exact bytes are :func:`encoded_body`. ``POST`` answers so with
   its body echoed as text.
 * ``GET /sse/slow?events=N&gap_ms=M``: N SSE events M ms apart.
+* ``GET /sse/idle?seconds=S``: an event stream's headers, then nothing for S seconds.
 * ``GET /bytes?size=N``: N deterministic bytes (see :func:`expected_bytes`).
 * ``/hang?seconds=S`` (any method): no answer at all; the connection closes after S seconds.
 * ``POST /mcp``: MCP over streamable HTTP; a JSON-RPC result echoing the request's ``id``,
@@ -947,6 +948,8 @@ class Upstream(_LoopThread):
                 return await self._encoded_echo(wire, conn, req, path.removeprefix("/encoded/"))
             if path == "/sse/slow" and method == "GET":
                 return await self._sse_slow(wire, conn, req)
+            if path == "/sse/idle" and method == "GET":
+                return await self._sse_idle(wire, conn, req)
             if path == "/bytes" and method == "GET":
                 return await self._bytes(wire, conn, req)
             if path == "/bytes/random" and method == "GET":
@@ -1290,6 +1293,16 @@ class Upstream(_LoopThread):
         frames = [b"data: " + json.dumps({"i": k, "n": n}).encode() + b"\n\n" for k in range(count)]
         extra = [("cache-control", "no-cache")]
         return await self._send_stream(wire, conn, frames, extra, gap=lambda _i: gap)
+
+    async def _sse_idle(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        """An event stream's headers, then nothing for ``seconds``: a channel held open for
+        what the server may send later (MCP's standalone GET stream)."""
+        self._next("sse_idle")
+        seconds = _int_param(req.query, "seconds", 5, 0, int(MAX_GAP))
+        await self._send(wire, conn, self._head(200, "text/event-stream", []))
+        await asyncio.sleep(seconds)
+        await self._send(wire, conn, h11.EndOfMessage())
+        return True
 
     async def _bytes(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
         n = self._next("bytes")
