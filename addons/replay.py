@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any
 
 from mitmproxy import http
 
@@ -30,7 +29,7 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, 
 from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
-from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
+from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest
 from freezeframe.canonicalize.drift import drifted
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
@@ -442,7 +441,6 @@ class Replay:
         cassette = info.cassette
         request = f"{flow.request.method} {display_url(flow, info)}"
         self._state.tally.missed(cassette)
-        details: dict[str, Any] = {"cassette": cassette, "key": canonical.key}
         kind, recorded, near = "freezeframe_replay_miss", 0, ()
         if not self._store.has_cassette(cassette):
             kind = "freezeframe_unknown_cassette"
@@ -450,31 +448,15 @@ class Replay:
             log.warning("%s: %s", request, message)
         else:
             recorded = self._store.count(cassette, canonical.key)
-            details["occurrence"] = occurrence + 1
-            details["recorded"] = recorded
             if recorded:
-                message = (
-                    f"freezeframe: replay miss in cassette {cassette!r}: {request} was "
-                    f"recorded {recorded} time(s) and all were already served (this is "
-                    f"occurrence {occurrence + 1}). If the agent is running again from the "
-                    f"start, start replay from the top: `freezeframe replay-reset --admin "
-                    f"{self._admin}` (POST http://{self._admin}/api/replay/reset); to record "
-                    "what is new, use --mode auto"
+                message = answers.miss_message(
+                    cassette, request, recorded, occurrence + 1, (), self._admin, details=True
                 )
             else:
                 near = self._nearest(flow, info, canonical)
-                details["nearest"] = [_near_document(n) for n in near]
-                message = (
-                    f"freezeframe: replay miss in cassette {cassette!r}: no recording of {request}"
+                message = answers.miss_message(
+                    cassette, request, 0, occurrence + 1, near, self._admin, details=True
                 )
-                if near:
-                    first = near[0]
-                    differing = said(first.differences)
-                    message += (
-                        f"; nearest is #{first.seq} {first.request}, differing at {differing}"
-                    )
-                else:
-                    message += "; the cassette has no recording of this endpoint to compare with"
             log.warning("%s (key %s)", message, canonical.key[:16])
         self._state.journal.add(
             "miss",
@@ -503,7 +485,7 @@ class Replay:
         except StoreError as exc:  # the client still gets its explanation
             log.error("%s: the miss could not be kept: %s", request, exc)
         return self._annotated_miss(
-            answers.error(answers.MISS_STATUS, kind, message, **details), cassette
+            answers.miss(miss, request, self._admin, details=self._state.miss_details), cassette
         )
 
     def _annotated_miss(self, response: http.Response, cassette: str) -> http.Response:
@@ -541,15 +523,3 @@ def _ended_where_read(recorded: RecordedResponse) -> RecordedResponse:
         for name, value in recorded.headers
     )
     return dataclasses.replace(recorded, headers=headers)
-
-
-def _near_document(near: Nearest) -> dict[str, Any]:
-    """A nearest recording as the miss answer's JSON names it."""
-    return {
-        "seq": near.seq,
-        "request": near.request,
-        "key": near.key,
-        "differences": [
-            {"path": d.path, "live": d.live, "recorded": d.recorded} for d in near.differences
-        ],
-    }

@@ -8,6 +8,13 @@ from collections.abc import Generator
 import uvicorn
 from starlette.types import ASGIApp
 
+from freezeframe.proxy.admin.limits import (
+    HEAD_BYTES,
+    KEEP_ALIVE,
+    MAX_CONNECTIONS,
+    AdminProtocol,
+    BodyLimit,
+)
 from freezeframe.proxy.settings import Address
 
 
@@ -19,15 +26,21 @@ class AdminServer(uvicorn.Server):
         # local client name a new address for each wrong token and never meet the login
         # limit (access.LoginAttempts): forwarding headers count only from a named proxy.
         super().__init__(
+            # limits.py says what each bound is for. uvicorn's own warnings come once per
+            # bad request (a flood's worth of lines): limits.NOTICES says them once a minute.
             uvicorn.Config(
-                app,
+                BodyLimit(app),
                 host=address.host,
                 port=address.port,
-                log_level="warning",
+                log_level="error",
                 lifespan="off",
                 access_log=False,
                 proxy_headers=bool(trusted_proxies),
                 forwarded_allow_ips=list(trusted_proxies) or None,
+                http=AdminProtocol,
+                h11_max_incomplete_event_size=HEAD_BYTES,
+                timeout_keep_alive=int(KEEP_ALIVE),
+                limit_concurrency=MAX_CONNECTIONS,
             )
         )
 
