@@ -223,7 +223,7 @@ def client_trust(
         return trust_in(data_dir)
     try:
         return trust_of_running(running(admin, token), admin)
-    except TokenNeeded:
+    except (TokenNeeded, NotYourProxy):
         raise
     except NoProxyFound as exc:
         if (default_dir / CA_FILENAME).is_file():

@@ -13,8 +13,9 @@ logged about 239,000 "Too many open files" tracebacks. Now:
   first byte after an answer), and a head larger than :data:`HEAD_BYTES` is answered 400
   (uvicorn's ``h11_max_incomplete_event_size``); an idle kept-alive connection is closed
   after :data:`KEEP_ALIVE` (uvicorn's ``timeout_keep_alive``);
-* at most :data:`MAX_CONNECTIONS` connections are open: one more is closed as it is
-  accepted, so its descriptor is back at once and the proxy port keeps its own;
+* at most :data:`MAX_CONNECTIONS` connections are open: no more is accepted until one
+  ends (proxy.admin.server), so the rest wait in the kernel's listen queue, holding no
+  descriptor of the process, and the proxy port keeps its own;
 * each of these conditions is logged as one line, at most once a minute with a count
   (:class:`Notices`), never a traceback per connection.
 """
@@ -89,14 +90,6 @@ def body_limit(path: str) -> int:
     return DEFAULT_BODY_BYTES
 
 
-class _TooLarge(Exception):
-    pass
-
-
-class _Stalled(Exception):
-    pass
-
-
 class BodyLimit:
     """Caps each request body at its route's limit (:data:`BODY_LIMITS`) before anything
     reads it, so no handler, form parser or check downstream holds more."""
@@ -109,44 +102,51 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = body_limit(scope["path"])
+        too_large = f"request body over {limit} bytes for {scope['path']}"
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            await _refuse(send, 413, f"request body over {limit} bytes for {scope['path']}")
+            await _refuse(send, 413, too_large)
             return
         received = 0
-        ended = False
-        started = False
+        ended = refused = started = False
+
+        async def refuse(status: int, reason: str) -> Message:
+            """Answer now, and tell the app its client is gone: it reads no more."""
+            nonlocal refused
+            if not started:
+                await _refuse(send, status, reason)
+            refused = True
+            return {"type": "http.disconnect"}
 
         async def bounded() -> Message:
             nonlocal received, ended
+            if refused:
+                return {"type": "http.disconnect"}
             if ended:  # after the body: a disconnect, which may come at any time
                 return await receive()
             try:
                 message = await asyncio.wait_for(receive(), BODY_IDLE_TIMEOUT)
             except TimeoutError:
-                raise _Stalled from None
+                return await refuse(408, f"request body stalled for {BODY_IDLE_TIMEOUT:.0f} s")
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise _TooLarge
+                    return await refuse(413, too_large)
                 ended = not message.get("more_body", False)
             return message
 
         async def sending(message: Message) -> None:
             nonlocal started
+            if refused:
+                return  # the app's answer to a client it was told is gone
             started = started or message["type"] == "http.response.start"
             await send(message)
 
         try:
             await self.app(scope, bounded, sending)
-        except _TooLarge:
-            if started:
-                raise
-            await _refuse(send, 413, f"request body over {limit} bytes for {scope['path']}")
-        except _Stalled:
-            if started:
-                raise
-            await _refuse(send, 408, f"request body stalled for {BODY_IDLE_TIMEOUT:.0f} s")
+        except Exception:
+            if not refused:
+                raise  # what starlette says of a disconnect mid-body is not an error here
 
 
 async def _refuse(send: Send, status: int, reason: str) -> None:
@@ -168,31 +168,17 @@ async def _refuse(send: Send, status: int, reason: str) -> None:
 
 
 class AdminProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a connection cap and a request-head deadline.
+    """uvicorn's HTTP/1.1 protocol with a request-head deadline: uvicorn arms no timer
+    before a connection's first answer, so a client that sent half a head held its
+    descriptor for good."""
 
-    uvicorn arms no timer before a connection's first answer, and counts connections only
-    to answer 503 to a request that has arrived (``limit_concurrency``): a client that sends
-    half a head holds its descriptor for good."""
-
-    _refused = False
     _head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= MAX_CONNECTIONS:
-            self._refused = True
-            transport.abort()  # its descriptor is free again now, not when the client goes
-            NOTICES.warn(
-                "full",
-                f"{MAX_CONNECTIONS} connections are open, the most it takes; closing new "
-                "ones until some end",
-            )
-            return
         super().connection_made(transport)
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._refused:
-            return
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
