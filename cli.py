@@ -392,6 +392,7 @@ _RUN_OPTIONS = [
         "--miss-details/--no-miss-details",
         "Quote the nearest recording's differing values in miss answers  "
         "[default: off for run; on for exec, whose proxy serves one run]",
+        envvar="FREEZEFRAME_MISS_DETAILS",
         default=None,
     ),
     _setting(

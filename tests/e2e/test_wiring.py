@@ -213,7 +213,7 @@ def test_env_prints_what_a_client_needs_in_each_shell(
         check=True,
     ).stdout
     assert shown == f"http://127.0.0.1:{proxy.port}|unset"
-    assert f"set -gx HTTPS_PROXY http://127.0.0.1:{proxy.port}" in env("fish")
+    assert f"set -gx HTTPS_PROXY 'http://127.0.0.1:{proxy.port}'" in env("fish")
     assert f"HTTPS_PROXY='http://127.0.0.1:{proxy.port}'" in env("dotenv")
 
     proxy.stop()
@@ -241,8 +241,8 @@ def test_env_output_quotes_a_hostile_data_dir_for_each_shell(
     (``shlex.quote``'s escape is sh's, not fish's): each shell reads its own quoting back
     as the one path, and runs nothing."""
     proxy = start_proxy(mode="record")
-    planted = tmp_path / "planted"
-    hostile = tmp_path / f"dir \\'; touch {planted}; echo ' $(touch {planted}) `x`"
+    planted = tmp_path / "planted"  # what the shells would make, run in tmp_path
+    hostile = tmp_path / "dir \\'; touch planted; echo ' $(touch planted) `touch planted`"
     hostile.mkdir()
     (hostile / "mitmproxy-ca-cert.pem").write_bytes(proxy.ca_path.read_bytes())
 
@@ -278,6 +278,7 @@ def test_env_output_quotes_a_hostile_data_dir_for_each_shell(
             capture_output=True,
             text=True,
             timeout=30,
+            cwd=tmp_path,
         )
         assert (shell, shown.stdout) == (shell, wanted), shown.stderr
         assert not planted.exists(), f"{shell} ran a command from the data dir's path"
