@@ -80,8 +80,10 @@ this many bytes after the last."""
 TIMED_CHUNKS = 1024
 """The first this many chunks of an answer each get a timing entry; after them a chunk starts
 a new one only PACED_GAP after the last (or PACED_STEP bytes, as a spilled answer)."""
-PACED_GAP = 0.005
-"""Seconds: closer than this, replay's pacing could not tell chunks apart anyway."""
+PACED_GAP = 0.05
+"""Seconds: a long answer's pacing kept to a twentieth of a second, the rate a reader of a
+streamed answer notices; a proxy relays a 1 MB answer in 1-byte chunks in minutes, so a
+finer step still made tens of thousands of entries."""
 
 
 def _read_and_closed(recording: _Recording, flow: http.HTTPFlow) -> bool:
