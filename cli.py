@@ -441,6 +441,13 @@ _RUN_OPTIONS = [
         default=False,
     ),
     _setting(
+        "--miss-details/--no-miss-details",
+        "Quote the nearest recording's differing values in miss answers  "
+        "[default: off for run; on for exec, whose proxy serves one run]",
+        envvar="FREEZEFRAME_MISS_DETAILS",
+        default=None,
+    ),
+    _setting(
         "--fresh",
         "Empty the cassette before recording into it (record and auto modes).",
         is_flag=True,
@@ -603,6 +610,8 @@ def exec_(
     _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
     confinement = Confinement(capture=capture, isolate=isolate)
     faked = _faked_clock(clock, options) if clock else None
+    if options["miss_details"] is None:
+        options["miss_details"] = True  # the proxy exec starts answers its one run alone
     if runs > 1 or as_json:
         if proxy_url is not None:
             raise click.UsageError("--runs starts a proxy for each run: drop --proxy")
@@ -2469,6 +2478,7 @@ def recheck(
         upstream_ca=upstream_ca,
         blobs=_given_blobs(),
         replay_pace="instant",
+        miss_details=True,
     )
     confinement = Confinement(isolate=isolate)
     with _open(data_dir, store) as opened:

@@ -488,6 +488,8 @@ class Proxy:
         ]
         if rules is not None:
             command += ["--rules", rules]
+        if "FREEZEFRAME_MISS_DETAILS" not in env:
+            command.append("--miss-details")  # this proxy answers this session's tests alone
         with os.fdopen(fd, "wb") as out:
             process = subprocess.Popen(
                 command,

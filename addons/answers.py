@@ -17,11 +17,15 @@ import json
 import os
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from mitmproxy import http
 
+from freezeframe.canonicalize import said
 from freezeframe.providers.errors import in_provider_format
+from freezeframe.storage import Miss, Nearest
 
 MISS_STATUS = 404
 ERROR_HEADER = "x-freezeframe-error"
@@ -48,6 +52,103 @@ def error(
     )
     response.timestamp_start = response.timestamp_end = time.time()
     return response
+
+
+def miss_message(
+    cassette: str,
+    request: str,
+    recorded: int,
+    occurrence: int,
+    near: Sequence[Nearest],
+    admin: str,
+    *,
+    details: bool,
+) -> str:
+    """A replay miss in one sentence. With ``details`` it quotes the nearest recording's
+    values where they differ (what the log, the store's misses and the case file keep);
+    without, it names only the paths, since those values are the recording's prompt text."""
+    if recorded:
+        return (
+            f"freezeframe: replay miss in cassette {cassette!r}: {request} was "
+            f"recorded {recorded} time(s) and all were already served (this is "
+            f"occurrence {occurrence}). If the agent is running again from the "
+            f"start, start replay from the top: `freezeframe replay-reset --admin "
+            f"{admin}` (POST http://{admin}/api/replay/reset); to record "
+            "what is new, use --mode auto"
+        )
+    message = f"freezeframe: replay miss in cassette {cassette!r}: no recording of {request}"
+    if not near:
+        return message + "; the cassette has no recording of this endpoint to compare with"
+    first = near[0]
+    if details:
+        return (
+            message
+            + f"; nearest is #{first.seq} {first.request}, differing at "
+            + said(first.differences)
+        )
+    paths = ", ".join(d.path for d in first.differences if d.path != "…") or "nothing"
+    return (
+        f"{message}; nearest is #{first.seq}, differing at {paths} (the values are in the "
+        f"proxy's log and at http://{admin}/cassettes/{quote(cassette, safe='')}/misses)"
+    )
+
+
+def miss(
+    miss: Miss,
+    request: str,
+    admin: str,
+    *,
+    details: bool,
+    provider: str | None = None,
+    rule: tuple[dict[str, Any], str] | None = None,
+) -> http.Response:
+    """The answer to a request replay has no recording for: the one place its body is built.
+
+    It always names the cassette, the request key and the paths where the nearest recordings
+    differ, and carries ``x-should-retry: false``. The recorded values at those paths (a
+    recording's prompt text) are quoted only with ``details``: on a proxy private to one run
+    (``exec``, the pytest plugin) or one whose operator asked (``--miss-details``); any other
+    client of the port, naming any cassette in ``X-Freezeframe-Cassette``, reads no recording.
+    ``rule`` is the key rule that would have made it a hit and the sentence saying so (it
+    names paths, never values); ``provider`` puts it all in that provider's error format."""
+    found: dict[str, Any] = {"cassette": miss.cassette, "key": miss.key}
+    if miss.kind == "freezeframe_unknown_cassette":
+        message = miss.message
+    else:
+        found["occurrence"] = miss.occurrence
+        found["recorded"] = miss.recorded
+        message = miss_message(
+            miss.cassette,
+            request,
+            miss.recorded,
+            miss.occurrence,
+            miss.nearest,
+            admin,
+            details=details,
+        )
+        if not miss.recorded:
+            found["nearest"] = [_near_document(near, details) for near in miss.nearest]
+    if rule is not None:
+        found["suggested_rule"], sentence = rule
+        message += sentence
+    return error(MISS_STATUS, miss.kind, message, provider=provider, **found)
+
+
+def _near_document(near: Nearest, details: bool) -> dict[str, Any]:
+    if not details:
+        return {
+            "seq": near.seq,
+            "key": near.key,
+            "differences": [{"path": d.path} for d in near.differences],
+        }
+    return {
+        "seq": near.seq,
+        "request": near.request,
+        "key": near.key,
+        "differences": [
+            {"path": d.path, "live": d.live, "recorded": d.recorded} for d in near.differences
+        ],
+    }
 
 
 def upstream_failure(status: int, message: str, address: str) -> http.Response:

@@ -1,8 +1,9 @@
 """Every use of mitmproxy's private API, in one place.
 
-mitmproxy gives addons no say over three things freezeframe needs: the error page it sends
+mitmproxy gives addons no say over four things freezeframe needs: the error page it sends
 when a request cannot be forwarded, which ALPN protocol the client side gets under the lazy
-connection strategy, and from when the certificates it makes for clients are valid. Each is
+connection strategy, from when the certificates it makes for clients are valid, and how much
+of an HTTP/1 request head it buffers before the head ends. Each is
 reached here and nowhere else, so a mitmproxy upgrade that moves one breaks this module, and
 ``tests/addons/test_mitmproxy_internals.py`` says so by name, instead of the behaviour
 changing quietly in the middle of the proxy.
@@ -14,12 +15,14 @@ from collections.abc import Callable
 from datetime import datetime
 
 from mitmproxy import certs
+from mitmproxy.proxy import commands, events, layer
 from mitmproxy.proxy.layers.http import _http1
 from mitmproxy.proxy.layers.http._base import format_error
 from OpenSSL import SSL
 
 __all__ = [
     "ErrorPage",
+    "bound_request_heads",
     "certificates_valid_from",
     "format_error",
     "prefer_alpn",
@@ -30,6 +33,7 @@ ErrorPage = Callable[[int, str], bytes | None]
 """``(status, message) -> raw HTTP/1 response``, or None for mitmproxy's own page."""
 
 _MITMPROXY_ERROR_PAGE = _http1.make_error_response
+_MITMPROXY_READ_HEADERS = _http1.Http1Server.read_headers
 _MITMPROXY_VALIDITY_OFFSET = certs.CERT_VALIDITY_OFFSET
 
 
@@ -66,3 +70,32 @@ def certificates_valid_from(moment: datetime | None) -> None:
         return
     shift = moment - datetime.now(moment.tzinfo)
     certs.CERT_VALIDITY_OFFSET = shift + _MITMPROXY_VALIDITY_OFFSET
+
+
+def bound_request_heads(limit: int | None) -> None:
+    """Answer 431 and close a client connection whose HTTP/1 request head has not ended
+    within ``limit`` bytes; None restores mitmproxy's, which buffers a head without end
+    (its ``Http1Server.read_headers`` says "FIXME: protect against header size DoS": an
+    unterminated head held 394 MB). Bytes past a head that has ended are its body's, and
+    are not counted."""
+    if limit is None:
+        _http1.Http1Server.read_headers = _MITMPROXY_READ_HEADERS  # type: ignore[method-assign]
+        return
+
+    def read_headers(
+        self: _http1.Http1Server, event: events.ConnectionEvent
+    ) -> layer.CommandGenerator[None]:
+        yield from _MITMPROXY_READ_HEADERS(self, event)
+        if (
+            isinstance(event, events.DataReceived)
+            and self.state == self.read_headers
+            and len(self.buf) > limit
+        ):
+            yield commands.Log(f"a request head passed {limit} bytes without ending: closed")
+            page = _http1.make_error_response(431, f"request head over {limit} bytes")
+            yield commands.SendData(self.conn, page)
+            yield commands.CloseConnection(self.conn)
+            self.buf = type(self.buf)()  # the bytes held so far go now, not at the close
+            self.state = self.done
+
+    _http1.Http1Server.read_headers = read_headers  # type: ignore[method-assign]

@@ -30,7 +30,7 @@ from freezeframe.addons.reenact import TOKEN_HEADER, Answer, Reenactor, Staged, 
 from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
-from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest, said
+from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest
 from freezeframe.canonicalize.drift import drift_values, drifted
 from freezeframe.canonicalize.providers import provider_of
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
@@ -515,47 +515,36 @@ class Replay:
         cassette = info.cassette
         request = f"{flow.request.method} {display_url(flow, info)}"
         self._state.tally.missed(cassette)
-        details: dict[str, Any] = {"cassette": cassette, "key": canonical.key}
         kind, recorded, near = "freezeframe_replay_miss", 0, ()
+        rule: tuple[dict[str, Any], str] | None = None
         if not self._store.has_cassette(cassette):
             kind = "freezeframe_unknown_cassette"
             message = f"freezeframe: replay miss: cassette {cassette!r} does not exist"
             log.warning("%s: %s", request, message)
         else:
             recorded = self._store.count(cassette, canonical.key)
-            details["occurrence"] = occurrence + 1
-            details["recorded"] = recorded
             if recorded:
-                message = (
-                    f"freezeframe: replay miss in cassette {cassette!r}: {request} was "
-                    f"recorded {recorded} time(s) and all were already served (this is "
-                    f"occurrence {occurrence + 1}). If the agent is running again from the "
-                    f"start, start replay from the top: `freezeframe replay-reset --admin "
-                    f"{self._admin}` (POST http://{self._admin}/api/replay/reset); to record "
-                    "what is new, use --mode auto"
+                message = answers.miss_message(
+                    cassette, request, recorded, occurrence + 1, (), self._admin, details=True
                 )
             else:
                 near = self._nearest(flow, info, canonical)
-                details["nearest"] = [_near_document(n) for n in near]
-                message = (
-                    f"freezeframe: replay miss in cassette {cassette!r}: no recording of {request}"
+                message = answers.miss_message(
+                    cassette, request, 0, occurrence + 1, near, self._admin, details=True
                 )
-                if near:
-                    first = near[0]
-                    differing = said(first.differences)
-                    message += (
-                        f"; nearest is #{first.seq} {first.request}, differing at {differing}"
+                suggested = (
+                    from_miss(flow.request.host, info.target, near[0].differences)
+                    if near
+                    else None
+                )
+                if suggested:
+                    rule = (
+                        suggested.rule,
+                        f"; {suggested.where} looks generated on both sides: the rule "
+                        f"[[rule]] {suggested.inline()} would have made this a hit "
+                        "(`freezeframe rules suggest`)",
                     )
-                    rule = from_miss(flow.request.host, info.target, first.differences)
-                    if rule is not None:
-                        details["suggested_rule"] = rule.rule
-                        message += (
-                            f"; {rule.where} looks generated on both sides: the rule "
-                            f"[[rule]] {rule.inline()} would have made this a hit "
-                            "(`freezeframe rules suggest`)"
-                        )
-                else:
-                    message += "; the cassette has no recording of this endpoint to compare with"
+                    message += rule[1]
             log.warning("%s (key %s)", message, canonical.key[:16])
         self._state.journal.add(
             "miss",
@@ -590,7 +579,14 @@ class Replay:
             flow.request.query.items(multi=True),
         )
         return self._annotated_miss(
-            answers.error(answers.MISS_STATUS, kind, message, provider=provider, **details),
+            answers.miss(
+                miss,
+                request,
+                self._admin,
+                details=self._state.miss_details,
+                provider=provider,
+                rule=rule,
+            ),
             cassette,
         )
 
@@ -629,15 +625,3 @@ def _ended_where_read(recorded: RecordedResponse) -> RecordedResponse:
         for name, value in recorded.headers
     )
     return dataclasses.replace(recorded, headers=headers)
-
-
-def _near_document(near: Nearest) -> dict[str, Any]:
-    """A nearest recording as the miss answer's JSON names it."""
-    return {
-        "seq": near.seq,
-        "request": near.request,
-        "key": near.key,
-        "differences": [
-            {"path": d.path, "live": d.live, "recorded": d.recorded} for d in near.differences
-        ],
-    }

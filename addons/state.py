@@ -209,6 +209,8 @@ class RuntimeState:
     """Mode, default cassette, replay pace, and the replay position of every (cassette, key).
 
     ``annotate`` is fixed for the process: whether answers carry addons.annotate's headers.
+    ``miss_details`` too: whether a miss answer quotes the recorded values it differs from
+    (answers.miss), which only a proxy private to one run should tell its clients.
     ``tally`` counts what the process did, ``journal`` lists it request by request.
     """
 
@@ -219,12 +221,15 @@ class RuntimeState:
         pace: float = RECORDED_PACE,
         annotate: bool = False,
         shared: SharedPositions | None = None,
+        *,
+        miss_details: bool = False,
     ) -> None:
         self._lock = threading.Lock()
         self._mode = mode
         self._cassette = cassette
         self._pace = pace
         self.annotate = annotate
+        self.miss_details = miss_details
         self.tally = Tally()
         self.journal = Journal()
         self._shared = shared

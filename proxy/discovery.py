@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import pwd
+import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +34,10 @@ class NoProxyFound(Exception):
 
 class TokenNeeded(NoProxyFound):
     """A proxy answers, but tells only a client with its admin token where its CA is."""
+
+
+class NotYourProxy(NoProxyFound):
+    """What answers on the admin port belongs to another user than this one or root."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +105,67 @@ def _health(admin: Address, token: str | None, timeout: float) -> Any:
     host = admin.url_host.strip("[]")
     connection = http.client.HTTPConnection(host, admin.port, timeout=timeout)
     try:
+        connection.connect()
+        assert connection.sock is not None
+        owner, me = listener_owner(connection.sock), os.geteuid()
+        if owner is not None and owner not in (me, 0):
+            you = "root" if me == 0 else f"{_user(me)}, or root"
+            raise NotYourProxy(
+                f"what answers at {admin_url(admin)} belongs to {_user(owner)}, not to you "
+                f"({you}): freezeframe trusts no other user's proxy with its CA, store or "
+                "environment; start your own, or pass --admin"
+            )
         connection.request("GET", "/health", headers=admin_headers(token))
         return json.loads(connection.getresponse().read())
     except (OSError, http.client.HTTPException, ValueError):
         return None
     finally:
         connection.close()
+
+
+def listener_owner(sock: socket.socket) -> int | None:
+    """The uid that owns the far end of a TCP connection ``sock`` made on this machine, from
+    the kernel's socket table (``/proc/net/tcp``, ``tcp6``): an accepted socket carries the
+    uid of whoever opened the listening one. None when the far end is not in this network
+    namespace's table (another host, a container) or there is no such table (not Linux).
+
+    A local user who binds the admin port before the proxy does (or after it stopped) answers
+    ``/health`` like it and names his own proxy and CA: ``env`` then printed his
+    ``HTTPS_PROXY`` (a man in the middle of every API key), and run as root, wrote a trust
+    store into the directory he named. A proxy run by this user, or by root (a system
+    service, docker's port forwarder), is believed; another user's is not."""
+    family = sock.family
+    if family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    far, near = sock.getpeername(), sock.getsockname()
+    wanted = (_proc_address(family, far[0], far[1]), _proc_address(family, near[0], near[1]))
+    table = "/proc/net/tcp" if family == socket.AF_INET else "/proc/net/tcp6"
+    try:
+        with open(table, encoding="ascii") as lines:
+            next(lines, None)  # the column names
+            for line in lines:
+                fields = line.split()
+                if (fields[1], fields[2]) == wanted:
+                    return int(fields[7])
+    except OSError:
+        return None
+    return None
+
+
+def _proc_address(family: int, host: str, port: int) -> str:
+    """An address as ``/proc/net/tcp`` spells it: each 32-bit word of the address read in
+    the machine's byte order and printed in hex (the kernel's ``%08X``), then the port."""
+    packed = socket.inet_pton(family, host.partition("%")[0])
+    words = (packed[i : i + 4] for i in range(0, len(packed), 4))
+    spelled = "".join(f"{int.from_bytes(word, sys.byteorder):08X}" for word in words)
+    return f"{spelled}:{port:04X}"
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +224,9 @@ def trust_of_running(document: dict[str, Any], admin: Address) -> Trust:
 
 def trust_in(data_dir: Path) -> Trust:
     """The CA in ``data_dir`` and its bundle, written from it if absent (never a new CA)."""
-    from freezeframe.proxy.trust import CLIENT_BUNDLE, write_bundle
+    from freezeframe.proxy.trust import CLIENT_BUNDLE, refuse_links, write_bundle
 
+    refuse_links(data_dir)
     ca = data_dir / CA_FILENAME
     if not ca.is_file():
         raise NoProxyFound(
@@ -183,7 +247,7 @@ def client_trust(
         return trust_in(data_dir)
     try:
         return trust_of_running(running(admin, token), admin)
-    except TokenNeeded:
+    except (TokenNeeded, NotYourProxy):
         raise
     except NoProxyFound as exc:
         if (default_dir / CA_FILENAME).is_file():

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from mitmproxy import options
 
 from freezeframe.addons import AddressBook, Routing, default_addons
+from freezeframe.addons.mitmproxy_internals import bound_request_heads
 from freezeframe.addons.proxycredentials import DropProxyCredentials
 from freezeframe.addons.state import RuntimeState
 from freezeframe.proxy.keys import key_config
@@ -21,6 +22,10 @@ from freezeframe.proxy.settings import Settings
 from freezeframe.storage import Store
 from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.perturb import Perturber
+
+REQUEST_HEAD_BYTES = 256 * 1024
+"""The longest HTTP/1 request head the proxy port reads (the request line and headers):
+SDK requests carry a few kilobytes; browsers and servers stop at 8 to 64 KiB."""
 
 
 def mitmproxy_options(
@@ -58,6 +63,7 @@ def build_master(
     perturber: Perturber | None = None,
 ) -> Master:
     """Must be called with the event loop running: mitmproxy binds to it."""
+    bound_request_heads(REQUEST_HEAD_BYTES)
     config = key_config(settings.rules)
     wanted = mitmproxy_options(settings, upstream_trust, extra_modes)
     # The confdir before the addons: set by the update below, it would make TlsConfig load

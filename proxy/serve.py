@@ -30,8 +30,8 @@ from freezeframe.proxy.mitmcore import Master
 from freezeframe.proxy.mitmcore import proxyserver as mitm_proxyserver
 from freezeframe.proxy.notices import empty_cassette
 from freezeframe.proxy.retention import keep_sweeping
-from freezeframe.proxy.settings import Address, Settings
-from freezeframe.proxy.trust import client_bundle, upstream_bundle
+from freezeframe.proxy.settings import KEY_FILENAME, Address, Settings
+from freezeframe.proxy.trust import PlantedLink, client_bundle, refuse_links, upstream_bundle
 from freezeframe.storage import CassetteNotFound, Store, open_store
 from freezeframe.storage.redaction import Redactor, load_or_create_key
 from freezeframe.whatif.perturb import Perturber
@@ -60,13 +60,19 @@ class Embedded:
 
 
 def prepare_data_dir(data_dir: Path) -> None:
+    """The data dir exists and takes new files, and none of the files the proxy writes there
+    (the CA, the trust bundles, the secret key) is a link someone planted (trust.refuse_links)."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         probe = data_dir / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         probe.unlink()
     except OSError as exc:
         raise StartupError(f"data dir {str(data_dir)!r} is not writable: {exc.strerror}") from None
+    try:
+        refuse_links(data_dir, (KEY_FILENAME,))
+    except PlantedLink as exc:
+        raise StartupError(str(exc)) from None
 
 
 def _check_ports(settings: Settings) -> None:
@@ -246,7 +252,12 @@ async def _run(
     if settings.replay_session is not None:
         shared = SharedPositions(store, settings.replay_session)
     state = RuntimeState(
-        settings.mode, settings.cassette, settings.replay_pace, settings.annotate, shared
+        settings.mode,
+        settings.cassette,
+        settings.replay_pace,
+        settings.annotate,
+        shared,
+        miss_details=settings.miss_details,
     )
     proxy_master = build_master(
         settings,

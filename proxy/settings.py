@@ -184,6 +184,8 @@ class Settings:
     redact_headers: tuple[str, ...] = ()
     redact_patterns: tuple[str, ...] = ()
     annotate: bool = False
+    miss_details: bool = False
+    """``--miss-details``: miss answers quote the nearest recording's differing values."""
     fresh: bool = False
     """Empty the default cassette before recording into it."""
     live: tuple[Route, ...] = ()
@@ -434,6 +436,7 @@ def build(
     redact_headers: tuple[str, ...] = (),
     redact_patterns: tuple[str, ...] = (),
     annotate: bool = False,
+    miss_details: bool | None = None,
     fresh: bool = False,
     live: tuple[str, ...] = (),
     record_into: str | None = None,
@@ -487,6 +490,7 @@ def build(
         redact_headers=tuple(h for h in redact_headers if h),
         redact_patterns=tuple(p for p in redact_patterns if p),
         annotate=annotate,
+        miss_details=bool(miss_details),
         fresh=fresh,
         live=tuple(parse_live(value) for value in live if value.strip()),
         record_into=validate_cassette_name(record_into) if record_into else None,

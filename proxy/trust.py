@@ -10,6 +10,7 @@ verification works the same way: mitmproxy takes one CA file, so the system's CA
 from __future__ import annotations
 
 import os
+import shutil
 import ssl
 import tempfile
 import warnings
@@ -27,6 +28,18 @@ UPSTREAM_BUNDLE = "upstream-trust.pem"
 JAVA_TRUSTSTORE = "ca-truststore.p12"
 #: PKCS#12 needs one for its integrity check; it protects nothing (the CAs are public).
 JAVA_TRUSTSTORE_PASSWORD = "freezeframe"
+CA_FILES = tuple(
+    f"{CONF_BASENAME}{suffix}"
+    for suffix in (
+        "-ca.pem",
+        "-ca.p12",
+        "-ca-cert.pem",
+        "-ca-cert.cer",
+        "-ca-cert.p12",
+        "-dhparam.pem",
+    )
+)
+"""The files mitmproxy's ``CertStore.create_store`` writes (the first two hold the key)."""
 _PEM_END = b"-----END CERTIFICATE-----"
 _FALLBACK_SYSTEM_FILES = (
     "/etc/ssl/certs/ca-certificates.crt",
@@ -35,16 +48,44 @@ _FALLBACK_SYSTEM_FILES = (
 )
 
 
+class PlantedLink(ValueError):
+    """A file freezeframe writes in its data dir is a symbolic link; the message is one line."""
+
+
+def refuse_links(data_dir: Path, names: tuple[str, ...] = ()) -> None:
+    """Refuse a data dir where one of the files freezeframe writes is a symbolic link.
+
+    mitmproxy writes its CA files with a plain ``open``, which follows a link: in a data dir
+    someone else prepared, starting the proxy overwrote four files outside it. The files are
+    written by rename (below), which replaces a link instead of following it; this says so
+    at once, in one line, instead of quietly replacing what someone planted."""
+    for name in (*CA_FILES, CLIENT_BUNDLE, UPSTREAM_BUNDLE, JAVA_TRUSTSTORE, *names):
+        if (data_dir / name).is_symlink():
+            raise PlantedLink(
+                f"{data_dir / name} is a symbolic link; freezeframe keeps its CA and trust "
+                "files in the data dir as plain files only: remove it, or choose another "
+                "--data-dir"
+            )
+
+
 def ensure_ca(data_dir: Path) -> Path:
     """Create the interception CA on first use (mitmproxy's own format and file names).
 
     Once its files exist they are left unread: loading the CA checks its RSA key, a few
-    tens of milliseconds at every start, and the proxy's TLS addon loads it anyway."""
+    tens of milliseconds at every start, and the proxy's TLS addon loads it anyway. A new CA
+    is made in a private directory of its own, and each file renamed into the data dir."""
+    refuse_links(data_dir)
     cert = data_dir / f"{CONF_BASENAME}-ca-cert.pem"
     if cert.is_file() and (data_dir / f"{CONF_BASENAME}-ca.pem").is_file():
         return cert
     data_dir.mkdir(parents=True, exist_ok=True)
-    certs.CertStore.from_store(data_dir, CONF_BASENAME, 2048)
+    made = Path(tempfile.mkdtemp(dir=data_dir, prefix=".ca-"))
+    try:
+        certs.CertStore.create_store(made, CONF_BASENAME, 2048)
+        for name in CA_FILES:
+            os.replace(made / name, data_dir / name)
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
     return cert
 
 
@@ -82,6 +123,7 @@ def java_truststore(ca: Path, bundle: Path) -> Path:
     it takes a tenth of a second, so it is written again only when the system's CAs or
     freezeframe's CA are newer than it."""
     dest = ca.parent / JAVA_TRUSTSTORE
+    refuse_links(ca.parent)
     sources = (system_ca_file(), ca)
     if dest.exists() and dest.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
         return dest
@@ -100,9 +142,12 @@ def java_truststore(ca: Path, bundle: Path) -> Path:
     data = pkcs12.serialize_java_truststore(
         certificates, serialization.BestAvailableEncryption(JAVA_TRUSTSTORE_PASSWORD.encode())
     )
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, dest)
+    with tempfile.NamedTemporaryFile(
+        dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp", delete=False
+    ) as handle:  # a name of its own (O_EXCL): never a file someone linked in advance
+        handle.write(data)
+    os.chmod(handle.name, 0o644)
+    os.replace(handle.name, dest)
     return dest
 
 

@@ -96,6 +96,9 @@ async def run_command(
         if network is not None:
             box = sandbox.Sandbox(network, _proxy_address(settings, proxy_url), addresses, link)
             env = _environment(_client_url(settings, proxy_url, network), settings, trust, clock)
+            if network == "isolate":
+                for name in SECRET_VARIABLES:
+                    env.pop(name, None)
             child = await _spawn_confined(box, command, env, confinement)
         if child is None:  # no namespace asked for, or (said in one line) none to be had
             if box is not None:
@@ -279,6 +282,15 @@ def _client_url(settings: Settings | None, proxy_url: str | None, network: str |
         return f"http://{settings.listen.url_host}:{settings.listen.port}"
     assert proxy_url is not None
     return proxy_url
+
+
+SECRET_VARIABLES = (
+    "FREEZEFRAME_ADMIN_TOKEN",
+    "FREEZEFRAME_STORE",
+    "FREEZEFRAME_UPSTREAM_PROXY",
+)
+"""freezeframe's own secrets (the admin token; a store or upstream proxy URL may hold a
+password): an isolated command reaches only the proxy, and learns none of them."""
 
 
 def _environment(

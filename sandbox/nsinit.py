@@ -23,9 +23,11 @@ command. Its capabilities end with the ``exec``; the command runs with the calle
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import socket
+import stat
 import struct
 import sys
 from collections.abc import Sequence
@@ -70,13 +72,13 @@ class Unavailable(Exception):
 def _libc_call(name: str, *args: object) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if getattr(libc, name)(*args) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number))
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     def encode(value: str | None) -> bytes | None:
-        return None if value is None else value.encode()
+        return None if value is None else os.fsencode(value)
 
     _libc_call("mount", encode(source), encode(target), encode(fstype), flags, encode(data))
 
@@ -171,9 +173,42 @@ def _receive(control: socket.socket) -> dict[str, object]:
     return message
 
 
+def host_unix_sockets() -> list[str]:
+    """The paths of the Unix sockets bound in this network namespace, from the kernel's
+    table (``/proc/net/unix``, read before leaving it: the table is per namespace)."""
+    found = []
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="surrogateescape") as table:
+            next(table, None)  # the column names
+            for line in table:
+                fields = line.rstrip("\n").split(None, 7)
+                if len(fields) == 8 and fields[7].startswith("/"):
+                    found.append(fields[7])
+    except OSError:
+        return []
+    return found
+
+
+def hide_sockets(paths: Sequence[str]) -> None:
+    """Cover each host socket with ``/dev/null`` in this mount namespace: a connect() to it
+    is refused, so an isolated command reaches no database, Docker or desktop daemon
+    (psycopg went through ``/var/run/postgresql`` and a replayed run repeated its writes).
+    Abstract sockets need nothing: they belong to the network namespace, which is new. A
+    socket this user could not reach anyway is left as it is."""
+    for path in dict.fromkeys(paths):
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                _mount("/dev/null", path, None, MS_BIND)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR):
+                raise
+
+
 def prepare(control: socket.socket, network: str, port: int) -> list[socket.socket]:
+    sockets = host_unix_sockets() if network == "isolate" else []
     make_namespaces()
     replace_resolver()
+    hide_sockets(sockets)
     with Netlink() as netlink:
         netlink.link_up("lo")
         if network == "isolate":

@@ -17,7 +17,6 @@ what; a client none of this reaches is recorded with ``exec --capture transparen
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -73,14 +72,35 @@ def java_options(proxy_url: str, truststore: Path) -> str:
 
 
 def render(env: dict[str, str], shell: str) -> str:
+    """The lines ``shell`` reads, each value quoted by that shell's own rules: a data dir's
+    path is the user's to choose, and a quote that is plain text in one shell ends a string
+    in another (``shlex.quote``'s ``'\\''`` is an escaped quote to fish, so the rest ran)."""
     if shell == "sh":
         lines = [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
         lines += [f"unset {name}" for name in CLEARED]
     elif shell == "fish":
-        lines = [f"set -gx {name} {shlex.quote(value)}" for name, value in env.items()]
+        lines = [f"set -gx {name} {fish_quote(value)}" for name, value in env.items()]
         lines += [f"set -e {name}" for name in CLEARED]
     elif shell == "dotenv":
-        lines = [f"{name}={json.dumps(value)}" for name, value in env.items()]
+        lines = [f"{name}={dotenv_quote(name, value)}" for name, value in env.items()]
     else:
         raise ValueError(f"unknown shell {shell!r}: choose one of {', '.join(SHELLS)}")
     return "\n".join(lines) + "\n"
+
+
+def fish_quote(value: str) -> str:
+    """fish's single quotes: everything is literal except ``\\\\`` and ``\\'`` (fish's manual,
+    "Quotes"), so those two are escaped and nothing else is."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def dotenv_quote(name: str, value: str) -> str:
+    """docker compose's single quotes: literal, no ``$`` interpolation, ``\\'`` for a quote
+    (docs.docker.com/compose/env-file). A backslash before a quote, or a line break, has no
+    spelling there that every dotenv reader agrees on, so such a value is refused."""
+    if "\n" in value or "\r" in value or ("\\" in value and "'" in value):
+        raise ValueError(
+            f"{name} ({value!r}) cannot be written as a dotenv value; "
+            "choose a data dir whose path has no line break, or no backslash and quote"
+        )
+    return "'" + value.replace("'", "\\'") + "'"

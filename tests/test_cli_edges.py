@@ -251,3 +251,32 @@ def test_readers_without_a_data_dir_read_the_running_proxys_store(
         f"freezeframe: error: no store at {agent_dir / '.freezeframe' / 'freezeframe.db'}; "
         "pass --data-dir or --store\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "said"),
+    [
+        ("usage", '{"a":' * 5000 + "1" + "}" * 5000, "its stored usage is not readable"),
+        ("context", '["run-1"]', "its stored context is a JSON list, not an object"),
+    ],
+    ids=["usage-5000-deep", "context-a-list"],
+)
+@pytest.mark.parametrize(
+    "args",
+    [["show", "orders"], ["show", "orders", "1"], ["export", "orders", "-o", "out.jsonl"]],
+    ids=" ".join,
+)
+def test_a_tampered_row_is_refused_in_one_line(
+    data_dir: Path, tmp_path: Path, column: str, value: str, said: str, args: list[str]
+) -> None:
+    """A row edited in the database ended show and export in a RecursionError or an
+    AttributeError traceback; they name the exchange and the column instead."""
+    import sqlite3
+
+    with sqlite3.connect(data_dir / "freezeframe.db") as db:
+        changed = db.execute(f"UPDATE exchanges SET {column} = ? WHERE seq = 1", (value,))
+        assert changed.rowcount == 1  # "other" has only seq 0
+    done = freezeframe(*args, "--data-dir", str(data_dir), cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"freezeframe: error: exchange #1: {said}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr

@@ -32,7 +32,7 @@ from freezeframe.storage.records import (
     Outcome,
     RunOverview,
 )
-from freezeframe.storage.sql.rows import to_summary
+from freezeframe.storage.sql.rows import stored_map, to_summary
 from freezeframe.storage.sql.schema import blobs, cassette_totals, cassettes, drifts, exchanges
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
@@ -293,6 +293,10 @@ def _stored_bytes(conn: Connection, conditions: list[ColumnElement[bool]]) -> di
 def drift_of(conn: Connection, cassette: str, seq: int) -> tuple[Drift, ...]:
     """The drift noted on one exchange, oldest first."""
     return tuple(
-        Drift(at=at, paths=tuple(json.loads(paths)), context=json.loads(context))
+        Drift(
+            at=at,
+            paths=tuple(json.loads(paths)),
+            context=stored_map({"seq": seq, "context": context}, "context"),
+        )
         for at, paths, context in conn.execute(_DRIFTS, {"cassette": cassette, "seq": seq})
     )

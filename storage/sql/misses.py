@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, select
 
 from freezeframe.storage.records import Difference, Miss, Nearest
-from freezeframe.storage.sql.rows import json_text
+from freezeframe.storage.sql.rows import json_text, stored_map
 from freezeframe.storage.sql.schema import misses
 
 MISS_COLUMNS = (
@@ -76,7 +76,7 @@ def _miss(row: RowMapping) -> Miss:
         occurrence=row["occurrence"],
         recorded=row["recorded"],
         message=row["message"],
-        context=json.loads(row["context"]),
+        context=stored_map(row, "context"),
         nearest=tuple(
             Nearest(
                 seq=near["seq"],

@@ -18,9 +18,10 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
-from freezeframe.storage import blobs, transcript
+from freezeframe.storage import blobs, boundedjson, transcript
 from freezeframe.storage.chain import Scalar
 from freezeframe.storage.deltas import Base
+from freezeframe.storage.errors import StoreError
 from freezeframe.storage.records import (
     FACT_KINDS,
     INT64,
@@ -135,8 +136,46 @@ def facts_of(row: Mapping[str, Any] | RowMapping) -> dict[str, FactValue]:
     for name in facts.keys() & _CONVERTED:
         value = row[name]
         # JSON text; and SQLite's driver gives a bool as 0 or 1.
-        facts[name] = bool(value) if FACT_KINDS[name] == "bool" else json.loads(value)
+        facts[name] = bool(value) if FACT_KINDS[name] == "bool" else _flat_map(row, name)
     return facts
+
+
+class DamagedRow(StoreError):
+    """A stored column that freezeframe never wrote as it reads: the store was changed."""
+
+
+def stored_map(row: Mapping[str, Any] | RowMapping, column: str) -> dict[str, Any]:
+    """A column freezeframe writes as a JSON object, read back with its nesting bounded.
+
+    Read as it was written, a row someone edited in the database (``usage`` nested 5,000
+    deep, a ``context`` that is a list) ended ``show`` and ``export`` in a RecursionError or
+    an AttributeError far from the row; it is refused here, naming the row, in one line."""
+    where = f"exchange #{row['seq']}" if "seq" in row else "a row"
+    try:
+        value = boundedjson.loads(row[column])
+    except (ValueError, TypeError) as exc:
+        raise DamagedRow(
+            f"{where}: its stored {column} is not readable ({exc}); the store was changed "
+            "outside freezeframe"
+        ) from None
+    if not isinstance(value, dict):
+        raise DamagedRow(
+            f"{where}: its stored {column} is a JSON {type(value).__name__}, not an object; "
+            "the store was changed outside freezeframe"
+        )
+    return value
+
+
+def _flat_map(row: Mapping[str, Any] | RowMapping, column: str) -> dict[str, Any]:
+    """A counts or labels fact: an object of numbers or strings, nothing nested."""
+    value = stored_map(row, column)
+    if any(isinstance(item, dict | list) for item in value.values()):
+        where = f"exchange #{row['seq']}" if "seq" in row else "a row"
+        raise DamagedRow(
+            f"{where}: its stored {column} nests objects where freezeframe keeps numbers "
+            "or names; the store was changed outside freezeframe"
+        )
+    return value
 
 
 _CONVERTED = frozenset(
@@ -226,7 +265,7 @@ def to_exchange(
         response=response,
         outcome=Outcome(row["outcome"]),
         error=row["error"],
-        context=json.loads(row["context"]),
+        context=stored_map(row, "context"),
         chain=row["chain"],
         request_body_ref=request_body_ref,
         stripped=_stripped(row["stripped"]),
@@ -249,7 +288,7 @@ def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:
         started_at=row["started_at"],
         duration=row["duration"],
         response_bytes=row["response_bytes"],
-        context=json.loads(row["context"]),
+        context=stored_map(row, "context"),
         facts=facts_of(row),
         drifted=row["drifted"],
         websocket_messages=row["message_count"],

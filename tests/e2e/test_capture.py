@@ -296,3 +296,63 @@ def test_replay_where_no_namespace_can_be_made_says_so_in_one_line_and_runs_as_b
     assert insisted.returncode == 1 and insisted.stdout == ""
     assert message.startswith("freezeframe: error: --isolate: cannot make a network namespace")
     assert len(upstream.requests) == 1
+
+
+SOCKET_AGENT = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    import psycopg
+
+    try:
+        with psycopg.connect(
+            "host=/var/run/postgresql user=postgres dbname=postgres connect_timeout=5"
+        ) as db:
+            reached = db.execute("SELECT 1").fetchone()[0] == 1
+    except psycopg.OperationalError as exc:
+        reached = str(exc).splitlines()[0]
+    leaked = sorted(name for name in os.environ if name.startswith("FREEZEFRAME_"))
+    print(json.dumps({"postgres": reached, "freezeframe": leaked}))
+    """
+)
+
+
+def test_an_isolated_command_reaches_no_host_socket_and_no_freezeframe_secret(
+    upstream_ca_file: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    """``exec --isolate`` left the host's Unix sockets in reach (psycopg wrote to PostgreSQL
+    through /var/run/postgresql, so a replayed run could repeat its side effects) and passed
+    FREEZEFRAME_ADMIN_TOKEN on. Only the proxy is in reach now; without isolation the same
+    command still reaches the database, so the namespace is what stops it."""
+    if not Path("/var/run/postgresql/.s.PGSQL.5432").exists():
+        pytest.fail("this test needs the local PostgreSQL's Unix socket (CI runs one)")
+    secrets = {
+        "FREEZEFRAME_ADMIN_TOKEN": "t" * 40,
+        "FREEZEFRAME_STORE": f"sqlite:///{data_dir}/freezeframe.db",
+    }
+
+    def agent(isolation: str) -> dict[str, object]:
+        argv = with_hosts(
+            tmp_path,
+            exec_argv(
+                data_dir,
+                ["--upstream-ca", str(upstream_ca_file), "--mode", "record", isolation],
+                [sys.executable, "-c", SOCKET_AGENT],
+            ),
+        )
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**clean_env(), **secrets},
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    isolated = agent("--isolate")
+    assert isolated["postgres"] is not True and "Connection refused" in str(isolated["postgres"])
+    assert isolated["freezeframe"] == []
+    around = agent("--no-isolate")
+    assert around["postgres"] is True
+    assert around["freezeframe"] == ["FREEZEFRAME_ADMIN_TOKEN", "FREEZEFRAME_STORE"]

@@ -49,7 +49,7 @@ def test_misses_are_kept_with_their_explanation_and_listed_newest_first(
     ask(upstream.base_url, "Summarise the report")
     recorder.stop()
 
-    replayer = start_proxy(mode="replay", cassette="kept")
+    replayer = start_proxy(mode="replay", cassette="kept", args=("--miss-details",))
     client_env(replayer)
     with httpx.Client(timeout=10, headers={"X-Freezeframe-Run-Id": "ci-77"}) as client:
         missed = client.post(
@@ -81,6 +81,49 @@ def test_misses_are_kept_with_their_explanation_and_listed_newest_first(
     assert said in text
     typo = freezeframe("show", "kep", "--misses", data_dir=data_dir)
     assert typo.returncode == 0 and "no misses kept for cassette 'kep'" in typo.stdout
+
+
+def test_a_miss_answer_quotes_no_recording_to_a_shared_ports_clients(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    client_env: ClientEnv,
+) -> None:
+    """Any client of a shared proxy port could read a recording's prompt text from a miss,
+    in every cassette (``X-Freezeframe-Cassette``). The answer names the cassette, the key
+    and the differing paths; the values stay in the log, the admin API and the case file,
+    and reach the answer only where the operator turns them on."""
+    recorder = start_proxy(mode="record", cassette="private")
+    client_env(recorder)
+    ask(upstream.base_url, "Summarise the confidential merger memo")
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay", cassette="other")
+    client_env(replayer)
+    asked = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Anything"}]}
+    with httpx.Client(timeout=10, headers={"X-Freezeframe-Cassette": "private"}) as client:
+        missed = client.post(f"{upstream.base_url}/v1/chat/completions", json=asked)
+    assert missed.status_code == 404 and missed.headers["x-should-retry"] == "false"
+    assert "confidential merger memo" not in missed.text
+    error = missed.json()["error"]
+    assert error["type"] == "freezeframe_replay_miss" and error["cassette"] == "private"
+    assert len(error["key"]) == 64
+    assert error["nearest"][0]["differences"] == [{"path": "$.messages[0].content"}]
+    assert (
+        "differing at $.messages[0].content (the values are in the proxy's log"
+        in (error["message"])
+    )
+    assert "confidential merger memo" in replayer.log
+    kept = replayer.admin("GET", "/api/cassettes/private/misses").json()
+    assert "confidential merger memo" in kept[0]["message"]
+    replayer.stop()
+
+    detailed = start_proxy(mode="replay", cassette="private", env={"FREEZEFRAME_MISS_DETAILS": "1"})
+    client_env(detailed)
+    with pytest.raises(openai.NotFoundError) as raised:
+        ask(upstream.base_url, "Anything")
+    assert '(recorded "Summarise the confidential merger memo", live "Anything")' in str(
+        raised.value
+    )
 
 
 def test_a_recorded_tool_answer_is_searchable_while_the_proxy_records(

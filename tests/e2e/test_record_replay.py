@@ -154,7 +154,7 @@ def test_volatile_fields_and_run_context_do_not_miss_but_a_new_prompt_does(
     assert upstream.requests[-1].header("x-freezeframe-run-id") is None, "header reached upstream"
     recorder.stop()
 
-    replayer = start_proxy(mode="replay")
+    replayer = start_proxy(mode="replay", args=("--miss-details",))
     client_env(replayer)
     assert ask("Summarise the report", "bob", "run-2") == recorded
 

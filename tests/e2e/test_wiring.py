@@ -213,8 +213,8 @@ def test_env_prints_what_a_client_needs_in_each_shell(
         check=True,
     ).stdout
     assert shown == f"http://127.0.0.1:{proxy.port}|unset"
-    assert f"set -gx HTTPS_PROXY http://127.0.0.1:{proxy.port}" in env("fish")
-    assert f'HTTPS_PROXY="http://127.0.0.1:{proxy.port}"' in env("dotenv")
+    assert f"set -gx HTTPS_PROXY 'http://127.0.0.1:{proxy.port}'" in env("fish")
+    assert f"HTTPS_PROXY='http://127.0.0.1:{proxy.port}'" in env("dotenv")
 
     proxy.stop()
     gone = subprocess.run(
@@ -232,6 +232,61 @@ def test_env_prints_what_a_client_needs_in_each_shell(
         timeout=30,
     )
     assert gone.returncode == 1 and "no freezeframe answers at" in gone.stderr
+
+
+def test_env_output_quotes_a_hostile_data_dir_for_each_shell(
+    start_proxy: Callable[..., ProxyProcess], data_dir: Path, tmp_path: Path
+) -> None:
+    """A data dir's path holding ``\\'`` ran commands when fish read ``env --shell fish``
+    (``shlex.quote``'s escape is sh's, not fish's): each shell reads its own quoting back
+    as the one path, and runs nothing."""
+    proxy = start_proxy(mode="record")
+    planted = tmp_path / "planted"  # what the shells would make, run in tmp_path
+    hostile = tmp_path / "dir \\'; touch planted; echo ' $(touch planted) `touch planted`"
+    hostile.mkdir()
+    (hostile / "mitmproxy-ca-cert.pem").write_bytes(proxy.ca_path.read_bytes())
+
+    def env(shell: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "freezeframe",
+                "env",
+                "--shell",
+                shell,
+                "--admin",
+                f"127.0.0.1:{proxy.admin_port}",
+                "--data-dir",
+                str(hostile),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    wanted = str((hostile / "ca-bundle.pem").absolute())
+    for shell, show in (
+        ("sh", 'printf "%s" "$SSL_CERT_FILE"'),
+        ("fish", "printf %s $SSL_CERT_FILE"),
+    ):
+        lines = env(shell)
+        assert lines.returncode == 0, lines.stderr
+        shown = subprocess.run(
+            [shell, "-c", lines.stdout + show],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=tmp_path,
+        )
+        assert (shell, shown.stdout) == (shell, wanted), shown.stderr
+        assert not planted.exists(), f"{shell} ran a command from the data dir's path"
+    dotenv = env("dotenv")
+    assert dotenv.returncode == 1 and dotenv.stdout == ""
+    assert dotenv.stderr.startswith("freezeframe: error: SSL_CERT_FILE (")
+    assert "cannot be written as a dotenv value" in dotenv.stderr
+    assert len(dotenv.stderr.splitlines()) == 1
 
 
 def test_an_upstream_proxy_carries_recording_but_never_replay(

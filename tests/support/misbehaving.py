@@ -6,7 +6,9 @@ Each path is one way a real server goes wrong while an agent waits on it:
   client gives up, or a minute has passed);
 * ``/bad-chunked``: chunked transfer coding whose second chunk size is not hexadecimal;
 * ``/unclean-close``: a ``content-length`` of 1,000 and 100 bytes, then the TCP connection
-  reset with no TLS ``close_notify``.
+  reset with no TLS ``close_notify``;
+* ``/one-byte-chunks``: a 1 MB answer in chunked transfer coding, one byte per chunk
+  (legal HTTP, and each chunk is an event in a proxy that streams).
 
 It runs on its own event loop in a thread, like ``support.upstream.Upstream``, and serves
 one request per connection.
@@ -25,6 +27,7 @@ import trustme
 STALL_LIMIT = 60.0
 FIRST_EVENT = b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n'
 CUT_BODY = b"x" * 100
+ONE_BYTE_CHUNKS = 1024 * 1024
 
 
 class Misbehaving:
@@ -77,6 +80,7 @@ class Misbehaving:
             "/stall": self._stall,
             "/bad-chunked": self._bad_chunked,
             "/unclean-close": self._unclean_close,
+            "/one-byte-chunks": self._one_byte_chunks,
         }
         handler = handlers.get(path)
         if handler is None:
@@ -121,3 +125,18 @@ class Misbehaving:
         await writer.drain()
         await asyncio.sleep(0.2)
         writer.transport.abort()  # RST, no close_notify
+
+    async def _one_byte_chunks(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\n"
+            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+        block = b"1\r\nx\r\n" * 65536
+        for _ in range(ONE_BYTE_CHUNKS // 65536):
+            writer.write(block)
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
