@@ -13,6 +13,7 @@ A cassette may be named ``x.json``: ``/cassettes/x.json`` is its page when it ex
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -114,7 +115,19 @@ def templates() -> Environment:
     environment.filters["size"] = _size
     environment.filters["when"] = _when
     environment.filters["plural"] = plural
+    environment.filters["jsonpath"] = _jsonpath
     return environment
+
+
+_STEP = re.compile(r"\.|(?=\[)")
+
+
+def _jsonpath(path: str) -> Markup:
+    """A JSON path that a narrow column wraps between its steps (after a ``.``, before a
+    ``[``) and never inside a key: ``$.messages[3].content`` read as ``$.mess`` / ``ages[3]``
+    is a path that does not exist. The path is escaped first (it is recorded, so untrusted);
+    escaping writes no ``.`` or ``[``, so the only markup added is the ``<wbr>``."""
+    return Markup(_STEP.sub(lambda m: m.group(0) + "<wbr>", str(escape(path))))
 
 
 def _inert(value: Any) -> Any:
