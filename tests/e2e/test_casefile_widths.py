@@ -1,8 +1,9 @@
 """The case file at a phone's width (390 px) and a desktop's (1400 px), on hostile names.
 
-The real proxy records an agent (the official openai SDK) into a cassette whose name is 300
-characters without a space, under a model name and message text that carry markup, then into
-a second cassette that differs at a deep JSON path; a replay of a third request misses. The
+The real proxy records an agent (the official openai SDK) into a cassette whose name is as long
+as a name may be (128 characters) without a space, under a model name and message text that
+carry markup, then into a second cassette that differs at a deep JSON path and by a value of 300
+characters without a space; a replay of a third request misses. The
 Cassettes, Compare and Misses pages must then not scroll sideways at 390 px (a wide table
 scrolls in its own box), a JSON path breaks only between its steps (after a ``.``, before a
 ``[``), never inside a key, and at 1400 px short values (numbers, times, sequence links,
@@ -29,12 +30,15 @@ from freezeframe.proxy.trust import client_bundle
 
 pytestmark = pytest.mark.e2e
 
-LONG = ("agent-run-" + "0123456789abcdef" * 19)[:300]
+#: The longest name a cassette may have (128 characters), without a space.
+LONG = ("agent-run-" + "0123456789abcdef" * 8)[:128]
+#: A recorded value of 300 characters without a space, as a base64 blob or a digest list is.
+BLOB = ("sha256:" + "9f86d081884c7d659a2feaa0c55ad015" * 10)[:300]
 OTHER = "replayed-against"
 MARKUP = '<b id="pwned">bold</b><img src=x onerror="window.__pwned=1">'
 MODEL = "gpt-4o-2024-08-06-ft-orders-lookup-assistant"
-#: A key long enough that its path must break at 390 px, as real tool schemas' keys are.
-DEEP_KEY = "customer_order_identifier_as_printed_on_the_invoice"
+#: A key whose path (67 characters) must wrap at 390 px, though the key itself fits a line.
+DEEP_KEY = "customer_order_identifier"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1400, "height": 900}
 
@@ -122,12 +126,12 @@ def world(
                 mode = {"mode": "record", "cassette": OTHER}
                 assert proxy.admin("PUT", "/api/mode", json=mode).status_code == 200
                 ask(client, f"Where is it? {MARKUP}", key=DEEP_KEY + "_v2")
-                ask(client, "And when will it ever arrive at my door?")
+                ask(client, BLOB)
                 proxy.stored(OTHER, 2)
                 mode = {"mode": "replay", "cassette": LONG, "pace": "instant"}
                 assert proxy.admin("PUT", "/api/mode", json=mode).status_code == 200
                 with pytest.raises(openai.APIStatusError):
-                    ask(client, f"Where was it? {MARKUP}")
+                    ask(client, f"Where was it? {MARKUP}", key=DEEP_KEY + "_v2")
         yield World(proxy)
     finally:
         proxy.kill()
@@ -166,7 +170,8 @@ def loaded(page: Page, name: str) -> None:
     elif name == "compare":
         expect(page.locator("#verdict")).to_contain_text("diverge")
     else:
-        expect(page.locator("li.miss .nearest table.kv")).to_have_count(1)
+        expect(page.locator("li.miss")).to_have_count(1)
+        expect(page.locator("li.miss .nearest table.kv").first).to_be_visible()
 
 
 def snapshot(page: Page, name: str, width: int) -> None:
