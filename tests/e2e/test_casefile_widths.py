@@ -21,7 +21,7 @@ from typing import Any
 import openai
 import pytest
 import trustme
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 from support.browser import ARTIFACTS, artifact_path, chromium_or_skip, failed, overflowing
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
@@ -39,8 +39,8 @@ MARKUP = '<b id="pwned">bold</b><img src=x onerror="window.__pwned=1">'
 MODEL = "gpt-4o-2024-08-06-ft-orders-lookup-assistant"
 #: A key whose path (67 characters) must wrap at 390 px, though the key itself fits a line.
 DEEP_KEY = "customer_order_identifier"
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1400, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1400, "height": 900}
 
 #: For each element, where its text breaks onto a new line: the characters on either side of
 #: every break (found from each character's box), so a test can say which breaks are allowed.
@@ -196,7 +196,7 @@ def test_a_phone_never_scrolls_the_page_sideways(world: World, page: Page, name:
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390", "1400"])
 def test_a_json_path_breaks_only_between_its_steps(
-    world: World, page: Page, viewport: dict[str, int]
+    world: World, page: Page, viewport: ViewportSize
 ) -> None:
     page.set_viewport_size(viewport)
     page.goto(pages(world)["misses"])

@@ -22,7 +22,7 @@ from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.canonicalize import RequestView, canonicalize
 from freezeframe.canonicalize.drift import digests
 from freezeframe.proxy.admin import create_app
-from freezeframe.proxy.admin.casefile import PAGE_ROWS
+from freezeframe.proxy.admin.casefile import PAGE_ROWS, templates
 from freezeframe.proxy.admin.guard import CONTENT_SECURITY_POLICY, CSRF_COOKIE
 from freezeframe.proxy.keys import key_config
 from freezeframe.proxy.settings import Address, Settings
@@ -425,3 +425,13 @@ def test_a_binary_answer_is_shown_as_a_hex_dump(client: TestClient, data_dir: Pa
     assert client.get("/cassettes/binary/0/body/response").content == bytes(range(256)) * 64
     listed = client.get("/cassettes", headers={"accept": "application/json"}).json()
     assert "binary" in [c["name"] for c in listed]
+
+
+def test_a_json_path_gets_break_points_between_its_steps_and_its_keys_stay_text() -> None:
+    jsonpath = templates().filters["jsonpath"]
+    assert jsonpath("$.messages[3].content[0].text") == (
+        "$.<wbr>messages<wbr>[3].<wbr>content<wbr>[0].<wbr>text"
+    )
+    hostile = jsonpath('$.tools["<img src=x onerror=alert(1)>"].name')
+    assert "<img" not in hostile and "&lt;img src=x onerror=alert(1)&gt;" in hostile
+    assert hostile.count("<wbr>") == 3
