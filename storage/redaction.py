@@ -252,25 +252,33 @@ class Redactor:
                     value = value.replace(spelling, self._fitted_marker(secret, len(spelling)))
         return value
 
-    def body(self, data: bytes, known: Sequence[bytes] = ()) -> bytes:
+    def body(
+        self, data: bytes, known: Sequence[bytes] = (), found: set[bytes] | None = None
+    ) -> bytes:
         """Length-preserving, so a recorded ``Content-Length`` still matches the body.
 
         ``known`` are secrets seen in the request (see ``secret_values``): an endpoint
-        that echoes its caller's token back must not smuggle it into the store.
+        that echoes its caller's token back must not smuggle it into the store. ``found``,
+        when given, collects the raw secrets this body holds by name (a JSON member, a form
+        or multipart field), as ``secret_values`` collects a request's headers': an MCP
+        server's token in a request body comes back in an answer that quotes it.
         """
         data = self._shapes(self._scrub(data, known))
         if b'"' in data:
-            data = self._json.sub(self._named_value, data)
+            data = self._json.sub(lambda m: self._named_value(m, found, _json_unescaped), data)
         if _may_be_form(data):
-            data = self._form.sub(self._named_value, data)
+            data = self._form.sub(lambda m: self._named_value(m, found, _form_unquoted), data)
         if b"form-data" in data:
-            data = self._multipart.sub(self._named_value, data)
+            data = self._multipart.sub(lambda m: self._named_value(m, found, bytes), data)
         return data
 
-    def _named_value(self, match: Any) -> bytes:
+    def _named_value(
+        self, match: Any, found: set[bytes] | None, raw: Callable[[bytes], bytes]
+    ) -> bytes:
         """A value replaced when its name says it is a credential (``secret_name``), the
         name kept, and a scheme word before it (``Bearer``) too; a marker left alone, so
-        redacting twice changes nothing, and a multipart file's content too."""
+        redacting twice changes nothing, and a multipart file's content too. The secret,
+        unwritten from its body's spelling by ``raw``, goes into ``found``."""
         whole = bytes(match.group(0))
         head, name, value = match.group(1), match.group(2), match.group(3)
         if value.startswith((_MARKER_PREFIX, b"[r:")) or value.strip(b"*") == b"":
@@ -285,6 +293,12 @@ class Redactor:
             marked = scheme.group(1) + self._fitted_marker(scheme.group(2))
         else:
             marked = self._fitted_marker(value)
+        if found is not None:
+            found.update(
+                secret
+                for secret in (raw(value), raw(scheme.group(2)) if scheme else b"")
+                if len(secret) >= MIN_ECHOED_SECRET
+            )
         return bytes(head) + marked + bytes(match.group(4))
 
     def secret_values(self, fields: Sequence[Header], target: str) -> tuple[bytes, ...]:
@@ -373,6 +387,20 @@ def _in_group[T: (bytes, str)](match: Any, replace: Callable[[T], T]) -> T:
             start, end = match.start(group) - match.start(0), match.end(group) - match.start(0)
             return whole[:start] + replace(match.group(group)) + whole[end:]
     return replace(whole)
+
+
+def _json_unescaped(value: bytes) -> bytes:
+    """A JSON string's content as written (``\\/``, ``\\u0073``) as the bytes it stands for."""
+    try:
+        text = json.loads(b'"' + value + b'"')
+    except ValueError:
+        return value
+    return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else value
+
+
+def _form_unquoted(value: bytes) -> bytes:
+    """A form field's value as the bytes it stands for (``%2B``, ``+`` for a space)."""
+    return unquote_to_bytes(value.replace(b"+", b" "))
 
 
 def _may_be_form(data: bytes) -> bool:

@@ -305,3 +305,29 @@ def test_multipart_fields_query_names_headers_and_reasons() -> None:
     assert b"a" * 30 not in header[1] and header[1].startswith(b"x, openai-insecure-api-key.")
     known = redactor.secret_values(((b"Authorization", b"Bearer tok-0123456789abcdef"),), "/")
     assert "tok-0123456789abcdef" not in redactor.reason("Bad token tok-0123456789abcdef", known)
+
+
+def test_a_body_gives_up_the_secrets_it_names_as_the_bytes_they_stand_for() -> None:
+    """What ``found`` collects is scrubbed from the answer by value (storage.inflight), so it
+    is the secret itself: its JSON escapes and form encoding undone, its scheme word off."""
+    redactor = Redactor(KEY)
+    token = "mcpoat/Qm7+Vb3kP9sR2tW5nL8cF1hJ4dG6aB3=="
+    found: set[bytes] = set()
+    escaped = json.dumps(token)[1:-1].replace("/", "\\/")
+    body = '{"tools": [{"authorization": "Bearer ' + escaped + '", "max_tokens": 5}]}'
+    assert token not in redactor.body(body.encode(), (), found).decode()
+    assert found == {("Bearer " + token).encode(), token.encode()}
+    found.clear()
+    redactor.body(f"user=ada&client_secret={quote_plus(token)}&pwd=short".encode(), (), found)
+    assert found == {token.encode()}, "a value under 8 bytes is too common to scrub by value"
+    found.clear()
+    form = (
+        b'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n'
+        + token.encode()
+        + b"\r\n--b--\r\n"
+    )
+    redactor.body(form, (), found)
+    assert found == {token.encode()}
+    echoed = f'{{"error": "bad token {quote(token, safe="")}", "again": "{escaped}"}}'.encode()
+    scrubbed = redactor.body(echoed, tuple(found))
+    assert len(scrubbed) == len(echoed) and b"Qm7" not in scrubbed
