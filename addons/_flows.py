@@ -53,6 +53,16 @@ class FlowInfo:
     def mode(self) -> Mode:
         return self.decision.mode
 
+    def landed(self, body: Landed) -> None:
+        """The request body has landed: the secrets it held by name join those of its
+        headers and query, so its answer is scrubbed of them too (an MCP server's token in
+        ``tools[].authorization``, which an error answer may quote)."""
+        self.body = body
+        if body.secrets:
+            self.secrets = tuple(
+                sorted(set(self.secrets) | set(body.secrets), key=len, reverse=True)
+            )
+
     @property
     def record_cassette(self) -> str:
         """Where it is recorded if forwarded: the new run's cassette (--record-into) when
@@ -79,7 +89,7 @@ def canonical_of(
         if info.body is None:
             body = Body(redactor, info.secrets, flow.request.headers.fields, hold=None)
             body.feed(flow.request.raw_content or b"")
-            info.body = body.end()
+            info.landed(body.end())
         decoded = info.body.decoded
         if decoded is not None and not decoded.whole:
             log.warning(

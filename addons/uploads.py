@@ -189,7 +189,8 @@ def upload_canonical(
     """The key of a streamed request, once its body has ended (see the comment above)."""
     if info.canonical is not None:
         return info.canonical
-    info.body = body.landed
+    assert body.landed is not None  # its callers end it first
+    info.landed(body.landed)
     small = body.small
     if small is not None:
         flow.request.data.content = small  # held anyway: from here on it is like any other

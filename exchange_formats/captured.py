@@ -63,7 +63,9 @@ class Keeper:
         redactor = self._redactor
         secrets = redactor.secret_values(captured.request_headers, captured.path)
         headers = redactor.headers(captured.request_headers, secrets)
-        body = redactor.body(captured.request_body, secrets)
+        found: set[bytes] = set()
+        body = redactor.body(captured.request_body, secrets, found)
+        secrets = tuple(sorted(set(secrets) | found, key=len, reverse=True))
         path = redactor.target(captured.path)
         response = captured.response
         if response is not None:

@@ -25,6 +25,7 @@ whole to decode.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -119,6 +120,9 @@ class Landed:
     """Its content, decoded and redacted (whole, or why not); None when it spilled."""
     reencoded: bool = False
     """Its decoded content held a secret, so ``stored`` was encoded again: not byte-exact."""
+    secrets: tuple[bytes, ...] = ()
+    """The raw secrets it held by name (``Redactor.body``'s ``found``), longest first: a
+    request's are scrubbed from its answer as its headers' are (see ``FlowInfo.landed``)."""
 
     @property
     def keyed(self) -> bytes:
@@ -161,6 +165,7 @@ class Body:
         "_writer",
         "_rescan",
         "_landed",
+        "_found",
         "size",
     )
 
@@ -177,7 +182,10 @@ class Body:
         what: str = "body",
     ) -> None:
         known = tuple(secrets)
-        self._redact: Callable[[bytes], bytes] = lambda data: redactor.body(data, known)
+        self._found: set[bytes] = set()
+        self._redact: Callable[[bytes], bytes] = lambda data: redactor.body(
+            data, known, self._found
+        )
         self._codings = content_codings(headers)
         self._hold = hold
         self._spill = spill
@@ -221,7 +229,9 @@ class Body:
     def end(self) -> Landed:
         """The body as it lands, once it has ended (or never will: as far as it came)."""
         if self._landed is None:
-            self._landed = self._spilled() if self._blocks is not None else self._whole()
+            landed = self._spilled() if self._blocks is not None else self._whole()
+            found = tuple(sorted(self._found, key=len, reverse=True))
+            self._landed = dataclasses.replace(landed, secrets=found) if found else landed
         return self._landed
 
     def _go_spill(self) -> None:

@@ -305,3 +305,67 @@ def test_multipart_fields_query_names_headers_and_reasons() -> None:
     assert b"a" * 30 not in header[1] and header[1].startswith(b"x, openai-insecure-api-key.")
     known = redactor.secret_values(((b"Authorization", b"Bearer tok-0123456789abcdef"),), "/")
     assert "tok-0123456789abcdef" not in redactor.reason("Bad token tok-0123456789abcdef", known)
+
+
+def test_a_body_gives_up_the_secrets_it_names_as_the_bytes_they_stand_for() -> None:
+    """What ``found`` collects is scrubbed from the answer by value (storage.inflight), so it
+    is the secret itself: its JSON escapes and form encoding undone, its scheme word off."""
+    redactor = Redactor(KEY)
+    token = "mcpoat/Qm7+Vb3kP9sR2tW5nL8cF1hJ4dG6aB3=="
+    found: set[bytes] = set()
+    escaped = json.dumps(token)[1:-1].replace("/", "\\/")
+    body = '{"tools": [{"authorization": "Bearer ' + escaped + '", "max_tokens": 5}]}'
+    assert token not in redactor.body(body.encode(), (), found).decode()
+    assert found == {("Bearer " + token).encode(), token.encode()}
+    found.clear()
+    redactor.body(f"user=ada&client_secret={quote_plus(token)}&pwd=short".encode(), (), found)
+    assert found == {token.encode()}, "a value under 8 bytes is too common to scrub by value"
+    found.clear()
+    form = (
+        b'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n'
+        + token.encode()
+        + b"\r\n--b--\r\n"
+    )
+    redactor.body(form, (), found)
+    assert found == {token.encode()}
+    echoed = f'{{"error": "bad token {quote(token, safe="")}", "again": "{escaped}"}}'.encode()
+    scrubbed = redactor.body(echoed, tuple(found))
+    assert len(scrubbed) == len(echoed) and b"Qm7" not in scrubbed
+
+
+_JUNK = st.lists(
+    st.sampled_from(['"', ":", " ", "\n", "=", "&", "?", "#", "{", ",", "\\", "'", "<", "x", "9"]),
+    max_size=6,
+).map("".join)
+_NAME = st.lists(
+    st.sampled_from(["token", "Api_Key", "auth", "SIG", "pwd", "x", "-", ".", "%5B", "[", "_"]),
+    max_size=6,
+).map("".join)
+_NAMED = st.tuples(
+    _JUNK,
+    st.sampled_from(["", "&", "?", '"']),
+    _NAME,
+    st.sampled_from(["=", '":"', '" :\n"']),
+    _JUNK,
+).map("".join)
+
+
+@given(st.lists(_NAMED, min_size=1, max_size=4).map("".join))
+def test_the_named_value_prefilter_lets_every_named_value_through(text: str) -> None:
+    """``body`` skips the JSON and form passes when the hint pattern finds nothing; it must
+    find something wherever either pass would (a skipped pass is a secret stored)."""
+    redactor = Redactor(KEY)
+    data = text.encode()
+    for named in (redactor._json, redactor._form):
+        if named.search(data) is not None:
+            assert redactor._named_hint.search(data) is not None, data
+
+
+def test_a_body_dense_with_quotes_is_redacted_as_a_sparse_one() -> None:
+    """A stream of JSON events (many quotes, ``prompt_tokens``) takes the prefiltered way;
+    a named credential at its end is still found."""
+    redactor = Redactor(KEY)
+    event = b'data: {"choices": [{"delta": {"content": "hi"}}], "usage": {"prompt_tokens": 9}}\n\n'
+    tail = b'data: {"client_secret": "cs_9f8e7d6c5b4a39281706f5e4"}\n\n'
+    assert b"cs_9f8e7d6c5b4a" not in redactor.body(event * 200 + tail)
+    assert redactor.body(event * 200) == event * 200
