@@ -146,7 +146,8 @@ def drive(
     with clients(proxy, base) as (http, chat):
         for n in range(rounds):
             for kind in ("tool", "chat", "sse"):
-                request = Request(f"r{replica}c{client}n{n}{kind}", kind, secrets.token_hex(PAD // 2))
+                pad = secrets.token_hex(PAD // 2)
+                request = Request(f"r{replica}c{client}n{n}{kind}", kind, pad)
                 try:
                     tally.answered(replica, request, send(http, chat, base, request))
                 except (httpx.HTTPError, openai.APIError, AssertionError) as exc:
@@ -194,7 +195,7 @@ def writer_children(proxy: ProxyProcess) -> list[psutil.Process]:
 def gone(process: psutil.Process) -> bool:
     """Ended: no such process any more, or one that waits only to be reaped."""
     try:
-        return process.status() == psutil.STATUS_ZOMBIE
+        return bool(process.status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 
@@ -249,8 +250,10 @@ def test_a_fleet_with_one_replica_killed_under_strict_loses_nothing_it_acknowled
         thread.start()
 
     wait_until("the victim acknowledges answers", lambda: tally.count(victim) >= KILL_AFTER)
-    fleet[victim].process.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
-    fleet[victim].process.wait(WAIT_S)  # type: ignore[union-attr]
+    killed = fleet[victim].process
+    assert killed is not None
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(WAIT_S)
     wait_until("its writer process dies with it", lambda: all(map(gone, children)), 10)
     for thread in threads:
         thread.join(WAIT_S)
