@@ -31,6 +31,7 @@ import openai
 import psutil
 import pytest
 from support.database import run_sql
+from support.netns import become_subreaper
 from support.objectstore import SeaweedFS
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
@@ -192,12 +193,13 @@ def writer_children(proxy: ProxyProcess) -> list[psutil.Process]:
     ]
 
 
-def gone(process: psutil.Process) -> bool:
-    """Ended: no such process any more, or one that waits only to be reaped."""
-    try:
-        return bool(process.status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
+def killed_by(pid: int) -> int | None:
+    """The signal that ended ``pid``, an orphan this process reaps (become_subreaper), once it
+    has ended; None while it runs. 0: it exited on its own."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done == 0:
+        return None
+    return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
 
 
 def freezeframe(*args: str) -> subprocess.CompletedProcess[str]:
@@ -219,6 +221,7 @@ def test_a_fleet_with_one_replica_killed_under_strict_loses_nothing_it_acknowled
     seaweedfs: SeaweedFS,
     tmp_path: Path,
 ) -> None:
+    become_subreaper()  # the victim's writer, orphaned, is this process's to reap
     env = {"FREEZEFRAME_BLOBS": blobs_url}
     fleet = [
         start_proxy(
@@ -254,7 +257,14 @@ def test_a_fleet_with_one_replica_killed_under_strict_loses_nothing_it_acknowled
     assert killed is not None
     killed.send_signal(signal.SIGKILL)
     killed.wait(WAIT_S)
-    wait_until("its writer process dies with it", lambda: all(map(gone, children)), 10)
+    ended: dict[int, int | None] = {}
+
+    def writer_ended() -> bool:
+        ended[children[0].pid] = killed_by(children[0].pid)
+        return ended[children[0].pid] is not None
+
+    wait_until("its writer process dies with it", writer_ended, 10)
+    assert ended[children[0].pid] == signal.SIGKILL, "killed by PR_SET_PDEATHSIG, not exited"
     for thread in threads:
         thread.join(WAIT_S)
         assert not thread.is_alive(), "a client never finished"
