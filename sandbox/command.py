@@ -38,6 +38,7 @@ from freezeframe.proxy.trust import java_truststore
 from freezeframe.sandbox import namespace as sandbox
 from freezeframe.sandbox.clock import FakedClock, trust_notice
 from freezeframe.sandbox.wiring import CLEARED, client_environment
+from freezeframe.storage.errors import StoreNotFound
 
 log = logging.getLogger("freezeframe")
 
@@ -125,11 +126,16 @@ async def run_command(
 
 def refuse_nothing_to_replay(settings: Settings) -> None:
     """Raise StartupError, before anything runs, for a replay (with no ``--live`` route) of
-    a cassette that holds no recordings: a typo or a store other than the one recorded into."""
+    a cassette that holds no recordings in a store that exists: a typo, or a store other than
+    the one recorded into. With no store at all nothing was recorded anywhere to mistake it
+    for, and a command that calls nothing (a clock check, an isolation check) runs as before."""
     if settings.mode is not Mode.REPLAY or settings.live:
         return
-    with open_existing(settings.data_dir, settings.store_url) as store:
-        refusal = nothing_to_replay(store, settings.cassette)
+    try:
+        with open_existing(settings.data_dir, settings.store_url, settings.blobs) as store:
+            refusal = nothing_to_replay(store, settings.cassette)
+    except StoreNotFound:
+        return
     if refusal is not None:
         raise StartupError(refusal)
 
