@@ -343,7 +343,7 @@ class Record:
         recording = self._inflight.get(flow.id)
         if recording is not None:
             recording.upstream_headers = flow.response.headers.fields
-            recording.answer = self._answer_body(recording.info, recording.upstream_headers)
+            recording.answer = self._answer_body(flow, recording.info, recording.upstream_headers)
             flow.response.stream = recording.tee
             if self._strict:
                 _end_after_the_hook(flow)
@@ -419,11 +419,18 @@ class Record:
             return info.view
         return request_view(flow, info, b"")
 
-    def _answer_body(self, info: FlowInfo, headers: tuple[tuple[bytes, bytes], ...]) -> Body:
+    def _answer_body(
+        self, flow: http.HTTPFlow, info: FlowInfo, headers: tuple[tuple[bytes, bytes], ...]
+    ) -> Body:
         """The owner of an answer's body (storage.inflight): spilled past LARGE_BODY, and
         scrubbed of what the request's secrets would look like echoed back."""
         return Body(
-            self._redactor, info.secrets, headers, spill=self._store.blob_writer, what="answer"
+            self._redactor,
+            info.secrets,
+            headers,
+            spill=self._store.blob_writer,
+            what="answer",
+            whole_secret=(flow.request.method, info.target),
         )
 
     def _submit(self, recording: _Recording, outcome: Outcome, error: str | None) -> None:
@@ -510,7 +517,9 @@ class Record:
         response = recording.flow.response
         assert response is not None
         if recording.answer is None:
-            recording.answer = self._answer_body(recording.info, response.headers.fields)
+            recording.answer = self._answer_body(
+                recording.flow, recording.info, response.headers.fields
+            )
         if not recording.chunks and response.raw_content:
             recording.answer.feed(response.raw_content)
         return recording.answer.end()
