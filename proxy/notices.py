@@ -29,11 +29,10 @@ def nothing_to_replay(store: Store, cassette: str) -> str | None:
     cassette with no recordings would only answer misses, and the agent's own traceback
     (25 lines of it) hid the one line that said why."""
     known = _known(store, cassette)
-    if known is None:
+    if not known:  # it has recordings, or nothing was recorded anywhere to mistake it for
         return None
-    where = f"known: {known}" if known else "the store has no cassettes yet"
     return (
-        f"cassette {cassette!r} has no recordings ({where}), so a replay could only miss: "
+        f"cassette {cassette!r} has no recordings (known: {known}), so a replay could only miss: "
         "nothing was run; record it first with --mode record"
     )
 

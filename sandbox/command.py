@@ -126,9 +126,10 @@ async def run_command(
 
 def refuse_nothing_to_replay(settings: Settings) -> None:
     """Raise StartupError, before anything runs, for a replay (with no ``--live`` route) of
-    a cassette that holds no recordings in a store that exists: a typo, or a store other than
-    the one recorded into. With no store at all nothing was recorded anywhere to mistake it
-    for, and a command that calls nothing (a clock check, an isolation check) runs as before."""
+    a cassette that holds no recordings in a store that holds others: a typo, or a store other
+    than the one recorded into. With no store, or an empty one, nothing was recorded anywhere
+    to mistake it for, and a command that calls nothing (a clock check, an isolation check)
+    runs as before."""
     if settings.mode is not Mode.REPLAY or settings.live:
         return
     try:
