@@ -126,11 +126,12 @@ async def run_command(
 
 def refuse_nothing_to_replay(settings: Settings) -> None:
     """Raise StartupError, before anything runs, for a replay (with no ``--live`` route) of
-    a cassette that holds no recordings in a store that holds others: a typo, or a store other
-    than the one recorded into. With no store, or an empty one, nothing was recorded anywhere
-    to mistake it for, and a command that calls nothing (a clock check, an isolation check)
-    runs as before."""
-    if settings.mode is not Mode.REPLAY or settings.live:
+    a named cassette that holds no recordings in a store that holds others: a typo, or a store
+    other than the one recorded into. With no store, or an empty one, nothing was recorded
+    anywhere to mistake it for, and a command that calls nothing (a clock check, an isolation
+    check) runs as before. The default cassette may be empty on purpose: requests can name
+    their own (``X-Freezeframe-Cassette``)."""
+    if settings.mode is not Mode.REPLAY or settings.live or settings.cassette == "default":
         return
     try:
         with open_existing(settings.data_dir, settings.store_url, settings.blobs) as store:
