@@ -42,6 +42,7 @@ from freezeframe.storage import (
     open_store,
 )
 from freezeframe.storage.sql.prepared import PINNED_LIMIT
+from freezeframe.storage.sql.schema import SCHEMA_VERSION
 
 WAIT = 10.0  # seconds; every wait in this file is bounded by it
 
@@ -489,7 +490,8 @@ def test_a_newer_schema_is_refused(store_url: str) -> None:
         open_store(store_url)
     message = str(caught.value)
     assert message.startswith("store schema version 99 at ")
-    assert message.endswith("is newer than this freezeframe supports (8); upgrade freezeframe")
+    supported = f"is newer than this freezeframe supports ({SCHEMA_VERSION}); upgrade freezeframe"
+    assert message.endswith(supported)
 
 
 def assert_one_line(error: StoreError, starts: str, *, secret: str = "s3cr3t-pw") -> None:
