@@ -471,6 +471,10 @@ class Proxy:
         port, admin_port = _free_port(), _free_port()
         fd, log = tempfile.mkstemp(prefix="freezeframe-pytest-", suffix=".log")
         env = {k: v for k, v in os.environ.items() if k not in OWN_SETTINGS}
+        # A proxy started in passthrough refuses FREEZEFRAME_PERTURB (it would change nothing
+        # there); the session's proxy passes traffic through only between the freezeframe tests
+        # that switch it to replay, so it starts in replay and is switched once it is up.
+        first = "replay" if mode == "passthrough" and env.get("FREEZEFRAME_PERTURB") else mode
         command = [
             sys.executable,
             "-P",
@@ -478,7 +482,7 @@ class Proxy:
             "freezeframe",
             "run",
             "--mode",
-            mode,
+            first,
             "--data-dir",
             str(data_dir),
             "--listen",
@@ -500,6 +504,8 @@ class Proxy:
             )
         proxy = cls(process, port, admin_port, Path(log), data_dir)
         proxy._wait_ready()
+        if first != mode:
+            proxy.switch(mode, "default")
         return proxy
 
     def _wait_ready(self) -> None:

@@ -159,7 +159,10 @@ async def _stop_proxy(proxy_master: Master) -> None:
     if isinstance(recorder, Record):
         recorder.stopping()
     for handler in list(server.connections.values()):
-        handler.close_connection(handler.client)
+        # A client that hung up a moment ago is still listed while its handler winds down,
+        # its transport already gone: closing it again raised KeyError and failed the stop.
+        if handler.client in handler.transports:
+            handler.close_connection(handler.client)
     deadline = time.monotonic() + CLOSE_TIMEOUT_S
     while server.connections and time.monotonic() < deadline:
         await asyncio.sleep(0.02)

@@ -58,6 +58,10 @@ REACH = 64 * 1024
 #: The most content a compressed body that spills is scanned for: past it, a bomb's content
 #: is not read (what it held before is, and the body is stored as far as it was read).
 SPILLED_DECODED = 256 * 1024 * 1024
+#: A held piece smaller than this is copied into a buffer rather than kept as an object of
+#: its own; the buffer joins the held pieces once it holds ``GATHERED`` bytes.
+SMALL_PIECE = 4096
+GATHERED = 64 * 1024
 
 
 class Blocks:
@@ -161,6 +165,7 @@ class Body:
         "_also",
         "_what",
         "_held",
+        "_small",
         "_blocks",
         "_writer",
         "_rescan",
@@ -199,6 +204,9 @@ class Body:
         self._also = blocks
         self._what = what
         self._held: list[bytes] = []
+        # Small pieces (an answer in 1-byte chunks) gather here before joining ``_held``: an
+        # object per piece cost a 1 MB answer 1,048,576 of them, held until it landed.
+        self._small = bytearray()
         self._blocks: Blocks | None = None
         self._writer: BlobWriter | None = None
         self._rescan: _Rescan | None = None
@@ -216,6 +224,7 @@ class Body:
         """The body as it arrived, while it is held (None once it spilled)."""
         if self._blocks is not None:
             return None
+        self._gather()
         if len(self._held) > 1:
             self._held = [b"".join(self._held)]
         return self._held[0] if self._held else b""
@@ -229,7 +238,13 @@ class Body:
                 self._rescan.feed(data)
             self._blocks.feed(data)
             return
-        self._held.append(data)
+        if len(data) < SMALL_PIECE:
+            self._small += data
+            if len(self._small) >= GATHERED:
+                self._gather()
+        else:
+            self._gather()
+            self._held.append(data)
         if self._hold is not None and self.size > self._hold:
             self._go_spill()
 
@@ -241,7 +256,13 @@ class Body:
             self._landed = dataclasses.replace(landed, secrets=found) if found else landed
         return self._landed
 
+    def _gather(self) -> None:
+        if self._small:
+            self._held.append(bytes(self._small))
+            self._small.clear()
+
     def _go_spill(self) -> None:
+        self._gather()
         self._writer = self._spill() if self._spill is not None else None
         self._blocks = Blocks(self._redact, self._out)
         if self._codings and self._spill is not None and self._writer is not None:
