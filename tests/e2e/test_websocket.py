@@ -20,6 +20,7 @@ from typing import Any
 import openai
 import pytest
 import trustme
+from support.credential_corpus import corpus, json_body
 from support.proxy import ProxyProcess
 from support.ws_upstream import WsUpstream
 from websockets.exceptions import ConnectionClosed
@@ -278,3 +279,31 @@ def test_a_token_sent_in_a_message_is_not_recorded_and_still_replays(
     assert replayed["type"] == "session.updated", "the live message matched its redacted record"
     assert token not in replayed["session"]["instructions"], "the echo was redacted too"
     assert ws_upstream.connections == 1
+
+
+def test_no_credential_of_the_corpus_sent_in_a_message_is_recorded(
+    ws_upstream: WsUpstream, start_proxy: Callable[..., ProxyProcess], client_env: ClientEnv
+) -> None:
+    """Messages are redacted as bodies are: by place (every JSON member of the corpus at any
+    depth, an MCP tool's authorization among them) and by shape (every rule's examples), in
+    what the client sends and in the server's echo of it."""
+    spellings = [s for s in corpus() if s.place in ("json", "shape")]
+    session = json_body(spellings)
+    # the examples' JSON escapes (\u0073k-…) as a client writes them, escaped once
+    update = json.dumps({"type": "session.update", "session": session}).replace("\\\\u", "\\u")
+    recorder = start_proxy(mode="record", cassette="corpus")
+    client_env(recorder)
+    with open_session(ws_upstream) as ws:
+        receive(ws)
+        ws.send(update)
+        echoed = json.loads(receive(ws))
+    assert echoed["type"] == "session.updated"
+    assert echoed["session"]["tools"] == session["tools"], "the client gets the real echo"
+    assert recorder.stop() == 0
+    document = json.dumps(show(recorder, "corpus", 0))
+    assert document.count("[redacted:") >= 2 * len([s for s in spellings if s.place == "json"])
+    leaks = {
+        where: [s.secret for s in spellings if s.secret in text]
+        for where, text in (("show", document), ("proxy log", recorder.log))
+    }
+    assert leaks == {"show": [], "proxy log": []}
