@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from freezeframe.proxy.ports import unused_port
 
 if TYPE_CHECKING:
     from freezeframe.addons.state import Event
@@ -440,12 +441,6 @@ def _dies_with_its_parent() -> Callable[[], object] | None:
     return lambda: prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Proxy:
     """One ``freezeframe run`` process of this session."""
@@ -468,7 +463,7 @@ class Proxy:
 
     @classmethod
     def start(cls, data_dir: Path, rules: str | None, mode: str = "replay") -> Proxy:
-        port, admin_port = _free_port(), _free_port()
+        port, admin_port = unused_port(), unused_port()
         fd, log = tempfile.mkstemp(prefix="freezeframe-pytest-", suffix=".log")
         env = {k: v for k, v in os.environ.items() if k not in OWN_SETTINGS}
         # A proxy started in passthrough refuses FREEZEFRAME_PERTURB (it would change nothing

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from freezeframe.proxy.discovery import NoProxyFound, running
+from freezeframe.proxy.ports import unused_port
 from freezeframe.proxy.settings import CA_FILENAME, DEFAULT_ADMIN, Address
 
 if TYPE_CHECKING:
@@ -114,10 +115,10 @@ def _proxy(
 ) -> Iterator[Proxy]:
     """``freezeframe run`` in ``mode`` on free ports (the admin on ``admin`` when that is
     free: the case file's usual address), until /health answers; stopped on exit."""
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{unused_port()}"
     wanted = Address.parse(admin, "admin address") if admin else None
     if wanted is None or not _is_free(wanted):
-        wanted = Address("127.0.0.1", _free_port())
+        wanted = Address("127.0.0.1", unused_port())
     command = [
         sys.executable, "-P", "-m", "freezeframe", "run", "--mode", mode,
         "--cassette", CASSETTE, "--data-dir", str(data_dir), "--listen", listen,
@@ -160,12 +161,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(STOP_TIMEOUT_S)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _is_free(address: Address) -> bool:

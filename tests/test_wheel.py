@@ -224,11 +224,9 @@ def test_the_plugin_records_and_replays_an_import_time_client_in_such_a_project(
 
 
 def _free_port() -> int:
-    import socket
+    from freezeframe.proxy.ports import unused_port
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return unused_port()
 
 
 def _wait_health(url: str, process: subprocess.Popen[bytes], log: Path) -> dict[str, object]:

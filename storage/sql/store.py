@@ -94,6 +94,8 @@ PENDING_WAIT_S = 30.0
 """How long lookup() and read_blob() wait for what was submitted to be written."""
 HEALTH_WAIT_S = 0.5
 """How long health() waits for what was submitted to be written before it answers."""
+SIGNAL_POLL_S = 0.1
+"""How often a wait for the writer looks up, so a Ctrl-C is seen while it waits."""
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
 
@@ -541,7 +543,11 @@ class SqlStore(Store):
         job = ImportJob(cassette, exchanges, origin, notes)
         self._writer.put(job)
         try:
-            job.done.wait()
+            # In steps: a Ctrl-C the kernel hands to the writer thread (any thread may take a
+            # process's signal) runs its handler here only once this thread wakes; an
+            # unbounded wait slept through it until the whole import had committed.
+            while not job.done.wait(SIGNAL_POLL_S):
+                pass
         except BaseException:
             # Ctrl-C: the import rolls back at its next exchange, and is waited for.
             job.cancelled.set()

@@ -682,9 +682,9 @@ def test_shell_scripts_pass_shellcheck() -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    from freezeframe.proxy.ports import unused_port
+
+    return unused_port()
 
 
 @dataclass

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from freezeframe.proxy.ports import unused_port
 
 START_TIMEOUT = 30.0
 PORT_ATTEMPTS = 3
@@ -31,9 +32,7 @@ STOP_TIMEOUT = 20.0
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return unused_port()
 
 
 class ProxyProcess:
