@@ -97,6 +97,9 @@ Endpoints (``n`` = that endpoint's counter)
 * ``/v1/ratelimited`` (any method): 429 whose body is cut at 40% then a clean close.
 * ``/ratelimited/full`` (any method): the same 429, complete. Both take ``?retry_after=S``
   (default 0) and ``?retryable=1`` (no ``x-should-retry: false``, so SDKs retry).
+* ``/misdirected`` (any method): 421 Misdirected Request, ``{"error": ..., "n": n}``, its
+  head and body in one write, as most servers send a small answer (Node's ``fetch`` retries
+  a 421 once, on a new connection, with the same body).
 * ``GET /reset-midstream``: chunked 200, two chunks, then a TCP RST.
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /encoded/<coding>``: JSON sent with ``Content-Encoding: <coding>`` (gzip, br, zstd,
@@ -938,6 +941,11 @@ class Upstream(_LoopThread):
                 return await self._ratelimited(wire, conn, req, truncate=True)
             if path == "/ratelimited/full":
                 return await self._ratelimited(wire, conn, req, truncate=False)
+            if path == "/misdirected":
+                error = {"message": "misdirected request", "type": "misdirected_request"}
+                return await self._send_json(
+                    wire, conn, 421, {"error": error, "n": self._next("misdirected")}
+                )
             if path == "/reset-midstream" and method == "GET":
                 return await self._reset_midstream(wire, conn)
             if path == "/gzip" and method == "GET":
