@@ -50,6 +50,7 @@ def freezeframe(
     data_dir: Path, *args: str, ca: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "FREEZEFRAME_DATA_DIR": str(data_dir)}
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # a worktree's code, when it is run
     env["OPENAI_API_KEY"] = KEY  # the live calls' credentials, from recheck's environment
     if ca is not None:
         env["FREEZEFRAME_UPSTREAM_CA"] = str(ca)
@@ -232,4 +233,51 @@ def test_the_limits_refuse_before_anything_goes_live(
     poor = freezeframe(data_dir, "recheck", "1", "--live", "--budget", "0.001", *command)
     assert poor.returncode == 1
     assert "--budget 0.001: the recheck would cost about $0.0021" in poor.stderr
+    assert len(model.requests) == asked  # nothing went live
+
+
+def test_the_estimate_prices_from_the_shipped_table_and_names_an_unknown_model(
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: Callable[[ProxyProcess], dict[str, str]],
+    model: ChoosingModel,
+    tools: CountingTools,
+    data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    model.cached = 800  # of each call's 1000 prompt tokens
+    proxy = start_proxy(mode="record", cassette="desk")
+    env = {**client_env(proxy), "OPENAI_API_KEY": KEY, "PYTHONPATH": ""}
+    for run_id, name in zip(RUNS, ("gpt-4.1-mini-2025-04-14", "desk-llm-7b"), strict=True):
+        done = subprocess.run(
+            [sys.executable, str(script), model.base_url, tools.base_url, "", run_id],
+            env={**os.environ, **env, "DESK_MODEL": name},
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 1
+    assert proxy.stop() == 0
+    asked = len(model.requests)
+    command = ["--", sys.executable, str(script), model.base_url, tools.base_url, FIX, "-"]
+
+    done = freezeframe(
+        data_dir, "recheck", "1", "--live", "--tries", "3", "--budget", "1", *command
+    )
+
+    # gpt-4.1-mini's prices from LiteLLM's table, cached prompt tokens at the cache price:
+    # 2 calls a try, 3 tries; the unknown model's 6 calls are counted apart, never guessed.
+    table = json.loads((REPO / "providers" / "model_prices.json").read_text())["models"]
+    price = table["gpt-4.1-mini-2025-04-14"]
+    one = (
+        200 * price["input_cost_per_token"]
+        + 800 * price["cache_read_input_token_cost"]
+        + 100 * price["output_cost_per_token"]
+    )
+    assert (
+        "going live: 12 model calls (desk-llm-7b, gpt-4.1-mini-2025-04-14), "
+        f"about ${6 * one:.4f} plus 6 calls with no known price"
+    ) in done.stderr
+    assert done.returncode == 1
+    assert "--budget 1: 6 of the 12 model calls have no known price" in done.stderr
     assert len(model.requests) == asked  # nothing went live

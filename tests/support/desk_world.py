@@ -12,7 +12,9 @@ right next step with a seeded probability, and a tool service that counts its co
   the shipping database is down) and ``GET /refunds/N``; ``connections`` counts every
   connection it accepted.
 * :data:`AGENT` is the agent, a script (official openai SDK and httpx): it exits 0 when it
-  answered the user, 1 when a tool failed it.
+  answered the user, 1 when a tool failed it. It asks for ``DESK_MODEL`` (gpt-4o-mini by
+  default), and the model answers as that model, with 1000 prompt tokens (``cached`` of them
+  read from the prompt cache) and 100 completion tokens.
 """
 
 from __future__ import annotations
@@ -38,11 +40,20 @@ class ChoosingModel(_JsonService):
         self.rng = random.Random(seed)
         self.draws: list[bool] = []
         self.keys: list[str] = []
+        self.cached = 0
+        """Prompt tokens each answer's usage counts as read from the prompt cache."""
 
     def reseed(self, right: float, seed: int) -> None:
         self.right, self.rng, self.draws = right, random.Random(seed), []
 
     def answer(self, method: str, target: str, body: Any) -> tuple[int, Any]:
+        status, answer = self._choose(body)
+        answer["model"] = body["model"]
+        if self.cached:
+            answer["usage"]["prompt_tokens_details"] = {"cached_tokens": self.cached}
+        return status, answer
+
+    def _choose(self, body: Any) -> tuple[int, dict[str, Any]]:
         messages = body["messages"]
         system = messages[0]["content"]
         order = int(_ORDER.search(messages[1]["content"]).group(1))  # type: ignore[union-attr]
@@ -121,7 +132,7 @@ messages = [
 with httpx.Client(headers=headers) as http:
     for _ in range(4):
         answer = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=tools
+            model=os.environ.get("DESK_MODEL", "gpt-4o-mini"), messages=messages, tools=tools
         ).choices[0].message
         if not answer.tool_calls:
             print(answer.content)
