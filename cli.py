@@ -2551,8 +2551,9 @@ def _said_live(report: Any, as_json: bool) -> NoReturn:
             f"flip rate {tally.flip_rate:.2f} (95% {low:.2f}-{high:.2f}); the group is "
             + ("fixed" if report.collapsed else "not fixed")
         )
-        if report.stopped:
-            _note(f"stopped early: {report.stopped}")
+    if report.stopped:
+        untried = f"; not tried: {', '.join(report.untried)}" if report.untried else ""
+        _note(f"stopped early: {report.stopped}{untried}")
     sys.exit(0 if report.collapsed else 1)
 
 

@@ -201,39 +201,88 @@ def test_verdicts_with_a_live_model_and_frozen_tools(
     assert KEY not in shown.stdout
 
 
-def test_the_limits_refuse_before_anything_goes_live(
+def test_the_limits_refuse_before_anything_goes_live_and_stop_a_fix_that_outgrows_them(
     start_proxy: Callable[..., ProxyProcess],
     client_env: Callable[[ProxyProcess], dict[str, str]],
     model: ChoosingModel,
     tools: CountingTools,
     data_dir: Path,
     tmp_path: Path,
+    upstream_ca_file: Path,
 ) -> None:
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     proxy = start_proxy(mode="record", cassette="desk")
     env = {**client_env(proxy), "OPENAI_API_KEY": KEY, "PYTHONPATH": ""}
-    done = subprocess.run(
-        [sys.executable, str(script), model.base_url, tools.base_url, "", RUNS[0]],
-        env={**os.environ, **env},
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 1
+    for run_id in RUNS:
+        done = subprocess.run(
+            [sys.executable, str(script), model.base_url, tools.base_url, "", run_id],
+            env={**os.environ, **env},
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 1
     assert proxy.stop() == 0
     asked = len(model.requests)
     command = ["--", sys.executable, str(script), model.base_url, tools.base_url, FIX, "-"]
 
-    over = freezeframe(data_dir, "recheck", "1", "--live", "--max-live-calls", "9", *command)
+    over = freezeframe(data_dir, "recheck", "1", "--live", "--max-live-calls", "19", *command)
     assert over.returncode == 1
     assert over.stderr.strip().splitlines()[-1] == (
-        "freezeframe: error: --max-live-calls 9: the recheck would make about 10 live model calls; "
-        "lower --tries or raise the limit"
+        "freezeframe: error: --max-live-calls 19: the recheck would make about 20 live model "
+        "calls; lower --tries or raise the limit"
     )
-    poor = freezeframe(data_dir, "recheck", "1", "--live", "--budget", "0.001", *command)
+    poor = freezeframe(data_dir, "recheck", "1", "--live", "--budget", "0.004", *command)
     assert poor.returncode == 1
-    assert "--budget 0.001: the recheck would cost about $0.0021" in poor.stderr
+    assert "--budget 0.004: the recheck would cost about $0.0042" in poor.stderr
     assert len(model.requests) == asked  # nothing went live
+
+    # A fix that asks the model for a plan first makes 3 calls a try where the recording made
+    # 2: the estimate (2 runs, 2 tries, 2 calls) fits the limits, the tries do not. The next
+    # try is not started once it would pass a limit, and the table shows what ran.
+    model.reseed(1.0, 5)
+    planning = [*command, "1"]
+
+    def recheck(*limits: str) -> subprocess.CompletedProcess[str]:
+        ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
+        return freezeframe(
+            data_dir,
+            "recheck",
+            "1",
+            "--live",
+            "--tries",
+            "2",
+            *ports,
+            *limits,
+            *planning,
+            ca=upstream_ca_file,
+        )
+
+    done = recheck("--max-live-calls", "8")
+    assert done.returncode == 1, done.stderr
+    assert len(model.requests) == asked + 6  # run-1042's two tries; a third try would pass 8
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("fixed         desk@run-1042: 2 of 2 tries passed")
+    assert lines[1].startswith("2 of 2 tries passed over 1 runs")
+    assert lines[1].endswith("the group is not fixed")
+    assert done.stderr.strip().splitlines()[-1] == (
+        "freezeframe: stopped early: --max-live-calls 8: 6 live model calls made, and the next "
+        "try would make about 3 more; not tried: desk@run-1077"
+    )
+
+    asked = len(model.requests)
+    done = recheck("--budget", "0.0017", "--json")  # the estimate: 8 calls, about $0.0017
+    assert done.returncode == 1, done.stderr
+    assert len(model.requests) == asked + 6
+    report = json.loads(done.stdout)
+    assert [(r["run"], r["verdict"], r["tries"]) for r in report["runs"]] == [
+        ("desk@run-1042", "fixed", 2)
+    ]
+    assert (report["tries"], report["passed"], report["untried"]) == (2, 2, ["desk@run-1077"])
+    assert report["collapsed"] is False
+    assert report["stopped"] == (
+        "--budget 0.0017: about $0.0013 spent, and the next try would cost about $0.0006 more"
+    )
 
 
 def test_the_estimate_prices_from_the_shipped_table_and_names_an_unknown_model(
