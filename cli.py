@@ -623,7 +623,9 @@ def exec_(
         from freezeframe.sandbox.strict import run_with_tape
 
         settings = settings_module.build(**options, blobs=_given_blobs())
-        status, tapes = asyncio.run(run_with_tape(command, settings, confinement, faked))
+        status, tapes, drifted = asyncio.run(run_with_tape(command, settings, confinement, faked))
+        for line in drifted:
+            _note(line)
         for tape in tapes:
             for line in tape.lines(strict):
                 _note(line)
