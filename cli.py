@@ -2401,14 +2401,16 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     "--max-live-calls",
     type=click.IntRange(0),
     default=None,
-    help="With --live: refuse, or stop, past this many live model calls.",
+    help="With --live: refuse when the estimate is above this many live model calls, and "
+    "start no try that would pass it.",
 )
 @click.option(
     "--budget",
     type=click.FloatRange(0),
     default=None,
     metavar="USD",
-    help="With --live: refuse when the estimated cost is above this many US dollars.",
+    help="With --live: refuse when the estimated cost is above this many US dollars, and "
+    "start no try that would pass it.",
 )
 @click.option(
     "--model-url",
