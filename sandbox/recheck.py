@@ -366,9 +366,10 @@ class LiveRecheck:
 
     @property
     def collapsed(self) -> bool:
-        """Every run of the group was tried and is fixed."""
+        """Every run of the group is fixed, with every try asked for: a recheck a limit
+        stopped has not shown what it was asked to show."""
         fixed = all(run.verdict == FIXED for run in self.runs)
-        return bool(self.runs) and fixed and not self.untried
+        return bool(self.runs) and fixed and self.stopped is None
 
 
 async def recheck_live(
