@@ -44,8 +44,10 @@ from freezeframe.providers.prices import cost_of, tokens_of
 from freezeframe.proxy.settings import Mode, Settings
 from freezeframe.sandbox.command import Confinement, run_command
 from freezeframe.storage import (
+    CassetteNotFound,
     Exchange,
     ExchangeFilter,
+    ExchangeNotFound,
     Imported,
     Miss,
     NewExchange,
@@ -383,7 +385,8 @@ async def recheck_live(
 ) -> LiveRecheck:
     """Run ``command`` ``live.tries`` times per run of ``group``, in replay against that run
     with its model calls sent upstream (see the module's docstring); ``said`` hears of each
-    run as its tries end. Stops trying once ``live.max_live_calls`` live calls were made."""
+    run as its tries end. Starts no try that would pass ``live.max_live_calls`` or
+    ``live.budget`` (Spending), and then stops: the report names the runs left untried."""
     planned = estimate(store, group, live.tries)
     checks: list[LiveRunCheck] = []
     spending = Spending(live)
@@ -432,11 +435,15 @@ async def recheck_live(
 
 def _spent(store: Store, went_live: Sequence[Event], recorded: Estimate) -> float:
     """What a try's live calls cost, from their answers' token counts; a call whose answer
-    carries none is counted at the recorded run's cost per call."""
+    carries none (or that the store did not keep) is counted at the recorded run's cost per
+    call."""
     per_call = recorded.cost / recorded.live_calls if recorded.live_calls else 0.0
     total = 0.0
     for event in went_live:
-        one = None if event.seq is None else _cost(store.exchange(event.cassette, event.seq))
+        one = None
+        if event.seq is not None:
+            with contextlib.suppress(CassetteNotFound, ExchangeNotFound):
+                one = _cost(store.exchange(event.cassette, event.seq))
         total += per_call if one is None else one
     return total
 
