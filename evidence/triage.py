@@ -454,6 +454,8 @@ def last_recheck(result: RecheckResult) -> dict[str, Any]:
             f"live: {document['passed']} of {document['tries']} tries passed, "
             f"flip rate {document['flip_rate']:.2f} (95% {low:.2f}-{high:.2f}); {said}"
         )
+        if document.get("stopped"):
+            line += f"; stopped early ({len(document.get('untried', []))} runs not tried)"
     else:
         passed = sum(bool(run["passed"]) for run in runs)
         line = f"replay: {passed} of {len(runs)} runs passed"
