@@ -20,7 +20,7 @@ from test_cli import record
 from freezeframe.canonicalize.providers import provider_of
 from freezeframe.evidence.signatures import SIGNATURE_VERSION
 from freezeframe.evidence.triage import find_group, numbers
-from freezeframe.storage import Signals, open_store
+from freezeframe.storage import RecheckResult, Signals, open_store
 
 
 def freezeframe(
@@ -257,7 +257,8 @@ def test_signatures_keep_model_names_and_older_ones_are_signed_again_on_rebuild(
 ) -> None:
     """Point 13: ``gpt-4o`` read ``gpt-{n}o`` in a signature. The rules changed, so their
     version did: a store signed by the older rules keeps its old signatures, triage says
-    how many and asks for ``--rebuild``, which signs them again; then it asks no more."""
+    how many and asks for ``--rebuild``, which signs them again (a group's last recheck
+    following its new signature); then it asks no more."""
     (limited,) = [g for g in signed(data_dir) if "429" in g["signature"]]
     assert "Rate limit reached for gpt-4o in organization {id}" in limited["signature"]
     with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
@@ -273,6 +274,8 @@ def test_signatures_keep_model_names_and_older_ones_are_signed_again_on_rebuild(
             for row in rows
         }
         store.store_signals("limited", older)
+        (old,) = {s.signature for s in older.values() if s.signature}
+        store.keep_recheck(RecheckResult(old, 1_790_000_000.0, '{"runs": []}'))
     argv = ("--data-dir", str(data_dir))
 
     stale = freezeframe("triage", "--json", *argv, cwd=data_dir)
@@ -292,6 +295,11 @@ def test_signatures_keep_model_names_and_older_ones_are_signed_again_on_rebuild(
     assert [s for s in signatures if "429" in s] == [limited["signature"]]
     again = freezeframe("triage", "--json", *argv, cwd=data_dir)
     assert again.returncode == 0 and again.stderr == "", again.stderr
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        followed = store.rechecks()[limited["signature"]]
+    assert (followed.at, followed.document) == (1_790_000_000.0, '{"runs": []}'), (
+        "the group's last recheck follows it to its new signature"
+    )
 
 
 def test_show_names_the_local_store_when_the_running_proxys_lacks_the_cassette(
