@@ -2294,9 +2294,9 @@ def triage(
             with _progress("signing", sum(cassettes.values())) as advance:
                 rebuilt = rebuild_signals(opened, advance)
             click.echo(
-                f"worked out the signatures of {plural(unsigned, 'exchange')} that had none, "
-                f"reading all {plural(rebuilt, 'exchange')} of their "
-                f"{plural(len(cassettes), 'cassette')}",
+                f"worked out the signatures of {plural(unsigned, 'exchange')} that had none "
+                f"under the current rules (v{SIGNATURE_VERSION}), reading all "
+                f"{plural(rebuilt, 'exchange')} of their {plural(len(cassettes), 'cassette')}",
                 err=True,
             )
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)
