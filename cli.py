@@ -623,7 +623,9 @@ def exec_(
         from freezeframe.sandbox.strict import run_with_tape
 
         settings = settings_module.build(**options, blobs=_given_blobs())
-        status, tapes = asyncio.run(run_with_tape(command, settings, confinement, faked))
+        status, tapes, drifted = asyncio.run(run_with_tape(command, settings, confinement, faked))
+        for line in drifted:
+            _note(line)
         for tape in tapes:
             for line in tape.lines(strict):
                 _note(line)
@@ -2292,9 +2294,9 @@ def triage(
             with _progress("signing", sum(cassettes.values())) as advance:
                 rebuilt = rebuild_signals(opened, advance)
             click.echo(
-                f"worked out the signatures of {plural(unsigned, 'exchange')} that had none, "
-                f"reading all {plural(rebuilt, 'exchange')} of their "
-                f"{plural(len(cassettes), 'cassette')}",
+                f"worked out the signatures of {plural(unsigned, 'exchange')} that had none "
+                f"under the current rules (v{SIGNATURE_VERSION}), reading all "
+                f"{plural(rebuilt, 'exchange')} of their {plural(len(cassettes), 'cassette')}",
                 err=True,
             )
         found = find_groups(opened, since=window, pattern=pattern, kind=kind)
@@ -2399,14 +2401,16 @@ def note(target: str, text: str, data_dir: str, store: str | None) -> None:
     "--max-live-calls",
     type=click.IntRange(0),
     default=None,
-    help="With --live: refuse, or stop, past this many live model calls.",
+    help="With --live: refuse when the estimate is above this many live model calls, and "
+    "start no try that would pass it.",
 )
 @click.option(
     "--budget",
     type=click.FloatRange(0),
     default=None,
     metavar="USD",
-    help="With --live: refuse when the estimated cost is above this many US dollars.",
+    help="With --live: refuse when the estimated cost is above this many US dollars, and "
+    "start no try that would pass it.",
 )
 @click.option(
     "--model-url",
@@ -2551,8 +2555,9 @@ def _said_live(report: Any, as_json: bool) -> NoReturn:
             f"flip rate {tally.flip_rate:.2f} (95% {low:.2f}-{high:.2f}); the group is "
             + ("fixed" if report.collapsed else "not fixed")
         )
-        if report.stopped:
-            _note(f"stopped early: {report.stopped}")
+    if report.stopped:
+        untried = f"; not tried: {', '.join(report.untried)}" if report.untried else ""
+        _note(f"stopped early: {report.stopped}{untried}")
     sys.exit(0 if report.collapsed else 1)
 
 

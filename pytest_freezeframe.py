@@ -225,7 +225,16 @@ class Freezeframe:
 
         answer = self._proxy.get(f"/api/events?after={self._after}")
         return [
-            Event(**{**document, "drift": tuple(document["drift"])})
+            Event(
+                **{
+                    **document,
+                    "drift": tuple(document["drift"]),
+                    "drift_values": tuple(
+                        (value["path"], value["recorded"], value["live"])
+                        for value in document.get("drift_values", ())
+                    ),
+                }
+            )
             for document in answer["events"]
         ]
 
@@ -392,7 +401,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         for event in drifted.events:
             terminalreporter.write_line(
                 f"{drifted.nodeid}: {event.method} {event.url} replayed {event.cassette}"
-                f"#{event.seq}, drifted in {', '.join(event.drift)}"
+                f"#{event.seq}, drifted in {event.drift_said()}"
             )
 
 

@@ -1,9 +1,10 @@
 """Every use of mitmproxy's private API, in one place.
 
-mitmproxy gives addons no say over four things freezeframe needs: the error page it sends
+mitmproxy gives addons no say over five things freezeframe needs: the error page it sends
 when a request cannot be forwarded, which ALPN protocol the client side gets under the lazy
-connection strategy, from when the certificates it makes for clients are valid, and how much
-of an HTTP/1 request head it buffers before the head ends. Each is
+connection strategy, from when the certificates it makes for clients are valid, how much
+of an HTTP/1 request head it buffers before the head ends, and how the bytes it writes at
+once are cut into TLS records. Each is
 reached here and nowhere else, so a mitmproxy upgrade that moves one breaks this module, and
 ``tests/addons/test_mitmproxy_internals.py`` says so by name, instead of the behaviour
 changing quietly in the middle of the proxy.
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from mitmproxy import certs
-from mitmproxy.proxy import commands, events, layer
+from mitmproxy.proxy import commands, events, layer, tunnel
+from mitmproxy.proxy.layers import tls
 from mitmproxy.proxy.layers.http import _http1
 from mitmproxy.proxy.layers.http._base import format_error
 from OpenSSL import SSL
@@ -24,6 +26,7 @@ __all__ = [
     "ErrorPage",
     "bound_request_heads",
     "certificates_valid_from",
+    "coalesce_tls_writes",
     "format_error",
     "prefer_alpn",
     "set_error_page",
@@ -35,6 +38,7 @@ ErrorPage = Callable[[int, str], bytes | None]
 _MITMPROXY_ERROR_PAGE = _http1.make_error_response
 _MITMPROXY_READ_HEADERS = _http1.Http1Server.read_headers
 _MITMPROXY_VALIDITY_OFFSET = certs.CERT_VALIDITY_OFFSET
+_MITMPROXY_TLS_EVENT_TO_CHILD = tls.TLSLayer.event_to_child
 
 
 def set_error_page(render: ErrorPage | None) -> None:
@@ -99,3 +103,51 @@ def bound_request_heads(limit: int | None) -> None:
             self.state = self.done
 
     _http1.Http1Server.read_headers = read_headers  # type: ignore[method-assign]
+
+
+def coalesce_tls_writes(on: bool) -> None:
+    """Send the bytes the layers under a TLS connection write for one event as one
+    ``sendall``, so as few TLS records as they fit in; False restores mitmproxy's, which
+    encrypts each write on its own: a response's head, then its body, in records of their own.
+
+    A server that writes a small answer at once has it read by the client in one piece;
+    split into records, Node's ``fetch`` (undici) acts on the head before the body has
+    come, and when the head says 421 it retries on a new connection while aborting the
+    first, which ends the retry's request body before its first byte: the retry goes out
+    with ``content-length: 0`` and fails with ``RequestContentLengthMismatchError``.
+    Writes are only joined while nothing but log lines comes in between, so none waits
+    for anything: whatever another command (a hook, a close) would see has been sent first.
+    """
+    if not on:
+        tls.TLSLayer.event_to_child = _MITMPROXY_TLS_EVENT_TO_CHILD  # type: ignore[method-assign]
+        return
+
+    def event_to_child(self: tls.TLSLayer, event: events.Event) -> layer.CommandGenerator[None]:
+        # mitmproxy's TunnelLayer.event_to_child, with the child's writes to this
+        # connection held until its next other command, or its end.
+        if self.tunnel_state is tunnel.TunnelState.ESTABLISHING and not self.command_to_reply_to:
+            self._event_queue.append(event)
+            return
+        held: list[commands.SendData] = []
+        for command in self.child_layer.handle_event(event):
+            if isinstance(command, commands.SendData) and command.connection == self.conn:
+                held.append(command)
+            elif isinstance(command, commands.Log):  # a log line is no peer's business
+                yield from self._handle_command(command)
+            else:
+                yield from _send_held(self, held)
+                yield from self._handle_command(command)
+        yield from _send_held(self, held)
+
+    tls.TLSLayer.event_to_child = event_to_child  # type: ignore[method-assign]
+
+
+def _send_held(
+    tls_layer: tls.TLSLayer, held: list[commands.SendData]
+) -> layer.CommandGenerator[None]:
+    """The held writes to the layer's connection as one, and none held after."""
+    if len(held) > 1:
+        held[:] = [commands.SendData(tls_layer.conn, b"".join(c.data for c in held))]
+    for command in held:
+        yield from tls_layer._handle_command(command)
+    held.clear()

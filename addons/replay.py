@@ -31,7 +31,7 @@ from freezeframe.addons.state import INSTANT_PACE, Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.addons.websocket import is_websocket
 from freezeframe.canonicalize import Canonical, KeyConfig, canonicalize, nearest
-from freezeframe.canonicalize.drift import drift_values, drifted
+from freezeframe.canonicalize.drift import described, drift_values, drifted
 from freezeframe.canonicalize.providers import provider_of
 from freezeframe.evidence.response_ids import is_responses_path, replaced_ids
 from freezeframe.evidence.rewrites import (
@@ -342,7 +342,9 @@ class Replay:
         info.served = exchange
         if exchange.origin is not None and exchange.origin.kind == "edited":
             self._learn_replaced_ids(flow, info, exchange)
-        drift = () if isinstance(canonical, str) else self._drift(flow, info, canonical, exchange)
+        drift, values = (
+            ((), ()) if isinstance(canonical, str) else self._drift(flow, info, canonical, exchange)
+        )
         self._state.tally.replayed(info.cassette, bool(drift))
         recorded = exchange.response
         perturbed = self._perturb(flow, info, key, exchange, occurrence)
@@ -358,6 +360,7 @@ class Replay:
             status=recorded.status if recorded is not None else None,
             drift=drift,
             perturbed=perturbed.description if perturbed is not None else None,
+            drift_values=values,
         )
         log.info(
             "replayed %s#%d for %s %s: %s %s",
@@ -432,35 +435,40 @@ class Replay:
 
     def _drift(
         self, flow: http.HTTPFlow, info: FlowInfo, canonical: Canonical, exchange: Exchange
-    ) -> tuple[str, ...]:
-        """The stripped parts in which this hit's request differs from the recording's.
+    ) -> tuple[tuple[str, ...], tuple[tuple[str, str, str], ...]]:
+        """The stripped parts in which this hit's request differs from the recording's, and
+        for each JSON body field among them, its recorded and live values.
 
         The answer is served all the same (the key says it is the same situation), but the
-        difference is logged and noted on the exchange, where ``show`` lists it. Recordings
-        made before freezeframe kept stripped digests have nothing to compare with until
-        ``freezeframe rekey`` computes them.
+        difference is logged, noted on the exchange, where ``show`` lists it, and goes with
+        the hit's event (``/api/events``, ``exec``'s summary): a stripped field that now
+        carries what the recording never had may be what decides the agent's branch. Both
+        values are read from redacted bodies (the stored one, and the live one as keyed).
+        Recordings made before freezeframe kept stripped digests have nothing to compare
+        with until ``freezeframe rekey`` computes them.
         """
         if exchange.stripped is None:
-            return ()
+            return (), ()
         paths = drifted(canonical.stripped, exchange.stripped)
-        if paths:
-            live = info.view.body if info.view is not None else b""
-            shown = []
-            for path in paths:
-                values = drift_values(path, live, exchange.request_body)
-                shown.append(
-                    path if values is None else f"{path} (recorded {values[0]}, live {values[1]})"
-                )
-            log.warning(
-                "%s %s: replayed %s#%d, but the request drifted from the recording in %s",
-                flow.request.method,
-                display_url(flow, info),
-                info.cassette,
-                exchange.seq,
-                ", ".join(shown),
-            )
-            self._store.note_drift(info.cassette, exchange.seq, paths, info.context)
-        return paths
+        if not paths:
+            return (), ()
+        live = info.view.body if info.view is not None else b""
+        values = []
+        for path in paths:
+            found = drift_values(path, live, exchange.request_body)
+            if found is not None:
+                values.append((path, found[0], found[1]))
+        shown = {path: (recorded, now) for path, recorded, now in values}
+        log.warning(
+            "%s %s: replayed %s#%d, but the request drifted from the recording in %s",
+            flow.request.method,
+            display_url(flow, info),
+            info.cassette,
+            exchange.seq,
+            ", ".join(described(path, shown.get(path)) for path in paths),
+        )
+        self._store.note_drift(info.cassette, exchange.seq, paths, info.context)
+        return paths, tuple(values)
 
     @staticmethod
     def _direct(staged: Staged, info: FlowInfo) -> bool:
@@ -533,9 +541,7 @@ class Replay:
                     cassette, request, 0, occurrence + 1, near, self._admin, details=True
                 )
                 suggested = (
-                    from_miss(flow.request.host, info.target, near[0].differences)
-                    if near
-                    else None
+                    from_miss(flow.request.host, info.target, near[0].differences) if near else None
                 )
                 if suggested:
                     rule = (

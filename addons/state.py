@@ -14,6 +14,7 @@ from collections import Counter, deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from freezeframe.canonicalize.drift import described
 from freezeframe.evidence.response_ids import IdMap
 from freezeframe.storage import Store
 
@@ -155,9 +156,22 @@ class Event:
     perturbed: str | None = None
     """On a hit whose answer was perturbed (``--perturb``): the perturbation."""
     message: str = ""
+    drift_values: tuple[tuple[str, str, str], ...] = ()
+    """On a hit, for each drifted part whose values can be shown (a JSON body field): the
+    part, its recorded value and its live one, both as stored (redacted), cut short as
+    canonicalize.drift.drift_values cuts them."""
 
     def document(self) -> dict[str, Any]:
-        return {**asdict(self), "drift": list(self.drift)}
+        values = [
+            {"path": path, "recorded": recorded, "live": live}
+            for path, recorded, live in self.drift_values
+        ]
+        return {**asdict(self), "drift": list(self.drift), "drift_values": values}
+
+    def drift_said(self) -> str:
+        """The drifted parts as people read them, each with its values where known."""
+        values = {path: (recorded, live) for path, recorded, live in self.drift_values}
+        return ", ".join(described(path, values.get(path)) for path in self.drift)
 
 
 JOURNAL_KEPT = 10_000

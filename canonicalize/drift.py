@@ -90,3 +90,9 @@ def drift_values(part: str, live: bytes, recorded: bytes) -> tuple[str, str] | N
         text = "(absent)" if not found else encode_json(found[0][1])
         shown.append(text if len(text) <= DRIFT_VALUE_CHARS else text[:59] + "…")
     return shown[0], shown[1]
+
+
+def described(part: str, values: tuple[str, str] | None) -> str:
+    """A drifted part as people read it: the part, with its recorded and live values (as
+    ``drift_values`` gives them) when known."""
+    return part if values is None else f"{part} (recorded {values[0]}, live {values[1]})"

@@ -56,7 +56,13 @@ FACTS_BODY_LIMIT = 8 * 1024 * 1024
 them): reading runs on the proxy's event loop, and a long stream's facts sit at its ends."""
 
 _STREAMING_APIS = frozenset(
-    {"openai.chat-completions", "openai.responses", "openai.completions", "anthropic.messages"}
+    {
+        "openai.chat-completions",
+        "openai.responses",
+        "openai.completions",
+        "anthropic.messages",
+        "cohere.chat",
+    }
 )
 """APIs whose `stream` parameter is optional and false by default (per each API reference), so
 a request without it asked for one whole answer, and its metadata says so."""
@@ -117,6 +123,10 @@ _ANSWER_EVENTS = frozenset(
         "response.completed",
         "response.failed",
         "response.incomplete",
+        # cohere/types/chat_message_start_event.py and chat_message_end_event.py (Chat v2):
+        # the answer's id, then its finish_reason and usage.
+        "message-start",
+        "message-end",
     }
 )
 """Named SSE events worth parsing; unnamed (`message`) events are chat or completion chunks."""
@@ -440,6 +450,8 @@ class _Answer:
             response = event.get("response")
             if isinstance(response, dict):
                 self._read_object(response)
+        elif kind in ("message-start", "message-end") or _is_cohere_answer(event):
+            self._read_cohere(event)
         elif "candidates" in event or "usageMetadata" in event or "modelVersion" in event:
             self._read_gemini(event)
         elif isinstance(event.get("generation"), str):
@@ -468,6 +480,26 @@ class _Answer:
             if isinstance(candidate, dict):
                 index = candidate.get("index")
                 self._finish_with(candidate.get("finishReason"), index if _is_int(index) else at)
+
+    def _read_cohere(self, answer: dict[str, JsonValue]) -> None:
+        """Cohere's Chat v2 answer (cohere/v2/types/v2chat_response.py: id, finish_reason,
+        usage), or a stream's message-start (its id) or message-end (cohere/types/
+        chat_message_end_event_delta.py: delta.finish_reason, delta.usage). Its usage
+        (cohere/types/usage.py) holds the counts twice: ``tokens`` as the model counted them,
+        read as ``input_tokens`` and ``output_tokens`` as other providers' are, and
+        ``billed_units`` as billed, kept as ``billed_units.*``."""
+        self._first("response_id", answer.get("id"))
+        delta = answer.get("delta")
+        said = delta if isinstance(delta, dict) else answer
+        self._finish_with(said.get("finish_reason"), 0)
+        usage = said.get("usage")
+        if not isinstance(usage, dict):
+            return
+        tokens = usage.get("tokens")
+        if isinstance(tokens, dict):
+            self._add_usage({name: tokens.get(name) for name in ("input_tokens", "output_tokens")})
+        self._add_usage({"billed_units": usage.get("billed_units")})
+        self._add_usage({"cached_tokens": usage.get("cached_tokens")})
 
     def facts(self) -> dict[str, FactValue]:
         facts: dict[str, FactValue] = {**self._found}
@@ -512,6 +544,12 @@ class _Answer:
                 for detail, count in value.items():
                     if _is_int(count):
                         self._usage[f"{name}.{detail}"] = count
+
+
+def _is_cohere_answer(answer: dict[str, JsonValue]) -> bool:
+    """A whole Chat v2 answer: its finish reason beside its message, where OpenAI's chat puts
+    one in each choice."""
+    return "finish_reason" in answer and "message" in answer and "choices" not in answer
 
 
 def _is_int(value: object) -> TypeGuard[int]:

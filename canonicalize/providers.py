@@ -3,7 +3,8 @@
 The API (the profile) says how a request is read; the provider is whose service answers it,
 which the API alone does not tell: Azure OpenAI serves OpenAI's API. Names are the
 conventions' (v1.37): ``openai``, ``anthropic``, ``aws.bedrock``, ``gcp.gemini``,
-``gcp.vertex_ai``, ``azure.ai.openai``; and ``mcp`` for MCP servers.
+``gcp.vertex_ai``, ``azure.ai.openai``, ``cohere`` (its own Chat v2 API, and its
+OpenAI-compatible one); and ``mcp`` for MCP servers.
 
 Azure is told by its hosts (``*.openai.azure.com``, ``*.cognitiveservices.azure.com``,
 ``*.services.ai.azure.com``), its deployments path, or the ``api-version`` query that its
@@ -19,7 +20,13 @@ from .profiles.gemini import gemini_call
 AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
 AZURE_DEPLOYMENTS = "/openai/deployments/"
 
-_BY_PREFIX = {"openai": "openai", "anthropic": "anthropic", "mcp": "mcp", "bedrock": "aws.bedrock"}
+_BY_PREFIX = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "mcp": "mcp",
+    "bedrock": "aws.bedrock",
+    "cohere": "cohere",
+}
 
 OPENAI_COMPATIBLE_HOSTS = {
     "api.mistral.ai": "mistral_ai",

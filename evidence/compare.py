@@ -16,7 +16,9 @@ has and the other has not; metadata alone never makes runs differ.
 The ids a model makes up on every call (``chatcmpl-…``, ``call_…`` and the ``tool_call_id``
 that echoes it, ``resp_…``, ``msg_…``, ``toolu_…``) are compared by their role
 (evidence.model_ids): a faithful re-run, whose ids map one to one onto the recording's, is
-equivalent, and the ids that differ are listed with the metadata. ``strict`` compares them
+equivalent, and the ids that differ are listed with the metadata. A path differs only when it
+differs both as stored and as read by role: bytes copied into an edited fork are the same
+even where the fork's edited answer no longer mints the id they echo. ``strict`` compares them
 byte for byte instead, as answer differences. The ids of model steps aligned with each other
 are also paired (evidence.response_ids), so an OpenAI Responses step that ran live shows
 which ``resp_…`` and item ids stood for the recorded ones (``response id``, ``output[i]
@@ -26,11 +28,13 @@ id``), and a tool call whose path names such an id aligns with the recorded one.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from freezeframe.canonicalize import Difference
 from freezeframe.canonicalize.diff import differences, json_differences
 from freezeframe.evidence.model_ids import IdRoles, minted_ids
 from freezeframe.evidence.response_ids import IdMap, Minted, answer_ids, pair_ids
@@ -38,6 +42,9 @@ from freezeframe.evidence.steps import MODEL, Step, agent_steps
 from freezeframe.providers.bodies import media_type, response_body
 from freezeframe.storage import Exchange, ExchangeFilter, Outcome, Store
 from freezeframe.storage.names import validate_cassette_name
+
+type _Readers = tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
+"""How run A's and run B's bytes are read: their model-made ids as roles."""
 
 SHOWN = 120
 """Characters of a value shown in a difference."""
@@ -197,11 +204,8 @@ def _alone(step: Step, *, in_a: bool) -> StepPair:
 def _pair(
     left: Step, right: Step, a: Exchange, b: Exchange, roles: tuple[IdRoles, IdRoles] | None
 ) -> StepPair:
-    read_a, read_b = (roles[0].read_bytes, roles[1].read_bytes) if roles else (_same, _same)
-    request = tuple(
-        Change(d.path, d.recorded, d.live)
-        for d in differences(read_b(b.canonical), read_a(a.canonical))
-    )
+    readers = (roles[0].read_bytes, roles[1].read_bytes) if roles else None
+    request = _differing(differences, a.canonical, b.canonical, readers)
     answer: list[Change] = []
     metadata: list[Change] = []
     if left.kind == MODEL and roles:
@@ -209,7 +213,7 @@ def _pair(
     if left.kind == MODEL and left.conversation is not None and right.conversation is not None:
         _model_answers(left, right, answer, metadata)
     else:
-        _other_answers(a, b, answer, metadata, (read_a, read_b))
+        _other_answers(a, b, answer, metadata, readers)
     ids = _changes(("model-made ids", _ids(a), _ids(b)))
     (metadata if roles else answer).extend(ids)
     timing = _changes(
@@ -255,10 +259,6 @@ def _id_changes(a: Minted, b: Minted) -> list[Change]:
     return [Change(where, x, theirs[where]) for where, x in a if theirs.get(where, x) != x]
 
 
-def _same(data: bytes) -> bytes:
-    return data
-
-
 def _ids(exchange: Exchange) -> str:
     return ", ".join(minted_ids(exchange)) or "-"
 
@@ -268,7 +268,7 @@ def _other_answers(
     b: Exchange,
     answer: list[Change],
     metadata: list[Change],
-    readers: tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]],
+    readers: _Readers | None,
 ) -> None:
     """A tool's (or any non-model step's) answers: status, outcome and body paths. A client
     that closed an answer early read it all the same: that outcome and ``complete`` differ
@@ -278,12 +278,52 @@ def _other_answers(
     outcome = _changes(("outcome", a.outcome.value, b.outcome.value))
     read = {a.outcome, b.outcome} <= {Outcome.COMPLETE, Outcome.CLIENT_CLOSED}
     (metadata if read else answer).extend(outcome)
-    read_a, read_b = readers
     old, new = response_body(a), response_body(b)
     if old is None or new is None:
         return
-    found = json_differences(read_b(new.data), read_a(old.data))
-    answer += [Change(d.path, d.recorded, d.live) for d in found]
+    answer += _differing(json_differences, old.data, new.data, readers)
+
+
+def _differing(
+    find: Callable[[bytes, bytes], list[Difference]],
+    a_data: bytes,
+    b_data: bytes,
+    readers: _Readers | None,
+) -> tuple[Change, ...]:
+    """Where run B's bytes differ from run A's (``find`` takes B then A), model-made ids read
+    by their role when ``readers`` are given.
+
+    A path differs only when it differs both as stored and as read: the same bytes are the
+    same whatever role an id plays in each run (an edited answer no longer mints the id that
+    the later requests copied into the fork still echo), and ids that map one to one are the
+    same step. Values are shown as stored, each id followed by its role in that run, so a
+    changed id reads as two ids rather than a role against a raw id."""
+    stored = find(b_data, a_data)
+    if readers is None or not stored:
+        return tuple(Change(d.path, d.recorded, d.live) for d in stored)
+    by_path = {d.path: d for d in stored}
+    capped = "…" in by_path  # past the cap, the stored paths are not all known
+    read_a, read_b = readers
+    changes: list[Change] = []
+    for d in find(read_b(b_data), read_a(a_data)):
+        was = by_path.get(d.path)
+        if was is None and capped:
+            changes.append(Change(d.path, d.recorded, d.live))
+        elif was is not None:
+            changes.append(
+                Change(d.path, _roles(was.recorded, d.recorded), _roles(was.live, d.live))
+            )
+    return tuple(changes)
+
+
+_ROLE = re.compile(r"⟨[^⟨⟩]*⟩")
+
+
+def _roles(stored: str, read: str) -> str:
+    """A value as stored, followed by the roles its ids were read as (``"call_9" ⟨call_ 1⟩``)."""
+    known = set(_ROLE.findall(stored))
+    roles = [role for role in dict.fromkeys(_ROLE.findall(read)) if role not in known]
+    return " ".join([stored, *roles]) if roles else stored
 
 
 def _changes(*triples: tuple[str, str, str]) -> tuple[Change, ...]:

@@ -49,8 +49,9 @@ from freezeframe.providers.bodies import as_dict, media_type, parse_json, respon
 from freezeframe.providers.messages import Message, ToolCall
 from freezeframe.storage import Exchange, NewExchange, Outcome, Signals
 
-SIGNATURE_VERSION = 1
-"""The rules' version; stored with every exchange's signals (storage.Signals.version)."""
+SIGNATURE_VERSION = 2
+"""The rules' version; stored with every exchange's signals (storage.Signals.version).
+2: model names kept whole and a short name's closing number masked (evidence.masking)."""
 
 UPSTREAM_FAILURE = "upstream_failure"
 PROVIDER_ERROR = "provider_error"

@@ -14,7 +14,9 @@ calls its answer asked for, each linked
   before the answer began to arrive cannot have been asked for by it. Each exchange runs at
   most one call and each call is run by at most one exchange, the best match winning;
 - to the first later model request that carried its result back, by the result's
-  ``tool_call_id`` / ``call_id`` / ``tool_use_id``: always an **exact** link, as ids are
+  ``tool_call_id`` / ``call_id`` / ``tool_use_id``, or by the id named in the calls an
+  agent wrote back as text with their results after them (smolagents' ``Calling tools:``
+  then ``Observation:``, evidence.text_calls): always an **exact** link, as ids are
   minted per call. Where the API gives the call no id (Gemini's ``functionCall`` without
   ``id``, Chat's deprecated ``function_call``), the results after the call's message are
   paired with its calls the way the API pairs them: by name, in order, within the turn (the
@@ -50,6 +52,7 @@ from freezeframe.evidence.conversation import (
 )
 from freezeframe.evidence.loops import Loop, find_loops
 from freezeframe.evidence.matching import RequestContent, content_match, request_content
+from freezeframe.evidence.text_calls import carried_as_text
 from freezeframe.providers.bodies import parse_json, response_body
 from freezeframe.providers.mcp import McpMessage, mcp_of
 from freezeframe.providers.messages import Message, ToolCall
@@ -214,15 +217,20 @@ def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
     """Every tool call the answers asked for, with its result link and its window."""
     models = [p for p, read in enumerate(reads) if read.conversation is not None]
     carriers: dict[str, list[int]] = {}
+    as_text: dict[tuple[str, int], str] = {}
+    """(call id, position) -> why, for the results a request carried back as text."""
     turns: dict[tuple[str, ...], list[tuple[int, dict[int, str]]]] = {}
     for position in models:
         conversation = reads[position].conversation
         assert conversation is not None
-        for result in conversation.tool_results():
-            if result.call_id:
-                found = carriers.setdefault(result.call_id, [])
-                if not found or found[-1] != position:
-                    found.append(position)
+        written = carried_as_text(conversation.messages)
+        ids = [r.call_id for r in conversation.tool_results() if r.call_id]
+        for call_id in (*ids, *written):
+            found = carriers.setdefault(call_id, [])
+            if not found or found[-1] != position:
+                found.append(position)
+        for call_id, why in written.items():
+            as_text[(call_id, position)] = why
         field = _result_name(conversation)
         for calls, answered in _named_turns(conversation.messages, field):
             found_turns = turns.setdefault(_signature(calls), [])
@@ -244,6 +252,8 @@ def _requests(reads: list[_Read], seqs: list[int]) -> Iterator[_Request]:
                 if conversation.api == REALTIME and position in carriers.get(call.id, []):
                     carrier = position  # the session sent the result back itself
                 why = f"{_id_name(conversation)} {call.id}"
+                if carrier is not None:
+                    why = as_text.get((call.id, carrier), why)
             else:
                 carrier, why = _answered_by_name(named, position, index)
             if carrier is not None:

@@ -454,6 +454,8 @@ def last_recheck(result: RecheckResult) -> dict[str, Any]:
             f"live: {document['passed']} of {document['tries']} tries passed, "
             f"flip rate {document['flip_rate']:.2f} (95% {low:.2f}-{high:.2f}); {said}"
         )
+        if document.get("stopped"):
+            line += f"; stopped early ({len(document.get('untried', []))} runs not tried)"
     else:
         passed = sum(bool(run["passed"]) for run in runs)
         line = f"replay: {passed} of {len(runs)} runs passed"
@@ -471,8 +473,40 @@ def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> in
     """Work out again the signals of every exchange of each cassette that holds one whose
     signals are missing or older than SIGNATURE_VERSION (a store recorded before triage, or
     by older rules): all its exchanges, in order, since its runs' failures are read from
-    them together. ``advance`` is told of each exchange done. Returns how many."""
-    return sum(sign_cassette(store, cassette, advance) for cassette in stale_cassettes(store))
+    them together. ``advance`` is told of each exchange done. Returns how many.
+
+    Newer rules may name a failure anew (``gpt-{n}o`` became ``gpt-4o``): a group's last
+    recheck, kept by its signature, follows it when every failure that bore the old
+    signature bears one same new one."""
+    stale = list(stale_cassettes(store))
+    before = _signatures(store, stale)
+    signed = sum(sign_cassette(store, cassette, advance) for cassette in stale)
+    _follow_rechecks(store, before, _signatures(store, stale))
+    return signed
+
+
+def _signatures(store: Store, cassettes: list[str]) -> dict[tuple[str, int], str]:
+    """The signature of each failing exchange of ``cassettes``, by (cassette, seq)."""
+    if not cassettes:
+        return {}
+    rows = store.triage_rows(cassettes=cassettes)
+    return {(row.cassette, row.seq): row.signature for row in rows if row.signature}
+
+
+def _follow_rechecks(
+    store: Store, before: dict[tuple[str, int], str], after: dict[tuple[str, int], str]
+) -> None:
+    """Keep each last recheck under the signature its failures bear now, when they all bear
+    one and it has none of its own."""
+    renamed: dict[str, set[str | None]] = {}
+    for where, old in before.items():
+        renamed.setdefault(old, set()).add(after.get(where))
+    kept = store.rechecks()
+    for old, new in renamed.items():
+        result = kept.get(old)
+        name = next(iter(new)) if len(new) == 1 else None
+        if result is not None and name is not None and name != old and name not in kept:
+            store.keep_recheck(dataclasses.replace(result, signature=name))
 
 
 def sign_cassette(

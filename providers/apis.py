@@ -3,7 +3,7 @@
 The API is told by the path's end, as ``canonicalize`` tells it (its profiles), so a model
 call here is one the key and the recorded metadata treat as one, on any host: OpenAI's and
 Anthropic's own, Azure's deployments, and the servers that copy their endpoints; Bedrock
-Runtime's and Gemini's (and Vertex AI's) model paths.
+Runtime's and Gemini's (and Vertex AI's) model paths; Cohere's ``/v2/chat``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from freezeframe.canonicalize.jsonbody import JsonValue
 from freezeframe.canonicalize.profiles.anthropic import anthropic_profile
 from freezeframe.canonicalize.profiles.bedrock import bedrock_profile
+from freezeframe.canonicalize.profiles.cohere import cohere_profile
 from freezeframe.canonicalize.profiles.gemini import gemini_profile
 from freezeframe.canonicalize.profiles.openai import openai_profile
 from freezeframe.providers import (
     anthropic_messages,
     bedrock_converse,
     bedrock_invoke,
+    cohere_chat,
     gemini,
     openai_chat,
     openai_responses,
@@ -86,12 +88,19 @@ READERS = {
             gemini.read_answer,
             gemini.GeminiStream,
         ),
+        ApiReader(
+            "cohere",
+            cohere_chat.API,
+            cohere_chat.read_prompt,
+            cohere_chat.read_answer,
+            cohere_chat.CohereStream,
+        ),
     )
 }
 """Chat Completions, Responses, Messages, Bedrock's Converse and InvokeModel, Gemini's
-generateContent; embeddings, legacy completions and token counting are not conversations.
-``provider`` is the API's owner; `canonicalize.providers.provider_of` tells who served a
-given call (Azure for OpenAI's API, Vertex AI for Gemini's)."""
+generateContent, Cohere's Chat v2; embeddings, legacy completions and token counting are not
+conversations. ``provider`` is the API's owner; `canonicalize.providers.provider_of` tells who
+served a given call (Azure for OpenAI's API, Vertex AI for Gemini's)."""
 
 
 def api_of(method: str, path: str) -> ApiReader | None:
@@ -104,6 +113,7 @@ def api_of(method: str, path: str) -> ApiReader | None:
         or anthropic_profile(path)
         or bedrock_profile(path)
         or gemini_profile(path)
+        or cohere_profile(path)
     )
     if profile is None or path.endswith("/count_tokens"):
         return None

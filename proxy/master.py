@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from mitmproxy import options
 
 from freezeframe.addons import AddressBook, Routing, default_addons
-from freezeframe.addons.mitmproxy_internals import bound_request_heads
+from freezeframe.addons.mitmproxy_internals import bound_request_heads, coalesce_tls_writes
 from freezeframe.addons.proxycredentials import DropProxyCredentials
 from freezeframe.addons.state import RuntimeState
 from freezeframe.proxy.keys import key_config
@@ -64,6 +64,7 @@ def build_master(
 ) -> Master:
     """Must be called with the event loop running: mitmproxy binds to it."""
     bound_request_heads(REQUEST_HEAD_BYTES)
+    coalesce_tls_writes(True)
     config = key_config(settings.rules)
     wanted = mitmproxy_options(settings, upstream_trust, extra_modes)
     # The confdir before the addons: set by the update below, it would make TlsConfig load

@@ -44,8 +44,10 @@ from freezeframe.providers.prices import cost_of, tokens_of
 from freezeframe.proxy.settings import Mode, Settings
 from freezeframe.sandbox.command import Confinement, run_command
 from freezeframe.storage import (
+    CassetteNotFound,
     Exchange,
     ExchangeFilter,
+    ExchangeNotFound,
     Imported,
     Miss,
     NewExchange,
@@ -223,22 +225,80 @@ def estimate(store: Store, group: Group, tries: int) -> Estimate:
     calls, cost, unpriced = 0, 0.0, 0
     models: set[str] = set()
     for run in group.runs:
-        for exchange in _run_exchanges(store, run):
-            if api_of(exchange.method, exchange.path) is None:
-                continue
-            model = exchange.facts.get("model")
-            model = model if isinstance(model, str) else None
-            if model:
-                models.add(model)
-            usage = exchange.facts.get("usage")
-            tokens = tokens_of(usage if isinstance(usage, dict) else None)
-            one = None if tokens is None else cost_of(model, tokens)
-            calls += tries
-            if one is None:
-                unpriced += tries
-            else:
-                cost += one * tries
+        recorded = _recorded_cost(_run_exchanges(store, run))
+        calls += recorded.live_calls * tries
+        cost += recorded.cost * tries
+        unpriced += recorded.unpriced * tries
+        models.update(recorded.models)
     return Estimate(calls, cost, unpriced, tuple(sorted(models)))
+
+
+def _recorded_cost(exchanges: Sequence[Exchange]) -> Estimate:
+    """The model calls among ``exchanges`` and what they cost, once each."""
+    calls, cost, unpriced = 0, 0.0, 0
+    models: set[str] = set()
+    for exchange in exchanges:
+        if api_of(exchange.method, exchange.path) is None:
+            continue
+        calls += 1
+        model = exchange.facts.get("model")
+        model = model if isinstance(model, str) else None
+        if model:
+            models.add(model)
+        one = _cost(exchange)
+        if one is None:
+            unpriced += 1
+        else:
+            cost += one
+    return Estimate(calls, cost, unpriced, tuple(sorted(models)))
+
+
+def _cost(exchange: Exchange) -> float | None:
+    """What one model call cost, from its model and its answer's token counts, or None."""
+    model = exchange.facts.get("model")
+    usage = exchange.facts.get("usage")
+    tokens = tokens_of(usage if isinstance(usage, dict) else None)
+    return None if tokens is None else cost_of(model if isinstance(model, str) else None, tokens)
+
+
+@dataclass(slots=True)
+class Spending:
+    """What the live tries have spent so far, held to ``--max-live-calls`` and ``--budget``.
+
+    A try is not cut short (its verdict would mean nothing), so the limits are kept by not
+    starting a try that would pass one, judged by the most one try has spent so far or, before
+    the first, by the run's recording: a fixed agent that makes more calls than the recorded
+    one is stopped before it overspends, not after."""
+
+    live: Live
+    calls: int = 0
+    cost: float = 0.0
+    most_calls: int = 0
+    most_cost: float = 0.0
+
+    def spent(self, calls: int, cost: float) -> None:
+        self.calls += calls
+        self.cost += cost
+        self.most_calls = max(self.most_calls, calls)
+        self.most_cost = max(self.most_cost, cost)
+
+    def stop(self, recorded: Estimate) -> str | None:
+        """Why the next try of a run with this ``recorded`` cost must not start, or None."""
+        limit = self.live.max_live_calls
+        calls = max(self.most_calls, recorded.live_calls)
+        if limit is not None and self.calls + calls > limit:
+            return (
+                f"--max-live-calls {limit}: {self.calls} live model calls made, and the next "
+                f"try would make about {calls} more"
+            )
+        budget = self.live.budget
+        cost = max(self.most_cost, recorded.cost)
+        if budget is not None and self.cost + cost > budget:
+            return (
+                f"--budget {budget:g}: about ${self.cost:.4f} spent, and the next try would "
+                f"cost about ${cost:.4f} more"
+            )
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +357,9 @@ class LiveRecheck:
     estimate: Estimate
     runs: tuple[LiveRunCheck, ...]
     stopped: str | None = None
-    """Why tries were left undone (``--max-live-calls`` reached), or None."""
+    """Why tries were left undone (``--max-live-calls`` or ``--budget`` reached), or None."""
+    untried: tuple[str, ...] = ()
+    """Runs of the group not tried at all, the limits having stopped the recheck first."""
 
     @property
     def tally(self) -> Tally:
@@ -306,7 +368,10 @@ class LiveRecheck:
 
     @property
     def collapsed(self) -> bool:
-        return bool(self.runs) and all(run.verdict == FIXED for run in self.runs)
+        """Every run of the group is fixed, with every try asked for: a recheck a limit
+        stopped has not shown what it was asked to show."""
+        fixed = all(run.verdict == FIXED for run in self.runs)
+        return bool(self.runs) and fixed and self.stopped is None
 
 
 async def recheck_live(
@@ -320,18 +385,20 @@ async def recheck_live(
 ) -> LiveRecheck:
     """Run ``command`` ``live.tries`` times per run of ``group``, in replay against that run
     with its model calls sent upstream (see the module's docstring); ``said`` hears of each
-    run as its tries end. Stops trying once ``live.max_live_calls`` live calls were made."""
+    run as its tries end. Starts no try that would pass ``live.max_live_calls`` or
+    ``live.budget`` (Spending), and then stops: the report names the runs left untried."""
     planned = estimate(store, group, live.tries)
     checks: list[LiveRunCheck] = []
-    spent = 0
+    spending = Spending(live)
     stopped: str | None = None
     for run in group.runs:
-        routes = model_routes(_run_exchanges(store, run))
+        exchanges = _run_exchanges(store, run)
+        routes, recorded = model_routes(exchanges), _recorded_cost(exchanges)
         tries: list[Try] = []
         with _cassette_of(store, run) as cassette, _told(run):
             for number in range(1, live.tries + 1):
-                if live.max_live_calls is not None and spent >= live.max_live_calls:
-                    stopped = f"--max-live-calls {live.max_live_calls} reached after {spent}"
+                stopped = spending.stop(recorded)
+                if stopped is not None:
                     break
                 into = try_cassette(run, number)
                 if store.has_cassette(into):
@@ -352,14 +419,33 @@ async def recheck_live(
                     journal=journal,
                 )
                 unanswered = tuple(f"{e.method} {e.url}" for e in journal if e.kind == "miss")
-                calls = sum(e.kind == "recorded" for e in journal)
-                spent += calls
+                went_live = [e for e in journal if e.kind == "recorded"]
+                spending.spent(len(went_live), _spent(store, went_live, recorded))
                 passed = status == 0 and not unanswered
-                tries.append(Try(number, passed, status, into, calls, unanswered))
-        check = LiveRunCheck(run, tuple(tries))
-        said(check)
-        checks.append(check)
-    return LiveRecheck(group.signature, planned, tuple(checks), stopped)
+                tries.append(Try(number, passed, status, into, len(went_live), unanswered))
+        if tries:
+            check = LiveRunCheck(run, tuple(tries))
+            said(check)
+            checks.append(check)
+        if stopped is not None:
+            break
+    untried = tuple(run for run in group.runs[len(checks) :])
+    return LiveRecheck(group.signature, planned, tuple(checks), stopped, untried)
+
+
+def _spent(store: Store, went_live: Sequence[Event], recorded: Estimate) -> float:
+    """What a try's live calls cost, from their answers' token counts; a call whose answer
+    carries none (or that the store did not keep) is counted at the recorded run's cost per
+    call."""
+    per_call = recorded.cost / recorded.live_calls if recorded.live_calls else 0.0
+    total = 0.0
+    for event in went_live:
+        one = None
+        if event.seq is not None:
+            with contextlib.suppress(CassetteNotFound, ExchangeNotFound):
+                one = _cost(store.exchange(event.cassette, event.seq))
+        total += per_call if one is None else one
+    return total
 
 
 def model_routes(exchanges: Sequence[Exchange]) -> tuple[Route, ...]:
@@ -412,6 +498,7 @@ def live_document(report: LiveRecheck) -> dict[str, Any]:
         "collapsed": report.collapsed,
         "estimate": report.estimate.document(),
         "stopped": report.stopped,
+        "untried": list(report.untried),
         **report.tally.document(),
         "runs": [
             {

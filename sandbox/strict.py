@@ -26,9 +26,9 @@ async def run_with_tape(
     settings: Settings,
     confinement: Confinement | None = None,
     clock: FakedClock | None = None,
-) -> tuple[int, list[Tape]]:
-    """The command's exit status, and the tape of every cassette it replayed from (none
-    outside ``replay``)."""
+) -> tuple[int, list[Tape], list[str]]:
+    """The command's exit status, the tape of every cassette it replayed from (none
+    outside ``replay``), and a line for each hit whose request drifted (drift_lines)."""
     journal: list[Event] = []
     status = await run_command(
         command,
@@ -38,8 +38,19 @@ async def run_with_tape(
         journal=journal,
     )
     if settings.mode is not Mode.REPLAY:
-        return status, []
-    return status, tapes(settings, journal)
+        return status, [], []
+    return status, tapes(settings, journal), drift_lines(journal)
+
+
+def drift_lines(journal: Sequence[Event]) -> list[str]:
+    """A line for each hit whose request differed from its recording in a stripped part:
+    the call, the recording that answered it, and each part with both values where known.
+    The key said it was the same situation; the values say whether it still is."""
+    return [
+        f"{e.cassette}: drifted: {e.method} {e.url} replayed #{e.seq}: {e.drift_said()}"
+        for e in journal
+        if e.kind == "hit" and e.drift
+    ]
 
 
 def tapes(settings: Settings, journal: Sequence[Event]) -> list[Tape]:

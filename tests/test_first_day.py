@@ -18,8 +18,9 @@ from support.proxy import ProxyProcess, free_port
 from test_cli import record
 
 from freezeframe.canonicalize.providers import provider_of
+from freezeframe.evidence.signatures import SIGNATURE_VERSION
 from freezeframe.evidence.triage import find_group, numbers
-from freezeframe.storage import open_store
+from freezeframe.storage import RecheckResult, Signals, open_store
 
 
 def freezeframe(
@@ -249,6 +250,56 @@ def test_the_top_level_help_teaches_what_the_readme_does(tmp_path: Path) -> None
     done = freezeframe("--help", cwd=tmp_path)
     assert 'eval "$(freezeframe env --wait 30)"' in done.stdout
     assert "ca --bundle" not in done.stdout
+
+
+def test_signatures_keep_model_names_and_older_ones_are_signed_again_on_rebuild(
+    data_dir: Path,
+) -> None:
+    """Point 13: ``gpt-4o`` read ``gpt-{n}o`` in a signature. The rules changed, so their
+    version did: a store signed by the older rules keeps its old signatures, triage says
+    how many and asks for ``--rebuild``, which signs them again (a group's last recheck
+    following its new signature); then it asks no more."""
+    (limited,) = [g for g in signed(data_dir) if "429" in g["signature"]]
+    assert "Rate limit reached for gpt-4o in organization {id}" in limited["signature"]
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        rows = store.triage_rows(cassettes=["limited"], traces=True)
+        older = {
+            row.seq: Signals(
+                SIGNATURE_VERSION - 1,
+                row.kind,
+                (row.signature or "").replace("gpt-4o", "gpt-{n}o"),
+                row.trace,
+                row.run_failures,
+            )
+            for row in rows
+        }
+        store.store_signals("limited", older)
+        (old,) = {s.signature for s in older.values() if s.signature}
+        store.keep_recheck(RecheckResult(old, 1_790_000_000.0, '{"runs": []}'))
+    argv = ("--data-dir", str(data_dir))
+
+    stale = freezeframe("triage", "--json", *argv, cwd=data_dir)
+    assert stale.returncode == 0, stale.stderr
+    assert stale.stderr == (
+        f"2 exchanges have no signature under the current rules (v{SIGNATURE_VERSION}); "
+        "run `freezeframe triage --rebuild` to include them\n"
+    )
+    assert any("gpt-{n}o" in g["signature"] for g in json.loads(stale.stdout)["groups"])
+
+    rebuilt = freezeframe("triage", "--rebuild", "--json", *argv, cwd=data_dir)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "worked out the signatures of 2 exchanges that had none under the current" in (
+        rebuilt.stderr
+    )
+    signatures = [g["signature"] for g in json.loads(rebuilt.stdout)["groups"]]
+    assert [s for s in signatures if "429" in s] == [limited["signature"]]
+    again = freezeframe("triage", "--json", *argv, cwd=data_dir)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
+        followed = store.rechecks()[limited["signature"]]
+    assert (followed.at, followed.document) == (1_790_000_000.0, '{"runs": []}'), (
+        "the group's last recheck follows it to its new signature"
+    )
 
 
 def test_show_names_the_local_store_when_the_running_proxys_lacks_the_cassette(

@@ -123,9 +123,9 @@ def test_record_then_replay_where_a_miss_fails_and_drift_is_summed_up(
             "'test_agent::test_an_agent_that_swallows_errors'*",
             "*freezeframe: drift*",
             "test_agent.py::test_a_marker_names_the_cassette: POST https://*/tool/counter "
-            "replayed drifting#0, drifted in body:$.user",
+            'replayed drifting#0, drifted in body:$.user (recorded "first", live "second")',
             "test_agent.py::test_rules_leave_what_is_asked_out_of_the_key: POST https://*/tool/"
-            "counter replayed ruled#0, drifted in body:$.q",
+            'counter replayed ruled#0, drifted in body:$.q (recorded "orders", live "refunds")',
         ]
     )
 

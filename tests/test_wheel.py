@@ -111,6 +111,7 @@ def test_the_wheel_holds_one_import_name_and_what_running_needs(wheel: Path) -> 
         "freezeframe/proxy/admin/static/htmx-LICENSE.txt",
         "freezeframe/exchange_formats/schema/jsonl.schema.json",
         "freezeframe/storage/sql/store.py",
+        "freezeframe/providers/model_prices.json",
     ):
         assert needed in names, needed
     assert not [name for name in names if name.startswith("tests/") or "/tests/" in name]

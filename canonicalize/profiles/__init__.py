@@ -6,6 +6,7 @@ One module per kind of API; `select_profile` picks the one that applies to a req
 from ..body import ReadBody
 from .anthropic import anthropic_profile
 from .bedrock import bedrock_profile
+from .cohere import cohere_profile
 from .gemini import gemini_profile
 from .generic import generic_profile
 from .mcp import MCP, MCP_BATCH, is_json_rpc_request
@@ -31,5 +32,6 @@ def select_profile(path: str, body: ReadBody) -> Profile:
         or anthropic_profile(path)
         or bedrock_profile(path)
         or gemini_profile(path)
+        or cohere_profile(path)
         or generic_profile(body.kind)
     )

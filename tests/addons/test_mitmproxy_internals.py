@@ -55,3 +55,20 @@ def test_client_certificates_can_be_made_valid_at_another_time() -> None:
     finally:
         mitmproxy_internals.certificates_valid_from(None)
     assert certs.CERT_VALIDITY_OFFSET == original
+
+
+def test_tls_writes_still_pass_the_tunnel_layers_event_to_child_and_can_be_joined() -> None:
+    from mitmproxy.proxy import tunnel
+    from mitmproxy.proxy.layers import tls
+
+    source = inspect.getsource(tunnel.TunnelLayer.event_to_child)
+    assert "self._event_queue.append(event)" in source, "the tunnel no longer queues events"
+    assert "self.child_layer.handle_event(event)" in source, "the child's commands moved"
+    assert "yield from self._handle_command(command)" in source, "SendData no longer goes there"
+    assert "def send_data" in inspect.getsource(tls.TLSLayer), "TLS no longer encrypts there"
+    mitmproxy_internals.coalesce_tls_writes(True)
+    try:
+        assert tls.TLSLayer.event_to_child is not tunnel.TunnelLayer.event_to_child
+    finally:
+        mitmproxy_internals.coalesce_tls_writes(False)
+    assert tls.TLSLayer.event_to_child is tunnel.TunnelLayer.event_to_child

@@ -847,3 +847,65 @@ def test_facts_of_never_raises_and_knows_only_well_typed_facts(
             assert all(isinstance(count, kind) for count in value.values())
         else:
             assert isinstance(value, str | int | float | bool), (name, value)
+
+
+COHERE_REQUEST = {
+    "model": "command-a-03-2025",
+    "messages": [{"role": "user", "content": "What is 2+2?"}],
+    "temperature": 0.3,
+    "max_tokens": 64,
+}
+COHERE_USAGE = {  # cohere/types/usage.py: the counts as billed and as the model counted them
+    "billed_units": {"input_tokens": 5, "output_tokens": 2},
+    "tokens": {"input_tokens": 71, "output_tokens": 2},
+    "cached_tokens": 0,
+}
+COHERE_FACTS = {
+    "provider": "cohere",
+    "api": "cohere.chat",
+    "model": "command-a-03-2025",
+    "temperature": 0.3,
+    "max_tokens": 64,
+    "response_id": "c14c80c3-18eb-4519-9460-6c92edd8cfb4",
+    "usage": {
+        "input_tokens": 71,
+        "output_tokens": 2,
+        "billed_units.input_tokens": 5,
+        "billed_units.output_tokens": 2,
+        "cached_tokens": 0,
+    },
+    "finish_reason": "COMPLETE",
+}
+
+
+def test_cohere_chat_v2_is_cohere_s_with_its_usage_and_finish_reason() -> None:
+    """``POST /v2/chat`` was labelled ``generic.json``, its finish reason unread and its usage
+    under ``tokens.*`` only, which no token count read (issue 32)."""
+    answer = {  # cohere/v2/types/v2chat_response.py
+        "id": "c14c80c3-18eb-4519-9460-6c92edd8cfb4",
+        "finish_reason": "COMPLETE",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "4"}]},
+        "usage": COHERE_USAGE,
+    }
+    request = sent("/v2/chat", json.dumps(COHERE_REQUEST).encode())
+    request = replace(request, host="api.cohere.com")
+    whole = ResponseView(200, (), json.dumps(answer).encode(), "application/json")
+    assert facts_of(request, whole) == {**COHERE_FACTS, "stream": False}
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_streamed_cohere_chat_v2_answer_says_the_same(named: bool) -> None:
+    events = [  # cohere/types/chat_message_start_event.py ... chat_message_end_event.py
+        {
+            "type": "message-start",
+            "id": "c14c80c3-18eb-4519-9460-6c92edd8cfb4",
+            "delta": {"message": {"role": "assistant", "content": [], "tool_calls": []}},
+        },
+        {"type": "content-start", "index": 0, "delta": {"message": {"content": {"text": ""}}}},
+        {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": "4"}}}},
+        {"type": "content-end", "index": 0},
+        {"type": "message-end", "delta": {"finish_reason": "COMPLETE", "usage": COHERE_USAGE}},
+    ]
+    request = sent("/v2/chat", json.dumps({**COHERE_REQUEST, "stream": True}).encode())
+    streamed = ResponseView(200, (), sse(*events, named=named), "text/event-stream")
+    assert facts_of(request, streamed) == {**COHERE_FACTS, "stream": True}

@@ -30,6 +30,8 @@ from support.netns import (
 )
 from support.upstream import Upstream
 
+from freezeframe.storage import open_store
+
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.usefixtures("nothing_left_behind"),
@@ -185,6 +187,26 @@ def test_a_transparent_recording_replays_through_https_proxy_and_the_other_way_r
     ).stdout
     assert f"https://{UPSTREAM_NAME}:{upstream.port}/v1/chat/completions" in shown
     assert "198.18." not in shown, "a captured flow was stored under its namespace address"
+
+
+def test_node_fetch_retrying_a_421_gets_what_it_gets_directly_and_both_are_recorded(
+    upstream: Upstream, upstream_ca_file: Path, data_dir: Path, tmp_path: Path, node_project: Path
+) -> None:
+    """Node's fetch retries a 421 on a new connection with the same body. Captured, it gets
+    the retry's own 421 (not ``RequestContentLengthMismatchError``), and the retry is
+    recorded with its body (tests/e2e/test_node_fetch_retry.py says why it was not)."""
+    script = str(node_project / "misdirected.mjs")
+    url = f"{base_url(upstream)}/misdirected"
+    capture = ["--capture", "transparent", "--cassette", "retried"]
+    recorded = run(tmp_path, data_dir, upstream_ca_file, capture, ["node", script, url])
+    answer = json.loads(recorded.stdout)
+    assert answer.get("status") == 421 and answer["body"]["n"] == 2, answer
+    sent = {"task": "book a table", "for": 2}
+    assert [r.json() for r in upstream.requests] == [sent, sent]
+    with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}", create=False) as store:
+        store.flush(10)
+        bodies = [json.loads(store.exchange("retried", seq).request_body) for seq in (0, 1)]
+    assert bodies == [sent, sent]
 
 
 def test_replay_isolation_refuses_a_client_that_ignores_proxies_and_says_so(

@@ -172,6 +172,29 @@ def test_the_steps_and_exchange_pages_count_in_words_a_person_reads(recorded: Re
     assert re.search(r"\b1 message\b", steps)  # the corpus has a one-message call
 
 
+def test_smolagents_results_sent_back_as_text_are_linked_to_their_calls(
+    recorded: Recorded,
+) -> None:
+    """smolagents sends the model's call back as the assistant's text ("Calling tools:
+    [...]") and its result as the user's ("Observation: ..."); its steps said "result
+    carried in not found" (issue 32). Only ``final_answer``, which ends the run, has none."""
+    document = recorded.proxy.admin("GET", "/cassettes/corpus/steps.json").json()
+    calls = [
+        (step["seq"], call)
+        for step in document["steps"]
+        for call in step["calls"]
+        if "Bern" in call["call"]["arguments"]
+    ]
+    assert [call["call"]["name"] for _, call in calls] == ["get_weather", "final_answer"]
+    (asked, weather), (answered, final) = calls
+    assert weather["result_in"] == {
+        "seq": answered,
+        "match": "exact",
+        "why": f"Calling tools: {weather['call']['id']}, then Observation:",
+    }
+    assert final["result_in"] is None and answered > asked
+
+
 def _cli(data_dir: Path, *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli.main, [*args, "--data-dir", str(data_dir)])
     if result.exception and not isinstance(result.exception, SystemExit):
@@ -192,7 +215,16 @@ def test_show_reads_every_exchange_of_the_corpus(recorded: Recorded) -> None:
 
 
 def test_search_finds_what_each_client_sent(recorded: Recorded) -> None:
-    asked = ("Paris", "Oslo", "Rome", "Madrid", "Vienna", "Lisbon", "Berlin")  # one per client
+    asked = (
+        "Paris",
+        "Oslo",
+        "Rome",
+        "Madrid",
+        "Vienna",
+        "Lisbon",
+        "Berlin",
+        "Bern",
+    )  # a client each
     for word in (*asked, "lookup", "trace.span", "Forecaster"):
         code, out = _cli(recorded.data_dir, "search", word, "--json")
         assert code == 0, out

@@ -50,6 +50,7 @@ def freezeframe(
     data_dir: Path, *args: str, ca: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "FREEZEFRAME_DATA_DIR": str(data_dir)}
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # a worktree's code, when it is run
     env["OPENAI_API_KEY"] = KEY  # the live calls' credentials, from recheck's environment
     if ca is not None:
         env["FREEZEFRAME_UPSTREAM_CA"] = str(ca)
@@ -200,7 +201,94 @@ def test_verdicts_with_a_live_model_and_frozen_tools(
     assert KEY not in shown.stdout
 
 
-def test_the_limits_refuse_before_anything_goes_live(
+def test_the_limits_refuse_before_anything_goes_live_and_stop_a_fix_that_outgrows_them(
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: Callable[[ProxyProcess], dict[str, str]],
+    model: ChoosingModel,
+    tools: CountingTools,
+    data_dir: Path,
+    tmp_path: Path,
+    upstream_ca_file: Path,
+) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    proxy = start_proxy(mode="record", cassette="desk")
+    env = {**client_env(proxy), "OPENAI_API_KEY": KEY, "PYTHONPATH": ""}
+    for run_id in RUNS:
+        done = subprocess.run(
+            [sys.executable, str(script), model.base_url, tools.base_url, "", run_id],
+            env={**os.environ, **env},
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 1
+    assert proxy.stop() == 0
+    asked = len(model.requests)
+    command = ["--", sys.executable, str(script), model.base_url, tools.base_url, FIX, "-"]
+
+    over = freezeframe(data_dir, "recheck", "1", "--live", "--max-live-calls", "19", *command)
+    assert over.returncode == 1
+    assert over.stderr.strip().splitlines()[-1] == (
+        "freezeframe: error: --max-live-calls 19: the recheck would make about 20 live model "
+        "calls; lower --tries or raise the limit"
+    )
+    poor = freezeframe(data_dir, "recheck", "1", "--live", "--budget", "0.004", *command)
+    assert poor.returncode == 1
+    assert "--budget 0.004: the recheck would cost about $0.0042" in poor.stderr
+    assert len(model.requests) == asked  # nothing went live
+
+    # A fix that asks the model for a plan first makes 3 calls a try where the recording made
+    # 2: the estimate (2 runs, 2 tries, 2 calls) fits the limits, the tries do not. The next
+    # try is not started once it would pass a limit, and the table shows what ran.
+    model.reseed(1.0, 5)
+    planning = [*command, "1"]
+
+    def recheck(*limits: str) -> subprocess.CompletedProcess[str]:
+        ports = ["--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{free_port()}"]
+        return freezeframe(
+            data_dir,
+            "recheck",
+            "1",
+            "--live",
+            "--tries",
+            "2",
+            *ports,
+            *limits,
+            *planning,
+            ca=upstream_ca_file,
+        )
+
+    done = recheck("--max-live-calls", "8")
+    assert done.returncode == 1, done.stderr
+    assert len(model.requests) == asked + 6  # run-1042's two tries; a third try would pass 8
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("fixed         desk@run-1042: 2 of 2 tries passed")
+    assert lines[1].startswith("2 of 2 tries passed over 1 runs")
+    assert lines[1].endswith("the group is not fixed")
+    assert done.stderr.strip().splitlines()[-1] == (
+        "freezeframe: stopped early: --max-live-calls 8: 6 live model calls made, and the next "
+        "try would make about 3 more; not tried: desk@run-1077"
+    )
+
+    # The budget is held to what the live answers say they cost: 800 of each call's 1000
+    # prompt tokens now come from the cache, so a try costs $0.00045 where the recording
+    # priced it at $0.00063, and a third try fits where it would not have.
+    model.cached = 800
+    asked = len(model.requests)
+    done = recheck("--budget", "0.0017", "--json")  # the estimate: 8 calls, about $0.0017
+    assert done.returncode == 1, done.stderr
+    assert len(model.requests) == asked + 9
+    report = json.loads(done.stdout)
+    assert [(r["run"], r["verdict"], r["tries"]) for r in report["runs"]] == [
+        ("desk@run-1042", "fixed", 2),
+        ("desk@run-1077", "fixed", 1),
+    ]
+    assert (report["tries"], report["passed"], report["untried"]) == (3, 3, [])
+    assert report["collapsed"] is False  # stopped short of the tries asked for
+    assert report["stopped"].startswith("--budget 0.0017: about $0.001")
+
+
+def test_the_estimate_prices_from_the_shipped_table_and_names_an_unknown_model(
     start_proxy: Callable[..., ProxyProcess],
     client_env: Callable[[ProxyProcess], dict[str, str]],
     model: ChoosingModel,
@@ -210,26 +298,38 @@ def test_the_limits_refuse_before_anything_goes_live(
 ) -> None:
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
+    model.cached = 800  # of each call's 1000 prompt tokens
     proxy = start_proxy(mode="record", cassette="desk")
     env = {**client_env(proxy), "OPENAI_API_KEY": KEY, "PYTHONPATH": ""}
-    done = subprocess.run(
-        [sys.executable, str(script), model.base_url, tools.base_url, "", RUNS[0]],
-        env={**os.environ, **env},
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 1
+    for run_id, name in zip(RUNS, ("gpt-4.1-mini-2025-04-14", "desk-llm-7b"), strict=True):
+        done = subprocess.run(
+            [sys.executable, str(script), model.base_url, tools.base_url, "", run_id],
+            env={**os.environ, **env, "DESK_MODEL": name},
+            capture_output=True,
+            timeout=120,
+        )
+        assert done.returncode == 1
     assert proxy.stop() == 0
     asked = len(model.requests)
     command = ["--", sys.executable, str(script), model.base_url, tools.base_url, FIX, "-"]
 
-    over = freezeframe(data_dir, "recheck", "1", "--live", "--max-live-calls", "9", *command)
-    assert over.returncode == 1
-    assert over.stderr.strip().splitlines()[-1] == (
-        "freezeframe: error: --max-live-calls 9: the recheck would make about 10 live model calls; "
-        "lower --tries or raise the limit"
+    done = freezeframe(
+        data_dir, "recheck", "1", "--live", "--tries", "3", "--budget", "1", *command
     )
-    poor = freezeframe(data_dir, "recheck", "1", "--live", "--budget", "0.001", *command)
-    assert poor.returncode == 1
-    assert "--budget 0.001: the recheck would cost about $0.0021" in poor.stderr
+
+    # gpt-4.1-mini's prices from LiteLLM's table, cached prompt tokens at the cache price:
+    # 2 calls a try, 3 tries; the unknown model's 6 calls are counted apart, never guessed.
+    table = json.loads((REPO / "providers" / "model_prices.json").read_text())["models"]
+    price = table["gpt-4.1-mini-2025-04-14"]
+    one = (
+        200 * price["input_cost_per_token"]
+        + 800 * price["cache_read_input_token_cost"]
+        + 100 * price["output_cost_per_token"]
+    )
+    assert (
+        "going live: 12 model calls (desk-llm-7b, gpt-4.1-mini-2025-04-14), "
+        f"about ${6 * one:.4f} plus 6 calls with no known price"
+    ) in done.stderr
+    assert done.returncode == 1
+    assert "--budget 1: 6 of the 12 model calls have no known price" in done.stderr
     assert len(model.requests) == asked  # nothing went live

@@ -7,6 +7,10 @@ response headers, the proxy's log, and `freezeframe show` / `ls` / `rekey` outpu
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ import httpx
 import openai
 import pytest
 from click.testing import CliRunner
-from support.proxy import ProxyProcess
+from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream
 
 from freezeframe import cli
@@ -78,6 +82,80 @@ def test_a_hit_whose_stripped_fields_changed_is_served_and_reported_as_drift(
     shown = CliRunner().invoke(cli.main, ["show", "default", "0", "--data-dir", str(data_dir)])
     assert "drifted on replay" in shown.stdout and "body:$.user" in shown.stdout
     assert "model: gpt-4o-mini" in shown.stdout
+
+
+IGNORING_METADATA = """
+[[rule]]
+host = "localhost"
+path = "/v1/chat/completions"
+ignore = ["$.metadata"]
+"""
+ASKING = textwrap.dedent(
+    """
+    import sys, openai
+    with openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="sk-test", max_retries=0) as c:
+        c.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "What should I do next?"}],
+            metadata={"tier": "enterprise", "user_token": sys.argv[2]},
+        )
+    """
+)
+
+
+def test_a_hit_whose_ignored_field_carries_something_new_names_the_field_and_both_values(
+    upstream: Upstream,
+    start_proxy: Callable[..., ProxyProcess],
+    client_env: ClientEnv,
+    data_dir: Path,
+    tmp_path: Path,
+    upstream_ca_file: Path,
+) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(IGNORING_METADATA)
+    recorder = start_proxy(mode="record", args=("--rules", str(rules)))
+    client_env(recorder)
+    chat(upstream.base_url, run="rec", metadata={"tier": "free"})
+    recorder.stop()
+    secret = "sk-proj-" + "Q7xR" * 10  # in the ignored field now: redacted wherever shown
+
+    # The hit's event in the admin API: the field, what the recording had, what came.
+    replayer = start_proxy(mode="replay", args=("--rules", str(rules)))
+    client_env(replayer)
+    chat(upstream.base_url, run="r1", metadata={"tier": "enterprise", "user_token": secret})
+    events = replayer.admin("GET", "/api/events").json()["events"]
+    replayer.stop()
+    [hit] = [event for event in events if event["kind"] == "hit"]
+    assert hit["drift"] == ["body:$.metadata"]
+    [value] = hit["drift_values"]
+    assert (value["path"], value["recorded"]) == ("body:$.metadata", '{"tier":"free"}')
+    assert value["live"].startswith('{"tier":"enterprise","user_token":"[redacted:')
+    assert secret not in json.dumps(events) and secret not in replayer.log
+    assert upstream.connections == 1
+
+    # exec's summary says the same, in one line.
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    done = subprocess.run(
+        [
+            sys.executable, "-P", "-m", "freezeframe", "exec",
+            "--data-dir", str(data_dir),
+            "--mode", "replay",
+            "--rules", str(rules),
+            "--listen", f"127.0.0.1:{free_port()}",
+            "--admin", f"127.0.0.1:{free_port()}",
+            "--replay-pace", "instant",
+            "--", sys.executable, "-c", ASKING, upstream.base_url, secret,
+        ],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2], env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if "drifted:" in line]
+    assert line.startswith(
+        f"freezeframe: default: drifted: POST {upstream.base_url}/v1/chat/completions "
+        'replayed #0: body:$.metadata (recorded {"tier":"free"}, live {"tier":"enterprise",'
+    )
+    assert secret not in done.stderr + done.stdout
+    assert upstream.connections == 1
 
 
 def test_annotations_are_off_unless_asked_and_never_recorded(

@@ -122,7 +122,7 @@ def test_a_planted_day_comes_out_as_one_group_per_failure(
     # One signature for every 429, whatever the tokens used and the seconds to wait.
     assert signatures["provider_error"].startswith(
         "provider_error POST localhost/v1/chat/completions 429 tokens/rate_limit_exceeded: "
-        "Rate limit reached for gpt-{n}o in organization {id} on tokens per min (TPM): "
+        "Rate limit reached for gpt-4o in organization {id} on tokens per min (TPM): "
         "Limit {n}, Used {n}, Requested {n}. Please try again in {n}s."
     )
     assert signatures["tool_error"] == (

@@ -234,6 +234,38 @@ def test_resend_asks_a_newer_model_the_exact_same_request(
     assert "sk-resend" not in json.dumps(shown), "the key given again was never stored"
 
 
+def test_diff_of_an_edited_fork_reads_its_copied_requests_as_recorded(
+    start_proxy: Callable[..., ProxyProcess],
+    model: ModelServer,
+    orders: OrderService,
+    data_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """The model's first answer edited to a 429 no longer mints the tool call's id, which
+    the fork's later request, copied byte for byte, still echoes: diff says only the edited
+    answer differs, not ``"⟨call_ 1⟩" -> "call_1"`` in a request nobody changed (#32)."""
+    recorder = start_proxy(mode="record", cassette="first-run")
+    assert run_agent(recorder, model, orders) == WRONG
+    recorder.stop()
+    limited = tmp_path / "rate-limited.json"
+    limited.write_text(json.dumps({"error": {"message": "Rate limit", "type": "rate_limit"}}))
+    edited = freezeframe(
+        data_dir, "edit", "first-run", "0", "--into", "first-run-429",
+        "--status", "429", "--response-body", str(limited),
+    )  # fmt: skip
+    assert edited.returncode == 0, edited.stderr
+
+    compared = freezeframe(data_dir, "diff", "first-run", "first-run-429", "--json")
+    assert compared.returncode == 1, compared.stderr
+    report = json.loads(compared.stdout)
+    assert report["first_divergence"] == 0, "the edited answer"
+    assert [step["request"] for step in report["steps"]] == [[], [], []]
+    assert {c["what"] for c in report["steps"][0]["answer"]} >= {"status"}
+    assert [step["diverges"] for step in report["steps"][1:]] == [False, False]
+    text = freezeframe(data_dir, "diff", "first-run", "first-run-429").stdout
+    assert "⟨" not in text and "request $." not in text, text
+
+
 LOOKUP = {
     "name": "lookup_orders",
     "description": "Find a user's orders.",

@@ -80,3 +80,96 @@ def test_a_changed_prompt_an_edited_tool_answer_and_a_new_step_are_each_placed()
     assert (audit.a, audit.b, audit.diverges) == (None, 2, True)
     assert (last.a, last.b) == (2, 3)
     assert [(c.what, c.a, c.b) for c in last.answer] == [("text", "A", "B")]
+
+
+CALL = "call_1795895031567"
+
+
+def chat(seq: int, messages: list[dict[str, object]], reply: dict[str, object], status: int = 200):  # type: ignore[no-untyped-def]
+    """A chat call of the order agent: its request's canonical form as the proxy keys it."""
+    body = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
+    view = RequestView.of("POST", "https", "api.openai.com", 443, "/v1/chat/completions",
+                          [("content-type", "application/json")], body)  # fmt: skip
+    return stored_exchange(
+        seq=seq,
+        url=CHAT,
+        request_body=body,
+        status=status,
+        response_body=json.dumps(reply).encode(),
+        canonical=canonicalize(view, KeyConfig()).form,
+    )
+
+
+def order_run(  # type: ignore[no-untyped-def]
+    echoed: str = CALL,
+    *,
+    minted_id: str = CALL,
+    first_answer: dict[str, object] | None = None,
+    status: int = 200,
+):
+    """The order agent's three steps: the model asks for a tool (minting ``minted_id``), the
+    tool answers, the model is asked again with the result under ``echoed``.
+    ``first_answer`` replaces the model's first answer, as ``edit --status 429
+    --response-body`` does."""
+    ask = [{"role": "user", "content": "Where is my latest order?"}]
+    function = {"name": "lookup", "arguments": "{}"}
+    call = {"id": minted_id, "type": "function", "function": function}
+    minted = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    done = {
+        "id": "chatcmpl-2",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ord_8821 is processing."},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    then = [
+        *ask,
+        {"role": "assistant", "content": None, "tool_calls": [call | {"id": echoed}]},
+        {"role": "tool", "tool_call_id": echoed, "content": '{"orders": []}'},
+    ]
+    return [
+        chat(0, ask, first_answer or minted, status=status),
+        tool_call(1, {"orders": []}),
+        chat(2, then, done),
+    ]
+
+
+def test_a_request_copied_byte_for_byte_into_an_edited_fork_compares_identical() -> None:
+    """The fork's first answer, edited to a 429, no longer mints the tool call's id that its
+    later request (copied as recorded) still echoes: the same bytes are the same request,
+    not ``"⟨call_ 1⟩" -> "call_1795895031567"``."""
+    limited = {"error": {"message": "Rate limit reached", "type": "rate_limit"}}
+    recorded = order_run()
+    fork = order_run(first_answer=limited, status=429)
+    assert fork[2].canonical == recorded[2].canonical
+    compared = compare_runs("first-run", recorded, "first-run-429", fork)  # type: ignore[arg-type]
+    assert [pair.request for pair in compared.steps] == [(), (), ()]
+    assert compared.first_divergence == 0, "the edited answer is where they part"
+
+
+def test_a_changed_tool_call_id_reads_as_two_ids_each_with_its_role() -> None:
+    """A request echoing an id its run never minted differs, both ids shown as sent, the
+    recorded one with its role; a re-run whose ids map one to one is equivalent."""
+    recorded = order_run()
+    other = compare_runs("a", recorded, "b", order_run("call_other"))  # type: ignore[arg-type]
+    changes = {(c.what, c.a, c.b) for c in other.steps[2].request}
+    assert ("$.messages[2].tool_call_id", f'"{CALL}" ⟨call_ 1⟩', '"call_other"') in changes
+    assert other.first_divergence == 2
+    rerun = order_run("call_rerun", minted_id="call_rerun")
+    assert compare_runs("a", recorded, "b", rerun).equivalent  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from support.streams import CALL, RESPONSE, anthropic_stream, responses_stream
 from support.upstream import ENCODERS, Upstream
 
 from freezeframe.evidence.conversation import Conversation, conversation_document, conversation_of
+from freezeframe.evidence.steps import Link, Match, agent_steps
 from freezeframe.providers.messages import ToolCall, ToolResult
 from freezeframe.providers.parts import Part
 from freezeframe.storage import BlobRef, Exchange, Outcome
@@ -595,3 +596,121 @@ def test_the_window_comes_from_the_longest_family_the_model_name_starts_with(
     )
     context = read(exchange).context
     assert (None if context is None else context.window) == window
+
+
+# --- Cohere Chat v2 ---------------------------------------------------------------------------
+
+COHERE = "https://api.cohere.com/v2/chat"
+COHERE_CALL = {  # cohere/v2/types/tool_call_v2.py
+    "id": "get_weather_ppxtz6cbyp5w",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+}
+COHERE_USAGE = {
+    "billed_units": {"input_tokens": 24, "output_tokens": 12},
+    "tokens": {"input_tokens": 1002, "output_tokens": 47},
+}
+
+
+def cohere_call(
+    seq: int, messages: list[dict[str, object]], body: bytes, **changes: object
+) -> Exchange:
+    request = {"model": "command-a-03-2025", "messages": messages, "tools": [WEATHER]}
+    return stored_exchange(
+        seq=seq,
+        url=COHERE,
+        request_body=json.dumps(request | changes).encode(),
+        response_body=body,
+        **(
+            {"response_headers": ((b"content-type", b"text/event-stream"),)}
+            if changes.get("stream")
+            else {}
+        ),
+    )
+
+
+def test_a_cohere_chat_v2_call_its_tool_plan_tool_call_usage_and_finish_reason() -> None:
+    """Cohere's /v2/chat was a generic JSON exchange: no model call, no conversation, no
+    steps (issue 32)."""
+    answer = {  # cohere/v2/types/v2chat_response.py
+        "id": "c14c80c3-18eb-4519-9460-6c92edd8cfb4",
+        "finish_reason": "TOOL_CALL",
+        "message": {
+            "role": "assistant",
+            "tool_plan": "I will look up the weather in Paris.",
+            "tool_calls": [COHERE_CALL],
+        },
+        "usage": COHERE_USAGE,
+    }
+    ask = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Paris?"}]
+    conversation = read(cohere_call(0, ask, json.dumps(answer).encode()))
+    assert (conversation.api, conversation.provider, conversation.model) == (
+        "cohere.chat",
+        "cohere",
+        "command-a-03-2025",
+    )
+    assert [m.role for m in conversation.messages] == ["system", "user"]
+    assert conversation.system == "Be brief." and conversation.tools[0].name == "get_weather"
+    said = conversation.answer
+    assert said is not None
+    assert said.tool_calls == (
+        ToolCall("get_weather_ppxtz6cbyp5w", "get_weather", '{"city":"Paris"}', {"city": "Paris"}),
+    )
+    assert said.parts == (Part("thinking", "I will look up the weather in Paris."),)
+    assert said.finish_reason == "TOOL_CALL"
+    assert dict(said.usage) == {
+        "input_tokens": 1002,
+        "output_tokens": 47,
+        "billed_units.input_tokens": 24,
+        "billed_units.output_tokens": 12,
+    }
+
+
+def test_a_streamed_cohere_chat_v2_call_is_put_back_together_and_its_result_linked() -> None:
+    events = [  # cohere/v2/types/streamed_chat_response_v2.py
+        {"type": "message-start", "id": "c14c", "delta": {"message": {"role": "assistant"}}},
+        {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": "I will "}}},
+        {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": "look it up."}}},
+        {
+            "type": "tool-call-start",
+            "index": 0,
+            "delta": {
+                "message": {
+                    "tool_calls": {
+                        **COHERE_CALL,
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                }
+            },
+        },  # fmt: skip
+        {
+            "type": "tool-call-delta",
+            "index": 0,
+            "delta": {"message": {"tool_calls": {"function": {"arguments": '{"city":'}}}},
+        },
+        {
+            "type": "tool-call-delta",
+            "index": 0,
+            "delta": {"message": {"tool_calls": {"function": {"arguments": '"Paris"}'}}}},
+        },
+        {"type": "tool-call-end", "index": 0},
+        {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL", "usage": COHERE_USAGE}},
+    ]
+    stream = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    ask = [{"role": "user", "content": "Paris?"}]
+    first = cohere_call(0, ask, stream, stream=True)
+    said = read(first).answer
+    assert said is not None and said.complete and said.streamed
+    assert said.tool_calls[0].value == {"city": "Paris"} and said.finish_reason == "TOOL_CALL"
+    assert said.text == "" and said.parts == (Part("thinking", "I will look it up."),)
+
+    final = {"id": "d2", "finish_reason": "COMPLETE", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Sunny."}]}, "usage": COHERE_USAGE}  # fmt: skip
+    result = {"role": "tool", "tool_call_id": COHERE_CALL["id"], "content": [
+        {"type": "document", "document": {"data": '{"sky": "clear"}'}}]}  # fmt: skip
+    turn = [*ask, {"role": "assistant", "tool_calls": [COHERE_CALL]}, result]
+    second = cohere_call(1, turn, json.dumps(final).encode())
+    asked, answered = agent_steps([first, second]).steps
+    assert asked.title == "command-a-03-2025 asks for get_weather"
+    assert asked.calls[0].result_in == Link(1, Match.EXACT, "tool_call_id get_weather_ppxtz6cbyp5w")
+    assert read(second).answer.text == "Sunny."  # type: ignore[union-attr]

@@ -66,7 +66,7 @@ def test_rate_limits_that_differ_only_in_numbers_share_one_signature() -> None:
     assert first == limited(29455, 1655, "7.41s", "org-9aa71ZZp02")
     assert first == (
         "provider_error POST api.openai.com/v1/chat/completions 429 tokens/rate_limit_exceeded: "
-        "Rate limit reached for gpt-{n}o in organization {id} on tokens per min (TPM): "
+        "Rate limit reached for gpt-4o in organization {id} on tokens per min (TPM): "
         "Limit {n}, Used {n}, Requested {n}. Please try again in {n}s."
     )
 
@@ -175,3 +175,44 @@ def test_masking_keeps_words_and_short_names() -> None:
         "/v1/threads/{id}/runs/{id}"
     )
     assert path_template("/v1/chat/completions") == "/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-4o-2024-08-06",
+        "claude-3-5-sonnet",
+        "claude-3-5-sonnet-20241022",
+        "o3-mini",
+        "gemini-2.5-pro",
+        "us.anthropic.claude-sonnet-4-20250514-v1:0",
+        "command-r-plus-08-2024",
+        "Llama-3.1-70B-Instruct",
+    ],
+)
+def test_masking_keeps_model_names_whole(model: str) -> None:
+    """``gpt-4o`` read ``gpt-{n}o`` and ``claude-3-5-sonnet`` read ``{id}`` (issue 32)."""
+    assert mask_text(f"Rate limit reached for {model} after 3 tries") == (
+        f"Rate limit reached for {model} after {{n}} tries"
+    )
+
+
+def test_masking_masks_the_number_that_ends_a_short_name() -> None:
+    """``ord_500`` was kept while ``gpt-4o`` was masked: two orders are one failure."""
+    assert mask_text("order ord_500 not found") == mask_text("order ord_731 not found")
+    assert mask_text("order ord_500 not found") == "order ord_{n} not found"
+    assert mask_text("organization org-gpt-4o7 limit") == "organization {id} limit"
+
+
+def test_a_model_named_in_a_path_is_kept() -> None:
+    assert path_template("/v1beta/models/gemini-2.5-pro:generateContent") == (
+        "/v1beta/models/gemini-2.5-pro:generateContent"
+    )
+    bedrock = "/model/us.anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
+    assert path_template(bedrock) == bedrock
+    assert path_template("/openai/deployments/gpt-4o-mini/chat/completions") == (
+        "/openai/deployments/gpt-4o-mini/chat/completions"
+    )
+    assert path_template("/orders/ord_12345678/items") == "/orders/{id}/items"

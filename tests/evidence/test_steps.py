@@ -629,3 +629,71 @@ def test_a_trace_upload_never_runs_a_tool_whatever_values_it_carries() -> None:
     model, traced = steps_of([*sdk.exchanges, upload]).steps
     assert model.calls[0].executed_by is None
     assert traced.linked is False and traced.executes is None
+
+
+def smolagents_step(thought: str | None, calls: list[tuple[str, str, Any]], said: str) -> list[Any]:
+    """What smolagents sends after a step, as its memory writes it (``ActionStep.to_messages``
+    through ``get_clean_message_list``): the model's words and ``Calling tools:`` with the
+    calls as Python prints them, merged into one assistant text; then the user's
+    ``Observation:``, or ``Call id: …`` and ``Error:`` when the tool failed."""
+    written = [
+        {"id": i, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for i, name, arguments in calls
+    ]
+    text = "Calling tools:\n" + str(written)
+    if thought is not None:
+        text = f"{thought}\n{text}"
+    return [
+        {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        {"role": "user", "content": [{"type": "text", "text": said}]},
+    ]
+
+
+def test_smolagents_calls_written_as_text_link_to_the_observation_after_them() -> None:
+    """smolagents echoes the model's calls as text, "Calling tools: [...]", and their results
+    as "Observation: ..."; each result was "carried in not found" (issue 32)."""
+    task = [
+        {"role": "system", "content": [{"type": "text", "text": "You are an expert assistant."}]},
+        {"role": "user", "content": [{"type": "text", "text": "New task:\nParis and Oslo?"}]},
+    ]
+    paris = ("call_a", "get_weather", {"city": "Paris"})
+    oslo = ("call_b", "get_weather", {"city": "Oslo"})
+    sdk = RecordingSdk()
+    sdk.prepare(chat_answer(paris, oslo))
+    sdk.openai.chat.completions.create(model="gpt-4o", messages=task, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    turn = smolagents_step(None, [paris, oslo], "Observation:\nclear\nsnow")
+    sdk.prepare(chat_answer(("call_c", "get_weather", {"city": "Bern"}), n=2))
+    sdk.openai.chat.completions.create(model="gpt-4o", messages=[*task, *turn], tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    failed = smolagents_step(
+        "Thought: Bern next.",
+        [("call_c", "get_weather", {"city": "Bern"})],
+        "Call id: call_c\nError:\nNo weather for Bern.\nNow let's retry",
+    )
+    sdk.prepare(chat_answer(("call_d", "final_answer", {"answer": "clear, snow"}), n=3))
+    sdk.openai.chat.completions.create(
+        model="gpt-4o",
+        messages=[*task, *turn, *failed],  # type: ignore[list-item]
+        tools=[WEATHER],  # type: ignore[list-item]
+    )
+
+    first, second, third = steps_of(sdk.exchanges).steps
+    assert [c.result_in for c in first.calls] == [
+        Link(1, Match.EXACT, "Calling tools: call_a, then Observation:"),
+        Link(1, Match.EXACT, "Calling tools: call_b, then Observation:"),
+    ]
+    assert second.calls[0].result_in == Link(2, Match.EXACT, "Calling tools: call_c, then Call id:")
+    assert third.calls[0].result_in is None, "final_answer ends the run: nothing carries it"
+
+
+def test_calls_written_as_text_with_nothing_after_them_carried_nothing() -> None:
+    call = ("call_a", "get_weather", {"city": "Paris"})
+    sdk = RecordingSdk()
+    sdk.prepare(chat_answer(call))
+    sdk.openai.chat.completions.create(model="gpt-4o", messages=USER, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    assistant, _ = smolagents_step(None, [call], "")
+    cut = {"role": "assistant", "content": "Calling tools:\n[{'id': 'call_a', 'type': 'fun"}
+    for written in (assistant, cut):
+        sdk.prepare(chat_answer(n=2))
+        sdk.openai.chat.completions.create(model="gpt-4o", messages=[*USER, written, *USER])  # type: ignore[list-item]
+    first, *_ = steps_of(sdk.exchanges).steps
+    assert first.calls[0].result_in is None

@@ -17,7 +17,9 @@ Each piece is what an installed client really puts on the wire, not a hand-writt
 * the agent frameworks, each one turn (a tool call, the tool's result, the answer, streamed
   where the framework streams): the OpenAI Agents SDK (streamed, then its own trace export,
   pointed at the upstream), pydantic-ai (streamed), LangChain's ``ChatOpenAI`` (invoked, then
-  streamed) and LiteLLM (its model-cost-map fetch from the upstream, then whole and streamed);
+  streamed), LiteLLM (its model-cost-map fetch from the upstream, then whole and streamed)
+  and smolagents' ``ToolCallingAgent`` (the call and its result sent back as text, "Calling
+  tools: [...]" and "Observation: ...", then ``final_answer``);
 * the openai npm package on Node 20 (tests/node/corpus.mjs), whose fetch ignores proxy
   variables: it goes through the proxy by undici's ``EnvHttpProxyAgent``.
 
@@ -322,6 +324,33 @@ def _litellm_turn(upstream: Upstream) -> None:
         pass
 
 
+def send_smolagents(upstream: Upstream) -> None:
+    """One smolagents ``ToolCallingAgent`` run: the model calls the tool natively, and the
+    agent sends the call back as the assistant's text (``Calling tools: [...]``) and its
+    result as the user's (``Observation: ...``), then the model calls ``final_answer``."""
+    from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city.
+
+        Args:
+            city: The city.
+        """
+        return city_weather(city)
+
+    model = OpenAIServerModel(
+        model_id="gpt-4o-mini",
+        api_base=upstream.url("/v1"),
+        api_key="sk-corpus",
+        client_kwargs={"max_retries": 0, "timeout": TIMEOUT},
+    )
+    agent = ToolCallingAgent(tools=[get_weather], model=model, max_steps=3, verbosity_level=-1)
+    answer = agent.run("What is the weather in Bern?")
+    if "clear" not in str(answer):
+        raise AssertionError(f"smolagents did not finish its run: {answer!r}")
+
+
 def node_project() -> Path:
     """tests/node with its packages (the openai SDK, undici) installed from its lock file."""
     if shutil.which("node") is None:
@@ -410,6 +439,7 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "pydantic-ai": send_pydantic_ai,
     "langchain": send_langchain,
     "litellm": send_litellm,
+    "smolagents": send_smolagents,
     "node": send_node,
     "encoded": send_encoded,
     "early-close": send_early_close,

@@ -12,7 +12,10 @@ right next step with a seeded probability, and a tool service that counts its co
   the shipping database is down) and ``GET /refunds/N``; ``connections`` counts every
   connection it accepted.
 * :data:`AGENT` is the agent, a script (official openai SDK and httpx): it exits 0 when it
-  answered the user, 1 when a tool failed it.
+  answered the user, 1 when a tool failed it. It asks for ``DESK_MODEL`` (gpt-4o-mini by
+  default), and the model answers as that model, with 1000 prompt tokens (``cached`` of them
+  read from the prompt cache) and 100 completion tokens. A fifth argument N makes it ask the
+  model N times for a plan before it starts: N more model calls than the recorded run made.
 """
 
 from __future__ import annotations
@@ -38,11 +41,20 @@ class ChoosingModel(_JsonService):
         self.rng = random.Random(seed)
         self.draws: list[bool] = []
         self.keys: list[str] = []
+        self.cached = 0
+        """Prompt tokens each answer's usage counts as read from the prompt cache."""
 
     def reseed(self, right: float, seed: int) -> None:
         self.right, self.rng, self.draws = right, random.Random(seed), []
 
     def answer(self, method: str, target: str, body: Any) -> tuple[int, Any]:
+        status, answer = self._choose(body)
+        answer["model"] = body["model"]
+        if self.cached:
+            answer["usage"]["prompt_tokens_details"] = {"cached_tokens": self.cached}
+        return status, answer
+
+    def _choose(self, body: Any) -> tuple[int, dict[str, Any]]:
         messages = body["messages"]
         system = messages[0]["content"]
         order = int(_ORDER.search(messages[1]["content"]).group(1))  # type: ignore[union-attr]
@@ -118,10 +130,13 @@ messages = [
     {"role": "system", "content": "You are the order desk. " + prompt},
     {"role": "user", "content": f"Where is order {order}?"},
 ]
+model = os.environ.get("DESK_MODEL", "gpt-4o-mini")
 with httpx.Client(headers=headers) as http:
+    for _ in range(int(sys.argv[5]) if len(sys.argv) > 5 else 0):  # a plan it asks for first
+        client.chat.completions.create(model=model, messages=messages, tools=tools)
     for _ in range(4):
         answer = client.chat.completions.create(
-            model="gpt-4o-mini", messages=messages, tools=tools
+            model=model, messages=messages, tools=tools
         ).choices[0].message
         if not answer.tool_calls:
             print(answer.content)

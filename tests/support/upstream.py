@@ -91,12 +91,18 @@ Endpoints (``n`` = that endpoint's counter)
   the user's own words, with a call of each tool (only the first when chat's
   ``parallel_tool_calls`` is false): see :func:`tool_arguments` for the arguments, which a
   stream sends TOOL_ARGUMENT_PIECE characters at a time. Once the last message carries tool
-  results (or offers no tools) they answer with text as before.
+  results (or offers no tools) they answer with text as before. Chat answers a run of an
+  agent that ends by calling ``final_answer`` (smolagents) as such a model does: the user's
+  words with a call of every other tool, and the tools' results, which that agent sends as
+  the user's ``Observation:`` text, with ``final_answer`` called with them.
 * ``GET|POST /tool/counter``: ``{"count": n, "echo": <json body or query>}``.
 * ``DELETE /tool/records/<id>``: ``{"deleted": id, "remaining": k, "n": n}``; ``up.deleted``.
 * ``/v1/ratelimited`` (any method): 429 whose body is cut at 40% then a clean close.
 * ``/ratelimited/full`` (any method): the same 429, complete. Both take ``?retry_after=S``
   (default 0) and ``?retryable=1`` (no ``x-should-retry: false``, so SDKs retry).
+* ``/misdirected`` (any method): 421 Misdirected Request, ``{"error": ..., "n": n}``, its
+  head and body in one write, as most servers send a small answer (Node's ``fetch`` retries
+  a 421 once, on a new connection, with the same body).
 * ``GET /reset-midstream``: chunked 200, two chunks, then a TCP RST.
 * ``GET /gzip``: gzip-encoded JSON.
 * ``GET /encoded/<coding>``: JSON sent with ``Content-Encoding: <coding>`` (gzip, br, zstd,
@@ -630,6 +636,12 @@ def _pieces(text: str, size: int = TOOL_ARGUMENT_PIECE) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
+FINAL_ANSWER = "final_answer"
+"""The tool a smolagents run ends with: its argument is the run's answer."""
+OBSERVATION = "Observation:"
+"""How smolagents opens the tools' results, sent back as the user's text."""
+
+
 def _asks_for_tools(messages: Any, tools: Any) -> bool:
     """Tools are offered and the last message is the user's own words, not tool results."""
     if not tools or not isinstance(messages, list) or not messages:
@@ -938,6 +950,11 @@ class Upstream(_LoopThread):
                 return await self._ratelimited(wire, conn, req, truncate=True)
             if path == "/ratelimited/full":
                 return await self._ratelimited(wire, conn, req, truncate=False)
+            if path == "/misdirected":
+                error = {"message": "misdirected request", "type": "misdirected_request"}
+                return await self._send_json(
+                    wire, conn, 421, {"error": error, "n": self._next("misdirected")}
+                )
             if path == "/reset-midstream" and method == "GET":
                 return await self._reset_midstream(wire, conn)
             if path == "/gzip" and method == "GET":
@@ -1069,11 +1086,16 @@ class Upstream(_LoopThread):
             for tool in body.get("tools") or []
             if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
         ]
-        if not _asks_for_tools(body.get("messages"), tools):
+        text = _last_user_text(body.get("messages"))
+        ending = [tool for tool in tools if tool.get("name") == FINAL_ANSWER]
+        if ending and text.startswith(OBSERVATION):
+            tools = ending  # the tools' results, written as text: the run's answer is due
+        elif not _asks_for_tools(body.get("messages"), tools):
             return []
+        elif ending and len(ending) < len(tools):
+            tools = [tool for tool in tools if tool.get("name") != FINAL_ANSWER]
         if body.get("parallel_tool_calls") is False:
             tools = tools[:1]
-        text = _last_user_text(body.get("messages"))
         return [
             {
                 "id": f"call_{self.id_salt}{n}_{i}",
