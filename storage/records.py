@@ -505,6 +505,9 @@ class CassetteSummary:
     stored_bytes: int
     """Compressed size of the bodies (and WebSocket transcripts) the cassette uses, each
     distinct one counted once."""
+    failed: int | None = None
+    """Its exchanges that failed, as RunOverview.failed counts them; None in a filtered
+    listing, which does not count them."""
 
 
 @dataclass(frozen=True, slots=True)

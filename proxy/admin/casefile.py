@@ -64,6 +64,7 @@ from freezeframe.proxy.admin import present
 from freezeframe.proxy.admin.guard import csrf_token
 from freezeframe.storage import (
     CassetteNotFound,
+    CassetteSummary,
     Exchange,
     ExchangeFilter,
     ExchangeNotFound,
@@ -227,7 +228,7 @@ def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> lis
         rows = await run_in_threadpool(store.cassettes, where)
         health: list[dict[str, Any]] = [{} for _ in rows]
         if not asked.json:  # the twin is /api/cassettes; misses.json and run.json say the rest
-            health = await run_in_threadpool(lambda: [_health(store, row.name) for row in rows])
+            health = await run_in_threadpool(lambda: [_health(store, row) for row in rows])
         return {
             "document": [cassette_document(row) for row in rows],
             "rows": list(zip(rows, health, strict=True)),
@@ -441,15 +442,17 @@ def _groups(rows: list[present.Row], by_run: bool) -> list[tuple[str | None, lis
     return list(groups.items())
 
 
-def _health(store: Store, name: str) -> dict[str, Any]:
+def _health(store: Store, row: CassetteSummary) -> dict[str, Any]:
     """What the cassette list says of each cassette beside its size: how many exchanges
-    failed, how many misses replay noted, and what it was forked from."""
+    failed (counted with the listing, unless it was filtered: then counted here), how many
+    misses replay noted, and what it was forked from."""
+    name = row.name
     origin = store.fork_origin(name)
     forked = None
     if origin is not None:
         forked = {"cassette": origin.cassette, "upto": origin.upto}
     return {
-        "failed": store.overview(name).failed,
+        "failed": store.overview(name).failed if row.failed is None else row.failed,
         "misses": len(store.misses(name)),
         "forked_from": forked,
     }

@@ -37,6 +37,10 @@ from freezeframe.storage.sql.schema import blobs, cassette_totals, cassettes, dr
 
 _IN_CASSETTE = cassettes.c.name == bindparam("cassette")
 
+_BAD = (Outcome.TRUNCATED.value, Outcome.FAILED.value, Outcome.INCOMPLETE.value)
+_FAILED = or_(exchanges.c.status >= 400, exchanges.c.outcome.in_(_BAD))
+"""An exchange that failed: an error status, or no whole answer (RunOverview.failed)."""
+
 _SUMMARY_COLUMNS = (
     "seq",
     "occurrence",
@@ -141,9 +145,8 @@ def run_overview(conn: Connection, cassette: str, where: ExchangeFilter | None) 
         ),
         params,
     )
-    bad = (Outcome.TRUNCATED.value, Outcome.FAILED.value, Outcome.INCOMPLETE.value)
     failed = conn.scalar(
-        select(func.count()).where(or_(rows.c.status >= 400, rows.c.outcome.in_(bad))), params
+        select(func.count()).where(or_(rows.c.status >= 400, rows.c.outcome.in_(_BAD))), params
     )
     return RunOverview(
         failed=failed or 0,
@@ -202,6 +205,7 @@ def counted_summaries(conn: Connection) -> tuple[list[CassetteSummary], list[dic
             cassette_totals.c.first_at,
             cassette_totals.c.last_at,
             cassette_totals.c.stored_bytes,
+            cassette_totals.c.failed,
         ).outerjoin_from(
             cassettes, cassette_totals, cassette_totals.c.cassette_id == cassettes.c.id
         )
@@ -210,7 +214,7 @@ def counted_summaries(conn: Connection) -> tuple[list[CassetteSummary], list[dic
     names: dict[int, str] = {}
     for row in rows:
         names[row["id"]] = row["name"]
-        if row["counted_at"] == row["head"]:
+        if row["counted_at"] == row["head"] and row["failed"] is not None:
             known[row["id"]] = dict(row)
     fresh = [_count(conn, cassette_id, head) for cassette_id, head in _moved(conn, known, names)]
     for totals in fresh:
@@ -222,6 +226,7 @@ def counted_summaries(conn: Connection) -> tuple[list[CassetteSummary], list[dic
             first_at=totals["first_at"],
             last_at=totals["last_at"],
             stored_bytes=totals["stored_bytes"],
+            failed=totals["failed"],
         )
         for cassette_id, totals in known.items()
     ]
@@ -252,11 +257,12 @@ def _moved(
 def _count(conn: Connection, cassette_id: int, head: str) -> dict[str, Any]:
     """One cassette's totals, as ``ls`` shows them, at ``head``."""
     own = [exchanges.c.cassette_id == cassette_id]
-    count, first, last = conn.execute(
+    count, first, last, failed = conn.execute(
         select(
             func.count(exchanges.c.id),
             func.min(exchanges.c.started_at),
             func.max(exchanges.c.started_at),
+            func.count(exchanges.c.id).filter(_FAILED),
         ).where(*own)
     ).one()
     return {
@@ -266,6 +272,7 @@ def _count(conn: Connection, cassette_id: int, head: str) -> dict[str, Any]:
         "first_at": first,
         "last_at": last,
         "stored_bytes": _stored_bytes(conn, own).get(cassette_id, 0),
+        "failed": failed,
     }
 
 

@@ -38,6 +38,10 @@ index directly.
 ``signature_version`` and ``run_failures``, storage.records.Signals; NULL in rows written
 before, which ``freezeframe triage --rebuild`` works out), an index of the failing
 exchanges, and ``notes``, case notes on a cassette or one of its exchanges.
+9 adds ``rechecks`` and ``tapes``. 10 indexes ``exchanges`` by ``started_at`` (and ``seq``), so
+that search lists the exchanges holding a value most of them hold newest first without reading
+them all (storage.sql.search), and adds ``cassette_totals.failed``, so that the case file's list
+of cassettes says how many exchanges of each failed without counting them again.
 
 The steps from one version to the next are Alembic revisions (storage.sql.migrations), which
 also creates, migrates and guards the store when it is opened.
@@ -68,7 +72,7 @@ from sqlalchemy import (
 
 from freezeframe.storage.records import FACT_KINDS
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _ESCAPED = "\uffff"
 
@@ -175,6 +179,9 @@ cassette_totals = Table(
     Column("first_at", Double),
     Column("last_at", Double),
     Column("stored_bytes", BigInteger, nullable=False),
+    # Version 10. Its exchanges that failed (RunOverview.failed), for the case file's list;
+    # NULL in rows counted before, which are counted again.
+    Column("failed", Integer),
 )
 
 blobs = Table(
@@ -263,6 +270,8 @@ exchanges = Table(
     Column("run_failures", Text),
     # Version 7. Serves ``ls --run-id`` and the case file's run filter, across cassettes.
     Index("ix_exchanges_run_id", "run_id"),
+    # Version 10. Serves search's newest-first listing of a value most exchanges hold.
+    Index("ix_exchanges_started_at", "started_at", "seq"),
 )
 
 drifts = Table(

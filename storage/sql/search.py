@@ -209,15 +209,26 @@ def search(conn: Connection, query: str, cassette: str | None, limit: int) -> li
     phrase = " ".join(query.replace("\x00", " ").split())
     if not phrase:
         return []
-    if conn.dialect.name == "postgresql":
-        match = "t.tsv @@ phraseto_tsquery('simple', :query)"
-        source = "texts t"
-        argument = phrase
-    else:
-        match = "texts_fts MATCH :query"
-        source = "texts_fts JOIN texts t ON t.id = texts_fts.rowid"
-        argument = '"' + phrase.replace('"', '""') + '"'
     within = "AND c.name = :cassette" if cassette is not None else ""
+    asked: dict[str, object] = {"cassette": cassette, "rows": limit * 8}
+    if conn.dialect.name == "postgresql":
+        # The matching values first, then their exchanges with the values' ids in the
+        # statement: PostgreSQL's statistics then say how many exchanges hold them, and for a
+        # value most hold (a model's name) it reads exchanges newest first and stops at the
+        # page's end, instead of sorting every one that holds it (a third of a million).
+        found = conn.execute(
+            text("SELECT id FROM texts WHERE tsv @@ phraseto_tsquery('simple', :query)"),
+            {"query": phrase},
+        )
+        asked["ids"] = [value_id for (value_id,) in found]
+        if not asked["ids"]:
+            return []
+        source = "texts t"
+        match = "u.text_id = ANY(:ids)"
+    else:
+        source = "texts_fts JOIN texts t ON t.id = texts_fts.rowid"
+        match = "texts_fts MATCH :query"
+        asked["query"] = '"' + phrase.replace('"', '""') + '"'
     rows = conn.execute(
         text(
             "SELECT c.name, e.seq, e.method, e.scheme, e.host, e.port, e.path, e.status, "
@@ -228,7 +239,7 @@ def search(conn: Connection, query: str, cassette: str | None, limit: int) -> li
             f"WHERE {match} {within} "
             "ORDER BY e.started_at DESC, e.seq DESC LIMIT :rows"
         ),
-        {"query": argument, "cassette": cassette, "rows": limit * 8},
+        asked,
     )
     hits: dict[tuple[str, int], dict[str, Any]] = {}
     for name, seq, method, scheme, host, port, path, status, outcome, at, part, data in rows:

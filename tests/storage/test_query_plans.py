@@ -20,9 +20,10 @@ import psycopg
 import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
+from support.database import run_sql
 from support.exchanges import plausible_exchange
 
-from freezeframe.storage import ExchangeFilter, Miss, Store, open_store
+from freezeframe.storage import ExchangeFilter, Imported, Miss, Slot, Store, open_store
 
 GROWING = ("exchanges", "blobs", "blob_parts", "drifts", "texts", "text_uses", "misses")
 """The tables that grow with what is recorded; cassettes and their totals grow with runs."""
@@ -153,3 +154,53 @@ def _miss() -> Miss:
         context={},
         nearest=(),
     )
+
+
+@pytest.mark.postgres
+def test_a_value_most_exchanges_hold_is_searched_newest_first_without_sorting_them_all(
+    postgres_url: str,
+) -> None:
+    """Search lists exchanges newest first. A value nearly every exchange holds (its host, a
+    model's name: a third of a million exchanges in a store of a million) must be found by
+    reading the exchanges newest first and stopping at the page's end; joining every holder
+    and sorting them took 0.26 s at 100,000 exchanges, and grows with the store."""
+    held = 3_000
+    with open_store(postgres_url) as store:
+        store.import_cassette(
+            "busy",
+            (
+                Imported(
+                    plausible_exchange(
+                        Slot(n, 0),
+                        cassette="busy",
+                        key=f"k{n}",
+                        request_body=f'{{"turn": "t{n}"}}'.encode(),
+                        started_at=1_700_000_000.0 + n,
+                    )
+                )
+                for n in range(held)
+            ),
+        )
+    run_sql(postgres_url, "ANALYZE")
+    statements: list[Statement] = []
+    _TracingCursor.statements = statements
+
+    def trace(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.cursor_factory = _TracingCursor
+
+    event.listen(Pool, "connect", trace)
+    try:
+        with open_store(postgres_url, create=False) as store:
+            hits = store.search("api.example.com", limit=5)
+    finally:
+        event.remove(Pool, "connect", trace)
+    assert [hit.seq for hit in hits] == [held - 1 - n for n in range(5)]
+    listing = [(sql, params) for sql, params in statements if "ORDER BY e.started_at" in sql]
+    assert len(listing) == 1
+    sql, params = listing[0]
+    with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        plan = [str(row[0]) for row in conn.execute(f"EXPLAIN ANALYZE {sql}", params)]
+    read = [line for line in plan if "on exchanges" in line]
+    assert any("ix_exchanges_started_at" in line for line in read), "\n".join(plan)
+    rows = [int(found) for line in read for found in re.findall(r"actual .*? rows=(\d+)", line)]
+    assert max(rows) < held / 2, "\n".join(plan)

@@ -801,3 +801,30 @@ def test_the_cassette_list_counts_a_cassette_again_only_once_it_has_moved(
     assert after["a"].stored_bytes >= before["a"].stored_bytes
     assert after["b"] == before["b"]
     assert store.cassettes(ExchangeFilter.parse(None, None, "200"))[0].exchanges == 3
+
+
+def test_ls_counts_each_cassettes_failures_once_and_again_when_it_moves(
+    store: Store, store_url: str
+) -> None:
+    """The case file's list of cassettes says how many exchanges of each failed. Counting
+    them read every exchange of every cassette on each view (20 s at a million exchanges);
+    they are counted with the cached totals, again only when a cassette has moved."""
+
+    def add(key: str, **changes: Any) -> None:
+        store.submit(plausible_exchange(store.reserve("c", key), cassette="c", key=key, **changes))
+        store.flush(30)
+
+    add("ok")
+    add("error", response=plausible_response(status=500))
+    add("cut", response=None, outcome=Outcome.FAILED, error="refused")
+    [listed] = store.cassettes()
+    assert listed.failed == 2 == store.overview("c").failed
+    add("limited", response=plausible_response(status=429))
+    [listed] = store.cassettes()
+    assert listed.failed == 3
+    run_sql(store_url, "UPDATE cassette_totals SET failed = NULL")  # counted before version 10
+    [listed] = store.cassettes()
+    assert listed.failed == 3
+    assert run_sql(store_url, "SELECT failed FROM cassette_totals") == [(3,)]
+    [filtered] = store.cassettes(ExchangeFilter(status=429))
+    assert filtered.failed is None

@@ -89,7 +89,7 @@ def test_a_version_7_store_is_migrated_and_a_rebuild_signs_what_it_held(store_ur
     )
     with open_store(store_url) as store:
         version = "SELECT value FROM meta WHERE name = 'schema_version'"
-        assert run_sql(store_url, version) == [(str(SCHEMA_VERSION),)] == [("9",)]
+        assert run_sql(store_url, version) == [(str(SCHEMA_VERSION),)] == [("10",)]
         indexes = (
             "SELECT name FROM sqlite_master WHERE type = 'index'"
             if sqlite
