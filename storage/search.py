@@ -67,7 +67,7 @@ def searchable(exchange: NewExchange | Exchange) -> list[Searchable]:
     found: dict[tuple[str, str], None] = {}
 
     def add(part: str, values: Iterator[str]) -> None:
-        for n, value in enumerate(values):
+        for n, value in enumerate(_unwrapped(values)):
             if n >= MAX_VALUES:
                 break
             text = value.strip()[:MAX_TEXT]
@@ -91,7 +91,7 @@ def answer_values(response: RecordedResponse) -> list[Searchable]:
         return []
     found = dict.fromkeys(
         text
-        for n, value in enumerate(_values(response.body, response.headers))
+        for n, value in enumerate(_unwrapped(_values(response.body, response.headers)))
         if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
     )
     return [Searchable("response", text) for text in found]
@@ -103,10 +103,36 @@ def transcript_values(messages: Iterable[Message], *, client: bool) -> list[Sear
     part = "request" if client else "response"
     found = dict.fromkeys(
         text
-        for n, value in enumerate(_message_values(m for m in messages if m.from_client is client))
+        for n, value in enumerate(
+            _unwrapped(_message_values(m for m in messages if m.from_client is client))
+        )
         if n < MAX_VALUES and (text := value.strip()[:MAX_TEXT])
     )
     return [Searchable(part, text) for text in found]
+
+
+def _unwrapped(values: Iterable[str]) -> Iterator[str]:
+    """Each value, or for a string that is itself a JSON object or array, its leaves.
+
+    An agent carries a tool's JSON answer into its next request as a string (OpenAI's and
+    Anthropic's tool results, a call's ``arguments``): indexed whole, that string is a second
+    copy of every value the tool's answer already gave, and of the words in them. As its
+    leaves it is the same values, stored once (issue #31: a fifth of the index on agent
+    traffic). Only one level is opened; a string that does not parse is kept as it is."""
+    for value in values:
+        if value[:1] not in _OPENERS or value[-1:] not in _CLOSERS:
+            yield value
+            continue
+        try:
+            document = boundedjson.loads(value)
+        except ValueError:
+            yield value
+            continue
+        yield from _leaves(document)
+
+
+_OPENERS = ("{", "[")
+_CLOSERS = ("}", "]")
 
 
 def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:

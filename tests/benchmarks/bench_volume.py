@@ -104,7 +104,9 @@ JSON = ((b"content-type", b"application/json"),)
 SSE = ((b"content-type", b"text/event-stream"),)
 START_TIMEOUT = 120.0
 SEARCHED_MODEL = "claude-3-5-sonnet-20241022"
-EMPTY = "freezeframe_volume_empty"
+EMPTY = f"freezeframe_volume_empty_{os.getpid()}"
+"""An empty store, the floor of a command: one per run, so that runs side by side do not
+drop each other's."""
 
 
 # ----------------------------------------------------------------------------- traffic

@@ -203,6 +203,31 @@ def test_a_conversation_is_found_where_each_message_entered_it(store: Store) -> 
     assert sorted(hit.seq for hit in store.search("ord_8821", cassette="chat")) == [0, 1, 2, 3]
 
 
+def test_a_tool_answer_carried_on_as_a_json_string_is_indexed_as_its_values_once(
+    store: Store, store_url: str
+) -> None:
+    """An agent sends a tool's JSON answer back to the model as a string. Indexed whole, that
+    string stored every word of the answer a second time (a fifth of PostgreSQL's growth on
+    agent traffic, issue #31); its values are the tool answer's own, stored once, and both
+    exchanges are still found by them."""
+    answer = json.dumps({"order": "ord_8821", "notes": "the parcel left the warehouse at nine"})
+    record(store, "agent", method="GET", response=plausible_response(body=answer.encode()))
+    call = json.dumps({"order_id": "ord_8821"})
+    messages = [
+        {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": call}}]},
+        {"role": "tool", "content": answer},
+    ]
+    body = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
+    record(store, "agent", request_body=body)
+
+    stored = {int(row[0]) for row in run_sql(store_url, "SELECT digest FROM texts")}
+    assert value_digest(answer) not in stored
+    assert value_digest(call) not in stored
+    found = store.search("left the warehouse")
+    assert sorted((hit.seq, hit.parts) for hit in found) == [(0, ("response",)), (1, ("request",))]
+    assert sorted(hit.seq for hit in store.search("ord_8821")) == [0, 1]
+
+
 def indexed_uses(store_url: str) -> int:
     return int(run_sql(store_url, "SELECT count(*) FROM text_uses")[0][0])
 
