@@ -791,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     TURNS[:] = args.turns
+    # SIGTERM unwinds like Ctrl-C: SeaweedFS stopped and the databases dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(os.popen("uptime").read().strip(), f"; {os.cpu_count()} CPUs", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="freezeframe-volume-") as tmp:
