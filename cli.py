@@ -515,17 +515,19 @@ def run(**options: Any) -> None:
         freezeframe run --mode replay --cassette bug-8821
     """
     import asyncio
+    import gc
 
+    gc.disable()  # until the proxy serves: proxy.serve.serve_process says why
     from freezeframe.storage.sql import writerprocess
 
     settings = settings_module.build(**options, blobs=_given_blobs())
     if settings.store_writer == "process":
         writerprocess.start_early()  # it imports the store while this process imports the proxy
     try:
-        from freezeframe.proxy.serve import serve
+        from freezeframe.proxy.serve import serve_process
 
         _configure_logging(click.get_current_context().meta.get("freezeframe.debug", False))
-        asyncio.run(serve(settings))
+        asyncio.run(serve_process(settings))
     finally:
         writerprocess.forget_early()  # a start that failed before the store opened
 

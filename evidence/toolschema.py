@@ -15,12 +15,12 @@ import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import jsonschema
-from jsonschema.exceptions import SchemaError, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from freezeframe.providers.messages import FUNCTION, Tool, ToolCall
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 VALIDATORS = 256
 """Tool schemas whose validators are kept, checked once each."""
@@ -86,6 +86,12 @@ def _validator(schema: str) -> Any:
     """The validator of a schema (as JSON text), checked once: an agent offers the same few
     tools with every call, and checking a schema costs far more than validating against it.
     None for a schema that is not valid JSON Schema."""
+    # Imported at the first schema to check, not with this module: the recorder and the
+    # admin API import it at every start, and jsonschema (with its metaschemas) was 30 ms
+    # of CPU of a replay's start that checks no tool call (#30).
+    import jsonschema
+    from jsonschema.exceptions import SchemaError
+
     found = json.loads(schema)
     cls = jsonschema.validators.validator_for(found, default=jsonschema.Draft202012Validator)
     try:

@@ -33,9 +33,9 @@ import math
 import secrets
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
-from jinja2 import Environment
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -48,6 +48,9 @@ from freezeframe.proxy.admin.guard import (
     csrf_token,
     host_name,
 )
+
+if TYPE_CHECKING:
+    from freezeframe.proxy.admin.casefile import Pages
 
 SESSION_COOKIE = "freezeframe_session"
 SESSION_SECONDS = 12 * 3600
@@ -239,7 +242,7 @@ def login_routes(
     token: str | None,
     sessions: Sessions,
     hosts: frozenset[str],
-    pages: Environment,
+    pages: Pages,
     attempts: LoginAttempts | None = None,
 ) -> list[BaseRoute]:
     """``/login`` (the form, and its post, limited per client by ``attempts``) and ``/logout``."""

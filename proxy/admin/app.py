@@ -11,11 +11,12 @@ something goes through ``guard.check_write`` (same origin, CSRF).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from dataclasses import asdict
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -35,7 +36,7 @@ from freezeframe.evidence import (
 )
 from freezeframe.evidence.notes import with_notes
 from freezeframe.proxy.admin.access import AdminAccess, LoginAttempts, Sessions, login_routes
-from freezeframe.proxy.admin.casefile import casefile_routes, templates
+from freezeframe.proxy.admin.casefile import Pages, casefile_routes
 from freezeframe.proxy.admin.guard import (
     CSRF_FIELD,
     SecurityHeaders,
@@ -44,7 +45,6 @@ from freezeframe.proxy.admin.guard import (
     check_write,
 )
 from freezeframe.proxy.keys import key_config
-from freezeframe.proxy.metrics import CONTENT_TYPE, Metrics
 from freezeframe.proxy.notices import empty_cassette
 from freezeframe.proxy.settings import Settings
 from freezeframe.proxy.trust import CLIENT_BUNDLE
@@ -60,6 +60,9 @@ from freezeframe.storage import (
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 from freezeframe.whatif.editing import AnswerEdit, Assignment, edited
+
+if TYPE_CHECKING:
+    from freezeframe.proxy.metrics import Metrics
 
 log = logging.getLogger("freezeframe")
 
@@ -118,7 +121,7 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
     sessions = Sessions()
     attempts = LoginAttempts()
     """Wrong tokens, from the form and bearer headers alike, counted together."""
-    pages = templates()
+    pages = Pages()
     config = key_config(settings.rules)
     about = {
         "proxy": str(settings.listen),
@@ -134,7 +137,13 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
         "version": version("freezeframe"),
     }
 
-    counts = Metrics(state.tally, store)
+    @functools.cache
+    def counts() -> Metrics:
+        """The registry, made at the first scrape: prometheus_client is 10 ms of CPU at
+        every start otherwise, and a scrape reads the counts kept anyway (#30)."""
+        from freezeframe.proxy.metrics import Metrics
+
+        return Metrics(state.tally, store)
 
     def mode_document() -> dict[str, Any]:
         return {
@@ -185,7 +194,9 @@ def create_app(store: Store, state: RuntimeState, settings: Settings) -> Starlet
 
     async def metrics(request: Request) -> Response:
         # A thread: a scrape may read the store (failures by kind, proxy.metrics).
-        return Response(await run_in_threadpool(counts.render), media_type=CONTENT_TYPE)
+        from freezeframe.proxy.metrics import CONTENT_TYPE
+
+        return Response(await run_in_threadpool(counts().render), media_type=CONTENT_TYPE)
 
     async def get_mode(request: Request) -> JSONResponse:
         return JSONResponse(mode_document())

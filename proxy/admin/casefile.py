@@ -18,10 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import Request
@@ -76,6 +75,9 @@ from freezeframe.storage import (
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 
+if TYPE_CHECKING:
+    from jinja2 import Environment, Template
+
 HERE = Path(__file__).parent
 HTMX = "htmx-2.0.7.min.js"
 """The vendored htmx (https://htmx.org, 0BSD: static/htmx-LICENSE.txt), pinned by its name."""
@@ -101,7 +103,23 @@ class Asked:
     json: bool
 
 
+class Pages:
+    """The case file's templates, loaded when the first page is rendered: jinja2 and its
+    environment are 15 ms of CPU at every start of a proxy whose admin port may never serve
+    a page (#30)."""
+
+    def __init__(self) -> None:
+        self._environment: Environment | None = None
+
+    def get_template(self, name: str) -> Template:
+        if self._environment is None:
+            self._environment = templates()
+        return self._environment.get_template(name)
+
+
 def templates() -> Environment:
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
     environment = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -164,7 +182,7 @@ def wants_json(request: Request) -> bool:
 
 def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> list[BaseRoute]:
     """The pages, their twins, body downloads and the static files."""
-    environment = templates()
+    environment = Pages()
 
     def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         page = environment.get_template(template).render(

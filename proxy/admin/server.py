@@ -49,6 +49,10 @@ class AdminServer(uvicorn.Server):
                 proxy_headers=bool(trusted_proxies),
                 forwarded_allow_ips=list(trusted_proxies) or None,
                 http=AdminProtocol,
+                # No route of the admin API is a WebSocket: uvicorn would otherwise import a
+                # WebSocket library at every start (the websockets package, about 8 ms of
+                # CPU), and an upgrade request is answered as plain HTTP (#30).
+                ws="none",
                 h11_max_incomplete_event_size=HEAD_BYTES,
                 timeout_keep_alive=int(KEEP_ALIVE),
             )

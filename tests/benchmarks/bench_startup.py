@@ -1,7 +1,9 @@
-"""Replay start-up: the time to ``/health``, and where it goes.
+"""Replay start-up: the time to ``/health`` and to the first answer, and where it goes.
 
     .venv/bin/python tests/benchmarks/bench_startup.py                  # an empty store
     .venv/bin/python tests/benchmarks/bench_startup.py --sizes 0 20000 --keep /var/tmp/scale
+    .venv/bin/python tests/benchmarks/bench_startup.py --sizes 20000 --keep /var/tmp/scale \
+        --first-answer --runs 7 --against ../main   # before and after, interleaved
 
 For each size (0: an empty store; otherwise a store bench_scale.py fills, kept with ``--keep``):
 
@@ -11,6 +13,15 @@ For each size (0: an empty store; otherwise a store bench_scale.py fills, kept w
   interpreter began (imports are the time before the first step);
 * ``imports``: ``python -X importtime`` of the command line and ``proxy.serve``, self time
   summed by top-level package (freezeframe's by subpackage), the largest first.
+
+With ``--first-answer``, what a client sees instead (bench_firstanswer.py): each start is
+timed until its port accepts, until ``/health`` answers and until the first replayed answer
+(a recorded POST sent the moment the port accepts), with the CPU the proxy and its writer
+process had used by then; beside bare ``mitmdump`` (until its port accepts) and ``mitmdump
+-S`` of a flow file holding that one exchange (until it answers), starts alternating so
+that every row sees the same load, the least of ``--runs`` kept. ``--against CHECKOUT``
+adds rows for another checkout of freezeframe run by this interpreter (a git worktree
+sharing this venv), for a before and after in one run.
 
 A script, not a test: start-up depends on the machine's load, so print ``uptime`` beside it.
 """
@@ -114,8 +125,8 @@ def _timed_start(data_dir: str, cassette: str) -> None:
         setattr(serve, name, timed(name, getattr(serve, name)))
     whole = serve.serve
 
-    async def until_ready(settings: Any) -> None:
-        ready, stop = asyncio.Event(), asyncio.Event()
+    async def until_ready(settings: Any, ready: asyncio.Event | None = None) -> None:
+        ready, stop = ready or asyncio.Event(), asyncio.Event()
 
         async def report() -> None:
             await ready.wait()
@@ -176,11 +187,32 @@ def imports(top: int = 12) -> list[tuple[str, float]]:
     return [("all", whole)] + [(name, us / 1000) for name, us in totals.most_common(top)]
 
 
+def _first_answer(data_dir: Path, cassette: str, runs: int, against: Path | None) -> None:
+    from bench_firstanswer import compare, report
+
+    checkouts = {"this": ROOT} | ({"against": against.resolve()} if against else {})
+    data_dir.mkdir(parents=True, exist_ok=True)
+    print(f"{data_dir}: cassette {cassette}, {runs} starts each")
+    for line in report(compare(data_dir, cassette, runs, checkouts)):
+        print("    " + line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="where bench_scale.py keeps its stores")
+    parser.add_argument(
+        "--first-answer",
+        action="store_true",
+        help="time port, /health and the first replayed answer, beside mitmdump",
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="with --first-answer: also another checkout, run by this interpreter",
+    )
     parser.add_argument(
         "--phases", nargs=2, metavar=("DATA_DIR", "CASSETTE"), help=argparse.SUPPRESS
     )
@@ -190,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench_scale import filled
 
+    # Every process started here runs this checkout: without it, `python -P -m freezeframe`
+    # finds whichever checkout the venv's editable install points at (another worktree's).
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
     print(os.popen("uptime").read().strip())
     print("imports:", "  ".join(f"{name} {ms:.0f} ms" for name, ms in imports()))
     with tempfile.TemporaryDirectory(prefix="freezeframe-startup-") as tmp:
@@ -200,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                 cassette = filled(data_dir, size)[0]
             else:
                 data_dir, cassette = Path(tmp) / "empty", "empty"
+            if args.first_answer:
+                _first_answer(data_dir, cassette, args.runs, args.against)
+                continue
             times, cpu = to_health(data_dir, cassette, args.runs)
             steps = phases(data_dir, cassette)
             print(
