@@ -23,6 +23,10 @@ from typing import Any
 from freezeframe.proxy.settings import CA_FILENAME, Address
 
 HEALTH_TIMEOUT_S = 3.0
+ACCEPT_WAIT_S = 2.0
+"""How long the far end of the admin port may take to accept a connection before its owner
+can be read (a busy machine's proxy accepts late; a port that never does is nobody's)."""
+ACCEPT_POLL_S = 0.002
 LOOKUP_TIMEOUT_S = 1.0
 """How long a read command waits for a proxy that took the connection to answer: on this
 machine a proxy answers /health in milliseconds, and no proxy refuses at once."""
@@ -133,22 +137,41 @@ def listener_owner(sock: socket.socket) -> int | None:
     ``/health`` like it and names his own proxy and CA: ``env`` then printed his
     ``HTTPS_PROXY`` (a man in the middle of every API key), and run as root, wrote a trust
     store into the directory he named. A proxy run by this user, or by root (a system
-    service, docker's port forwarder), is believed; another user's is not."""
+    service, docker's port forwarder), is believed; another user's is not.
+
+    Until the far end accepts the connection, the kernel has no socket to read an owner from
+    and lists it as root's (inode 0): that is waited out, up to ``ACCEPT_WAIT_S``, and a port
+    that never accepts raises OSError, so nothing (the admin token least) is sent to it."""
     family = sock.family
     if family not in (socket.AF_INET, socket.AF_INET6):
         return None
     far, near = sock.getpeername(), sock.getsockname()
     wanted = (_proc_address(family, far[0], far[1]), _proc_address(family, near[0], near[1]))
     table = "/proc/net/tcp" if family == socket.AF_INET else "/proc/net/tcp6"
-    try:
-        with open(table, encoding="ascii") as lines:
-            next(lines, None)  # the column names
-            for line in lines:
-                fields = line.split()
-                if (fields[1], fields[2]) == wanted:
-                    return int(fields[7])
-    except OSError:
-        return None
+    deadline = time.monotonic() + ACCEPT_WAIT_S
+    while True:
+        try:
+            found = _far_end(table, wanted)
+        except OSError:
+            return None
+        if found is None:
+            return None
+        uid, inode = found
+        if inode != 0:
+            return uid
+        if time.monotonic() > deadline:
+            raise OSError(f"the far end of {far[0]}:{far[1]} did not accept the connection")
+        time.sleep(ACCEPT_POLL_S)
+
+
+def _far_end(table: str, wanted: tuple[str, str]) -> tuple[int, int] | None:
+    """The uid and inode of the socket ``wanted`` (its local and remote address) names."""
+    with open(table, encoding="ascii") as lines:
+        next(lines, None)  # the column names
+        for line in lines:
+            fields = line.split()
+            if (fields[1], fields[2]) == wanted:
+                return int(fields[7]), int(fields[9])
     return None
 
 
