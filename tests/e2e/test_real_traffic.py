@@ -1,7 +1,8 @@
 """Every reader over traffic as real agents send it (issue 22).
 
 One proxy records the corpus of tests/support/corpus.py (openai, anthropic, the MCP SDK, the
-OpenAI Agents SDK, pydantic-ai, LangChain, LiteLLM, the openai npm package on Node, requests and
+OpenAI Agents SDK, pydantic-ai, LangChain with LangSmith tracing, LiteLLM, smolagents, boto3's
+Bedrock Converse, the openai npm package and the MCP TypeScript SDK on Node, requests and
 httpx, against local servers) twice, into ``corpus`` and ``rerun``; the second
 time the upstream mints other ids, as a live model does. Then the case file is crawled from
 ``/`` (every link, HTML and ``.json`` twin) and ``show``, ``diff``, ``search`` and every
@@ -24,10 +25,12 @@ import httpx
 import openai
 import pytest
 import trustme
+from botocore.exceptions import ClientError
 from click.testing import CliRunner
 from playwright.sync_api import Page, expect, sync_playwright
 from support.browser import ARTIFACTS, artifact_path, chromium_or_skip, failed
-from support.corpus import WEATHER, send_corpus
+from support.cloud_upstream import CloudUpstream
+from support.corpus import BEDROCK_MODEL, BEDROCK_WEATHER, WEATHER, bedrock_client, send_corpus
 from support.mcp_server import McpServer
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
@@ -62,7 +65,7 @@ def recorded(
     data_dir = tmp_path_factory.mktemp("corpus") / "data"
     proxy = ProxyProcess(data_dir, cassette=CASSETTES[0], upstream_ca=upstream_ca_file)
     with (
-        Upstream(upstream_ca) as upstream,
+        CloudUpstream(upstream_ca) as upstream,
         McpServer() as mcp,
         pytest.MonkeyPatch.context() as env,
     ):
@@ -195,6 +198,27 @@ def test_smolagents_results_sent_back_as_text_are_linked_to_their_calls(
     assert final["result_in"] is None and answered > asked
 
 
+def test_a_langsmith_trace_upload_never_runs_a_tool(recorded: Recorded) -> None:
+    """LangChain with LangSmith tracing on uploads its run trees, the tool's arguments and
+    result among them, to ``/runs/multipart``; the steps said the upload ran the tool the
+    model asked for (issue 32). Telemetry runs nothing: the call was run locally."""
+    rows = recorded.proxy.admin("GET", "/api/cassettes/corpus").json()
+    uploads = [r["seq"] for r in rows if urlsplit(r["url"]).path == "/runs/multipart"]
+    assert len(uploads) == 2  # the call and the tool's run, then the answer's
+    document = recorded.proxy.admin("GET", "/cassettes/corpus/steps.json").json()
+    steps = {step["seq"]: step for step in document["steps"]}
+    assert [steps[seq]["executes"] for seq in uploads] == [None, None]
+    (vienna,) = [
+        call
+        for step in document["steps"]
+        for call in step["calls"]
+        if "Vienna" in call["call"]["arguments"]
+    ]
+    assert vienna["call"]["name"] == "get_weather"
+    assert vienna["executed_by"] is None
+    assert vienna["result_in"]["seq"] > uploads[0]  # uploaded before the result went back
+
+
 def _cli(data_dir: Path, *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli.main, [*args, "--data-dir", str(data_dir)])
     if result.exception and not isinstance(result.exception, SystemExit):
@@ -224,6 +248,7 @@ def test_search_finds_what_each_client_sent(recorded: Recorded) -> None:
         "Lisbon",
         "Berlin",
         "Bern",
+        "Zurich",
     )  # a client each
     for word in (*asked, "lookup", "trace.span", "Forecaster"):
         code, out = _cli(recorded.data_dir, "search", word, "--json")
@@ -248,6 +273,23 @@ def test_no_exchange_of_the_corpus_is_called_cut_off(recorded: Recorded) -> None
         outcomes = {row["outcome"] for row in rows}
         assert outcomes <= {"complete", "client_closed"}, cassette
         assert "client_closed" in outcomes
+
+
+def test_the_mcp_typescript_sdks_listening_stream_closed_by_its_client_is_no_failure(
+    recorded: Recorded,
+) -> None:
+    """The MCP TypeScript SDK opens a standalone GET stream after its handshake and
+    ``client.close()`` closes it after its headers: it was recorded ``truncated`` and triaged
+    as ``upstream_failure`` ("Client disconnected."), issue 32."""
+    for cassette in CASSETTES:
+        rows = recorded.proxy.admin("GET", f"/api/cassettes/{cassette}").json()
+        listening = [r for r in rows if r["method"] == "GET" and urlsplit(r["url"]).path == "/mcp"]
+        outcomes = {row["outcome"] for row in listening}  # Python's is read to its end
+        assert "client_closed" in outcomes and outcomes <= {"complete", "client_closed"}
+    code, out = _cli(recorded.data_dir, "triage", "--cassette", "corpus", "--json")
+    assert code == 0, out
+    assert "upstream_failure" not in out
+    assert "Client disconnected" not in out
 
 
 def test_a_faithful_rerun_is_equivalent_unless_strict(recorded: Recorded) -> None:
@@ -379,3 +421,15 @@ def test_the_whole_corpus_replays_with_no_upstream_reached(
     send_corpus(upstream, recorded.mcp.url)
     assert upstream.connections == 0
     assert len(proxy.admin("GET", "/api/cassettes/corpus/misses").json()) == misses
+
+    # boto3 read a miss as "An error occurred (404) ...: " with nothing after the colon
+    # (issue 32): it reads the code from x-amzn-ErrorType and the message from "message".
+    asked = [{"role": "user", "content": [{"text": "Weather in Lugano?"}]}]
+    with pytest.raises(ClientError) as raised:
+        bedrock_client(upstream.base_url).converse(
+            modelId=BEDROCK_MODEL, messages=asked, toolConfig={"tools": [BEDROCK_WEATHER]}
+        )
+    error = raised.value.response["Error"]
+    assert error["Code"].startswith("freezeframe"), error
+    assert "replay miss in cassette 'corpus'" in error["Message"], error
+    assert upstream.connections == 0

@@ -1,7 +1,7 @@
 """Traffic as real agents send it, made by the real clients, for every reader to be run over.
 
-    with McpServer() as mcp:
-        sent = send_corpus(upstream, mcp.url)   # through whatever proxy the env points at
+    with CloudUpstream(ca) as upstream, McpServer() as mcp:
+        send_corpus(upstream, mcp.url)   # through whatever proxy the env points at
 
 Each piece is what an installed client really puts on the wire, not a hand-written body:
 
@@ -16,12 +16,18 @@ Each piece is what an installed client really puts on the wire, not a hand-writt
   the Agents SDK's shape, with fresh ids and timestamps each run);
 * the agent frameworks, each one turn (a tool call, the tool's result, the answer, streamed
   where the framework streams): the OpenAI Agents SDK (streamed, then its own trace export,
-  pointed at the upstream), pydantic-ai (streamed), LangChain's ``ChatOpenAI`` (invoked, then
-  streamed), LiteLLM (its model-cost-map fetch from the upstream, then whole and streamed)
-  and smolagents' ``ToolCallingAgent`` (the call and its result sent back as text, "Calling
-  tools: [...]" and "Observation: ...", then ``final_answer``);
-* the openai npm package on Node 20 (tests/node/corpus.mjs), whose fetch ignores proxy
-  variables: it goes through the proxy by undici's ``EnvHttpProxyAgent``.
+  pointed at the upstream), pydantic-ai (streamed), LangChain's ``ChatOpenAI`` (invoked, its
+  tool run, then streamed, with LangSmith tracing on: the run trees' upload to
+  ``/runs/multipart`` on the upstream), LiteLLM (its model-cost-map fetch
+  from the upstream, then whole and streamed) and smolagents' ``ToolCallingAgent`` (the call
+  and its result sent back as text, "Calling tools: [...]" and "Observation: ...", then
+  ``final_answer``);
+* boto3's Bedrock Converse (a tool use, its result, then ``converse_stream``: SigV4-signed,
+  AWS's binary event stream), against an upstream that speaks Bedrock (``CloudUpstream``);
+* the openai npm package on Node 20 (tests/node/corpus.mjs) and the MCP TypeScript SDK
+  (tests/node/mcp.mjs: its standalone GET stream, closed by ``client.close()`` after its
+  headers), whose fetch ignores proxy variables: they go through the proxy by undici's
+  ``EnvHttpProxyAgent``.
 
 The clients are made inside each call, after the test has pointed the environment at a
 proxy: the SDKs read ``HTTPS_PROXY`` and ``SSL_CERT_FILE`` when they are constructed. The agent
@@ -52,7 +58,14 @@ from mcp.client.client import Client as McpClient
 
 from support.upstream import Upstream
 
-__all__ = ["PIECES", "send_corpus", "send_mcp", "send_side_traffic"]
+__all__ = [
+    "PIECES",
+    "bedrock_client",
+    "send_corpus",
+    "send_mcp",
+    "send_node_mcp",
+    "send_side_traffic",
+]
 
 TIMEOUT = 20.0
 NODE_PROJECT = Path(__file__).parents[1] / "node"
@@ -245,12 +258,54 @@ def send_pydantic_ai(upstream: Upstream) -> None:
     asyncio.run(asyncio.wait_for(turn(), TIMEOUT))
 
 
-def send_langchain(upstream: Upstream) -> None:
-    """LangChain's ``ChatOpenAI`` with a bound tool: the call, then its result with the
-    answer streamed."""
-    from langchain_core.messages import HumanMessage, ToolMessage
-    from langchain_openai import ChatOpenAI
+LANGSMITH_INFO = {
+    "version": "0.10.0",
+    "batch_ingest_config": {
+        "use_multipart_endpoint": True,
+        "scale_up_qsize_trigger": 1000,
+        "scale_up_nthreads_limit": 16,
+        "scale_down_nempty_trigger": 4,
+        "size_limit": 100,
+        "size_limit_bytes": 20971520,
+    },
+    "instance_flags": {"zstd_compression_enabled": True},
+}
+"""What LangSmith's cloud answers to ``GET /info``, as far as its client's uploads read it."""
 
+
+def send_langchain(upstream: Upstream) -> None:
+    """LangChain's ``ChatOpenAI`` with a bound tool, LangSmith tracing on: the call, the tool
+    run locally, then its result with the answer streamed, and the run trees uploaded to
+    ``/runs/multipart`` on the upstream (its ``LANGSMITH_ENDPOINT``), values and all,
+    zstd-compressed as LangSmith's cloud asks.
+
+    Left to itself the client asks ``GET /info`` from a thread of its own and uploads in
+    batches its thread cuts by time, so the order and the number of requests would depend on
+    the clock, and replay would ask for more than was recorded. So it is given the cloud's
+    answer to ``/info`` and holds its runs until ``flush`` (``process_buffered_run_ops``, its
+    own hook): one upload once the tool has run, with the call and the tool's arguments and
+    result, before the result goes back to the model (where a run that takes longer than the
+    client's batching wait uploads it too), and one at the end."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_core.tracers import LangChainTracer
+    from langchain_openai import ChatOpenAI
+    from langsmith import Client as LangSmith
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return city_weather(city)
+
+    smith = LangSmith(
+        api_url=upstream.base_url,
+        api_key="lsv2_pt_corpus",
+        info=LANGSMITH_INFO,
+        process_buffered_run_ops=lambda runs: runs,
+        run_ops_buffer_size=1000,
+        run_ops_buffer_timeout_ms=60_000,
+    )
+    traced = {"callbacks": [LangChainTracer(project_name="corpus", client=smith)]}
     chat = ChatOpenAI(
         model="gpt-4o-mini",
         base_url=upstream.url("/v1"),
@@ -258,13 +313,17 @@ def send_langchain(upstream: Upstream) -> None:
         max_retries=0,
         timeout=TIMEOUT,
         stream_usage=True,
-    ).bind_tools([WEATHER])
+    ).bind_tools([get_weather])
     messages: list[Any] = [HumanMessage("What is the weather in Vienna?")]
-    first = chat.invoke(messages)
+    first = chat.invoke(messages, config=traced)  # type: ignore[arg-type]
     call = first.tool_calls[0]  # type: ignore[attr-defined]
-    messages += [first, ToolMessage(city_weather(call["args"]["city"]), tool_call_id=call["id"])]
-    for _ in chat.stream(messages):
+    result = get_weather.invoke(call["args"], config=traced)  # type: ignore[arg-type]
+    smith.flush(timeout=TIMEOUT)  # the call and the tool's run, before the result goes back
+    messages += [first, ToolMessage(result, tool_call_id=call["id"])]
+    for _ in chat.stream(messages, config=traced):  # type: ignore[arg-type]
         pass
+    smith.flush(timeout=TIMEOUT)
+    smith.cleanup()
 
 
 @contextmanager
@@ -351,11 +410,66 @@ def send_smolagents(upstream: Upstream) -> None:
         raise AssertionError(f"smolagents did not finish its run: {answer!r}")
 
 
+BEDROCK_MODEL = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+BEDROCK_WEATHER = {
+    "toolSpec": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "inputSchema": {"json": WEATHER["function"]["parameters"]},  # type: ignore[index]
+    }
+}
+
+
+def bedrock_client(endpoint: str) -> Any:
+    """boto3's ``bedrock-runtime`` client as an agent makes one, through the proxy the
+    environment names (botocore reads ``HTTPS_PROXY``; its CA bundle is passed, as botocore
+    reads no ``SSL_CERT_FILE``), with made-up credentials; one attempt."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.Session(
+        region_name="us-east-1",
+        aws_access_key_id="ASIACORPUSACCESSKEY1",
+        aws_secret_access_key="corpus-secret-access-key",
+    )
+    config = Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=TIMEOUT)
+    return session.client(
+        "bedrock-runtime",
+        endpoint_url=endpoint,
+        verify=os.environ["SSL_CERT_FILE"],
+        config=config,
+    )
+
+
+def send_bedrock(upstream: Upstream) -> None:
+    """boto3's Bedrock Converse: a tool use, its result sent back, then the answer streamed
+    (``converse_stream``, AWS's binary event stream). The upstream must speak Bedrock
+    (tests/support/cloud_upstream.py's ``CloudUpstream``)."""
+    client = bedrock_client(upstream.base_url)
+    tools = {"tools": [BEDROCK_WEATHER]}
+    messages: list[Any] = [{"role": "user", "content": [{"text": "Weather in Zurich?"}]}]
+    first = client.converse(modelId=BEDROCK_MODEL, messages=messages, toolConfig=tools)
+    use = first["output"]["message"]["content"][0]["toolUse"]
+    weather = json.loads(city_weather(use["input"]["city"]))
+    result = {"toolResult": {"toolUseId": use["toolUseId"], "content": [{"json": weather}]}}
+    messages += [first["output"]["message"], {"role": "user", "content": [result]}]
+    streamed = client.converse_stream(modelId=BEDROCK_MODEL, messages=messages, toolConfig=tools)
+    text = "".join(
+        event["contentBlockDelta"]["delta"].get("text", "")
+        for event in streamed["stream"]
+        if "contentBlockDelta" in event
+    )
+    if not text:
+        raise AssertionError("Bedrock's ConverseStream answered no text")
+
+
 def node_project() -> Path:
-    """tests/node with its packages (the openai SDK, undici) installed from its lock file."""
+    """tests/node with its packages (the openai SDK, the MCP SDK, undici) installed from its
+    lock file, again when one is missing (a checkout made before it was added)."""
     if shutil.which("node") is None:
         raise AssertionError("Node.js is not installed; the README says how to get it")
-    if not (NODE_PROJECT / "node_modules" / "undici").is_dir():
+    dependencies = json.loads((NODE_PROJECT / "package.json").read_text())["dependencies"]
+    if not all((NODE_PROJECT / "node_modules" / name).is_dir() for name in dependencies):
         npm = ["npm", "ci", "--no-audit", "--no-fund"]
         subprocess.run(npm, cwd=NODE_PROJECT, check=True, timeout=300)
     return NODE_PROJECT
@@ -379,6 +493,27 @@ def send_node(upstream: Upstream) -> None:
     said = json.loads(done.stdout)
     if said["tool"] != "get_weather" or not said["answer"]:
         raise AssertionError(f"{script.name} did not finish its turn: {said}")
+
+
+def send_node_mcp(url: str) -> None:
+    """The official MCP TypeScript SDK on Node (tests/node/mcp.mjs): the handshake, its
+    standalone GET stream, ``tools/list`` and ``tools/call``, then ``client.close()``, which
+    closes that stream right after its headers."""
+    env = {**os.environ, "NODE_EXTRA_CA_CERTS": os.environ["SSL_CERT_FILE"]}
+    script = node_project() / "mcp.mjs"
+    done = subprocess.run(
+        ["node", str(script), url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2 * TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{script.name} failed: {done.stderr.strip()}")
+    said = json.loads(done.stdout)
+    if said["tools"] != ["add", "lookup"] or not said["answer"].startswith("node:"):
+        raise AssertionError(f"{script.name} did not finish its session: {said}")
 
 
 def send_encoded(upstream: Upstream) -> None:
@@ -440,6 +575,7 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "langchain": send_langchain,
     "litellm": send_litellm,
     "smolagents": send_smolagents,
+    "bedrock": send_bedrock,
     "node": send_node,
     "encoded": send_encoded,
     "early-close": send_early_close,
@@ -448,7 +584,9 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
 
 
 def send_corpus(upstream: Upstream, mcp_url: str) -> None:
-    """Every piece, in order: the model providers first, MCP, then the rest."""
+    """Every piece, in order: the model providers first, then the rest, then MCP from Python
+    and from Node."""
     for piece in PIECES.values():
         piece(upstream)
     send_mcp(mcp_url)
+    send_node_mcp(mcp_url)

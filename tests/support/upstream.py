@@ -115,6 +115,8 @@ Endpoints (``n`` = that endpoint's counter)
 * ``POST /mcp``: MCP over streamable HTTP; a JSON-RPC result echoing the request's ``id``,
   as an SSE event when ``Accept`` starts with ``text/event-stream``.
 * ``POST /v1/traces/ingest``: ``{"n": n}``, where the Agents SDK exports its traces.
+* ``POST /runs/multipart`` and ``/runs/batch``: 202 ``{"n": n}``, where LangSmith's client
+  uploads its run trees (the upstream is its ``LANGSMITH_ENDPOINT``).
 * ``GET /bytes/random?size=N&seed=S``: N pseudo-random bytes generated as they are sent
   (up to 16 GiB; see :func:`random_chunks`).
 * ``PUT|POST /upload``: reads the request body as it arrives, hashing it and keeping none
@@ -981,6 +983,8 @@ class Upstream(_LoopThread):
                 return await self._hang(wire, req)
             if path == "/v1/traces/ingest" and method == "POST":
                 return await self._send_json(wire, conn, 200, {"n": self._next("traces")})
+            if path in ("/runs/multipart", "/runs/batch") and method == "POST":
+                return await self._send_json(wire, conn, 202, {"n": self._next("runs")})
             if path == "/model_prices_and_context_window.json" and method == "GET":
                 self._next("model_costs")
                 return await self._send_json(wire, conn, 200, MODEL_COSTS)
