@@ -2,8 +2,8 @@
 
 One proxy records the corpus of tests/support/corpus.py (openai, anthropic, the MCP SDK, the
 OpenAI Agents SDK, pydantic-ai, LangChain with LangSmith tracing, LiteLLM, smolagents, boto3's
-Bedrock Converse, the openai npm package and the MCP TypeScript SDK on Node, requests and
-httpx, against local servers) twice, into ``corpus`` and ``rerun``; the second
+Bedrock Converse, the cohere SDK's Chat v2, the openai npm package and the MCP TypeScript SDK
+on Node, requests and httpx, against local servers) twice, into ``corpus`` and ``rerun``; the second
 time the upstream mints other ids, as a live model does. Then the case file is crawled from
 ``/`` (every link, HTML and ``.json`` twin) and ``show``, ``diff``, ``search`` and every
 export format read all of it. Then the proxy replays ``corpus``, where an agent asks something
@@ -30,7 +30,14 @@ from click.testing import CliRunner
 from playwright.sync_api import Page, expect, sync_playwright
 from support.browser import ARTIFACTS, artifact_path, chromium_or_skip, failed
 from support.cloud_upstream import CloudUpstream
-from support.corpus import BEDROCK_MODEL, BEDROCK_WEATHER, WEATHER, bedrock_client, send_corpus
+from support.corpus import (
+    BEDROCK_MODEL,
+    BEDROCK_WEATHER,
+    COHERE_MODEL,
+    WEATHER,
+    bedrock_client,
+    send_corpus,
+)
 from support.mcp_server import McpServer
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
@@ -249,11 +256,40 @@ def test_search_finds_what_each_client_sent(recorded: Recorded) -> None:
         "Berlin",
         "Bern",
         "Zurich",
+        "Hamburg",
     )  # a client each
     for word in (*asked, "lookup", "trace.span", "Forecaster"):
         code, out = _cli(recorded.data_dir, "search", word, "--json")
         assert code == 0, out
         assert json.loads(out), word
+
+
+def test_the_cohere_sdks_chats_are_cohere_s_with_model_finish_and_usage(
+    recorded: Recorded,
+) -> None:
+    """The ``cohere`` SDK's ``POST /v2/chat``, whole and streamed, was ``generic.json`` with no
+    model or tokens read (issue 32)."""
+    code, out = _cli(recorded.data_dir, "show", "corpus", "--json")
+    assert code == 0, out
+    facts = [r["facts"] for r in json.loads(out) if urlsplit(r["url"]).path == "/v2/chat"]
+    assert [(f.get("provider"), f.get("api"), f.get("model")) for f in facts] == [
+        ("cohere", "cohere.chat", COHERE_MODEL)
+    ] * 3
+    assert [(f["stream"], f["finish_reason"]) for f in facts] == [
+        (False, "TOOL_CALL"),
+        (True, "COMPLETE"),
+        (True, "TOOL_CALL"),
+    ]
+    assert [f["usage"] for f in facts] == [
+        {
+            "input_tokens": 710 + n,
+            "output_tokens": 3 + n,
+            "billed_units.input_tokens": 9,
+            "billed_units.output_tokens": 3 + n,
+            "cached_tokens": 0,
+        }
+        for n in (1, 2, 3)
+    ]
 
 
 @pytest.mark.parametrize("form", ["jsonl", "bundle", "har", "otel", "dataset"])

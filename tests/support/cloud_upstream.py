@@ -1,4 +1,5 @@
-"""A local HTTPS server that speaks Bedrock Runtime, Gemini (and Vertex AI) and Azure OpenAI.
+"""A local HTTPS server that speaks Bedrock Runtime, Gemini (and Vertex AI), Azure OpenAI and
+Cohere.
 
 It extends `Upstream` (which keeps every OpenAI, Anthropic and tool route) with the wire
 formats the cloud SDKs expect, so boto3, google-genai and ``openai.AzureOpenAI`` parse its
@@ -20,6 +21,14 @@ answers as they parse the real services':
 * Azure OpenAI: ``/openai/deployments/{d}/chat/completions`` and
   ``/openai/v1/chat/completions``, answered as the base server's chat, by the model behind
   the deployment (``AZURE_MODEL``).
+* Cohere's Chat v2: ``POST /v2/chat`` in the shapes of the ``cohere`` SDK's own types
+  (cohere/v2/types/v2chat_response.py, v2chat_stream_response.py): a whole JSON answer (``id``,
+  ``finish_reason``, ``message`` with ``tool_plan`` and ``tool_calls`` or ``content``, ``usage``
+  with ``billed_units`` and ``tokens``; no ``model``), or, asked with ``stream``, server-sent
+  events named by their ``type``: ``message-start``, ``tool-plan-delta``,
+  ``tool-call-start``/``-delta``/``-end`` or ``content-start``/``-delta``/``-end``, then
+  ``message-end`` with the finish reason and usage. Offered tools while the user has just
+  spoken, it calls the first with the user's words; else it answers in text.
 * AWS credential endpoints: IMDSv2 (``PUT /latest/api/token``, ``GET
   /latest/meta-data/iam/security-credentials/[role]``) and STS ``AssumeRole`` (``POST /``).
 
@@ -74,6 +83,13 @@ def _text_blocks(content: Any) -> str:
 
 
 _METRICS = {"inputTokenCount": 11, "outputTokenCount": 7, "invocationLatency": 210}
+
+
+def _cohere_text(content: Any) -> str:
+    """A Cohere v2 message's text: a string, or its ``text`` content items joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(c.get("text", "")) for c in content or [] if isinstance(c, dict))
 
 
 def _nova_chunks(answer: str) -> list[dict[str, Any]]:
@@ -136,6 +152,8 @@ class CloudUpstream(Upstream):
                     req, target="/v1/chat/completions", body=json.dumps(body).encode()
                 )
                 return await self._chat(wire, conn, asked)
+            if path == "/v2/chat":
+                return await self._cohere(wire, conn, req)
             if path == "/" and "AssumeRole" in req.body.decode("latin-1"):
                 return await self._sts(wire, conn)
         if path == "/latest/api/token" and method == "PUT":
@@ -386,6 +404,82 @@ class CloudUpstream(Upstream):
         if all("text" in piece for piece in pieces):
             return [{"text": "".join(piece["text"] for piece in pieces)}]
         return pieces
+
+    # -- Cohere --
+    async def _cohere(self, wire: _Wire, conn: h11.Connection, req: SeenRequest) -> bool:
+        body = self._json_body(req)
+        n = self._next("cohere")
+        messages = body.get("messages") or []
+        text = next(
+            (_cohere_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"),
+            "",
+        )
+        tools = [t["function"] for t in body.get("tools") or [] if "function" in t]
+        called = bool(tools) and bool(messages) and messages[-1].get("role") == "user"
+        # Unsalted, as Bedrock's: the diff reads no Cohere id (a UUID, ``<tool>_<random>``)
+        # as model-made, so a rerun's fresh ones would make it diverge.
+        answer_id = f"c14c80c3-{n:04d}-4519-9460-6c92edd8cfb4"
+        usage = {
+            "billed_units": {"input_tokens": 9, "output_tokens": 3 + n},
+            "tokens": {"input_tokens": 710 + n, "output_tokens": 3 + n},
+            "cached_tokens": 0,
+        }
+        plan = f"I will look up the weather for {text}."
+        call: dict[str, Any] = {}
+        if called:
+            arguments = json.dumps(tool_arguments(tools[0].get("parameters"), text))
+            call = {
+                "id": f"{tools[0]['name']}_{n}",
+                "type": "function",
+                "function": {"name": tools[0]["name"], "arguments": arguments},
+            }
+        answer_text = f"answer {n} to: {text}"
+        finish = "TOOL_CALL" if called else "COMPLETE"
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant"}
+            if called:
+                message.update(tool_plan=plan, tool_calls=[call])
+            else:
+                message["content"] = [{"type": "text", "text": answer_text}]
+            answer = {"id": answer_id, "finish_reason": finish, "message": message, "usage": usage}
+            return await self._send_json(wire, conn, 200, answer)
+
+        def event(payload: dict[str, Any]) -> bytes:
+            return f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
+
+        start = {"message": {"role": "assistant", "content": [], "tool_calls": []}}
+        frames = [event({"id": answer_id, "type": "message-start", "delta": start})]
+        if called:
+            for piece in _words(plan):
+                delta = {"message": {"tool_plan": piece}}
+                frames.append(event({"type": "tool-plan-delta", "delta": delta}))
+            opening = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
+            frames.append(
+                event(
+                    {
+                        "type": "tool-call-start",
+                        "index": 0,
+                        "delta": {"message": {"tool_calls": opening}},
+                    }
+                )
+            )
+            arguments = call["function"]["arguments"]
+            for at in range(0, len(arguments), 7):
+                delta = {
+                    "message": {"tool_calls": {"function": {"arguments": arguments[at : at + 7]}}}
+                }
+                frames.append(event({"type": "tool-call-delta", "index": 0, "delta": delta}))
+            frames.append(event({"type": "tool-call-end", "index": 0}))
+        else:
+            opening = {"message": {"content": {"type": "text", "text": ""}}}
+            frames.append(event({"type": "content-start", "index": 0, "delta": opening}))
+            for piece in _words(answer_text):
+                delta = {"message": {"content": {"text": piece}}}
+                frames.append(event({"type": "content-delta", "index": 0, "delta": delta}))
+            frames.append(event({"type": "content-end", "index": 0}))
+        end = {"finish_reason": finish, "usage": usage}
+        frames.append(event({"type": "message-end", "delta": end}))
+        return await self._send_stream(wire, conn, frames, gap=self._gap)
 
     # -- AWS credentials --
     async def _imds(self, wire: _Wire, conn: h11.Connection, path: str) -> bool:

@@ -24,6 +24,8 @@ Each piece is what an installed client really puts on the wire, not a hand-writt
   ``final_answer``);
 * boto3's Bedrock Converse (a tool use, its result, then ``converse_stream``: SigV4-signed,
   AWS's binary event stream), against an upstream that speaks Bedrock (``CloudUpstream``);
+* the ``cohere`` SDK's Chat v2 (``ClientV2``: a tool call, its result, the answer and another
+  tool call streamed as Cohere's named SSE events), against the same ``CloudUpstream``;
 * the openai npm package on Node 20 (tests/node/corpus.mjs) and the MCP TypeScript SDK
   (tests/node/mcp.mjs: its standalone GET stream, closed by ``client.close()`` after its
   headers), whose fetch ignores proxy variables: they go through the proxy by undici's
@@ -463,6 +465,49 @@ def send_bedrock(upstream: Upstream) -> None:
         raise AssertionError("Bedrock's ConverseStream answered no text")
 
 
+COHERE_MODEL = "command-a-03-2025"
+
+
+def send_cohere(upstream: Upstream) -> None:
+    """The ``cohere`` SDK's Chat v2 (``ClientV2``): a tool call, its result sent back as a
+    document as Cohere's docs show, the answer streamed (``chat_stream``, named SSE events),
+    then a streamed tool call (``tool-plan-delta``, ``tool-call-start``/``-delta``/``-end``).
+    Its httpx client goes through the proxy by ``HTTPS_PROXY`` and trusts ``SSL_CERT_FILE``.
+    The upstream must speak Cohere (tests/support/cloud_upstream.py's ``CloudUpstream``)."""
+    import cohere
+
+    with cohere.ClientV2(
+        api_key="co-corpus-key", base_url=upstream.base_url, timeout=TIMEOUT, max_retries=0
+    ) as client:
+        _cohere_turn(client)
+
+
+def _cohere_turn(client: Any) -> None:
+    messages: list[Any] = [{"role": "user", "content": "Hamburg"}]
+    first = client.chat(model=COHERE_MODEL, messages=messages, tools=[WEATHER])
+    call = first.message.tool_calls[0]
+    arguments = json.loads(call.function.arguments)
+    result = {"type": "document", "document": {"data": city_weather(arguments["city"])}}
+    messages += [
+        {"role": "assistant", "tool_plan": first.message.tool_plan, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call.id, "content": [result]},
+    ]
+    text = "".join(
+        event.delta.message.content.text or ""
+        for event in client.chat_stream(model=COHERE_MODEL, messages=messages, tools=[WEATHER])
+        if event.type == "content-delta"
+    )
+    if not text:
+        raise AssertionError("Cohere's chat_stream answered no text")
+    asked = [{"role": "user", "content": "Bremen"}]
+    kinds = [
+        event.type
+        for event in client.chat_stream(model=COHERE_MODEL, messages=asked, tools=[WEATHER])
+    ]
+    if "tool-call-end" not in kinds:
+        raise AssertionError(f"Cohere's chat_stream called no tool: {kinds}")
+
+
 def node_project() -> Path:
     """tests/node with its packages (the openai SDK, the MCP SDK, undici) installed from its
     lock file, again when one is missing (a checkout made before it was added)."""
@@ -576,6 +621,7 @@ PIECES: dict[str, Callable[[Upstream], None]] = {
     "litellm": send_litellm,
     "smolagents": send_smolagents,
     "bedrock": send_bedrock,
+    "cohere": send_cohere,
     "node": send_node,
     "encoded": send_encoded,
     "early-close": send_early_close,
