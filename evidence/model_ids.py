@@ -13,6 +13,10 @@ names an id the run never minted, or names another run's, still differs.
 The ids are found under ``id`` and ``call_id`` members of the answers' JSON (a whole
 answer, or each event of a stream), where the value starts with a minting prefix: the same
 walk reads OpenAI Chat Completions and Responses and Anthropic Messages, whole or streamed.
+Cohere's Chat v2 (``/v2/chat``) mints ids with no prefix, a UUID for the answer and
+``<tool>_<random>`` for each tool call, so in its answers every ``id`` is read as minted: the
+answer's (``⟨cohere-chat 1⟩``) and each tool call's, the object that holds a ``function``
+(``⟨cohere-call 1⟩``).
 """
 
 from __future__ import annotations
@@ -31,24 +35,33 @@ PREFIXES = ("chatcmpl-", "resp_", "msg_", "call_", "toolu_", "srvtoolu_", "fc_",
 """How the ids a model API mints begin (OpenAI chat, Responses and its items, Anthropic)."""
 _MEMBERS = frozenset({"id", "call_id"})
 _MINTED = re.compile(rf"^(?:{'|'.join(map(re.escape, PREFIXES))})[A-Za-z0-9_-]+$")
+_UNPREFIXED = re.compile(r"^[A-Za-z0-9_-]{6,}$")
+_COHERE_CHAT = "/v2/chat"
 _MAX_EVENTS = 100_000
 
 
 def minted_ids(exchange: Exchange) -> tuple[str, ...]:
     """The ids this exchange's answer minted, in the order they first appear."""
+    return tuple(_minted(exchange))
+
+
+def _minted(exchange: Exchange) -> dict[str, str]:
+    """The ids this exchange's answer minted, each with its kind, in the order they first
+    appear."""
     body = response_body(exchange)
     if body is None or exchange.response is None or not body.data:
-        return ()
+        return {}
     if media_type(exchange.response.headers) == "text/event-stream":
         events = islice(sse_events(body.data), _MAX_EVENTS)
         values: Iterable[object] = (_parsed(data) for _, data in events)
     else:
         values = (_parsed(body.data),)
-    found: dict[str, None] = {}
+    walk = _walk_cohere if exchange.path.endswith(_COHERE_CHAT) else _walk
+    found: dict[str, str] = {}
     for value in values:
-        for minted in _walk(value):
-            found.setdefault(minted, None)
-    return tuple(found)
+        for minted, kind in walk(value):
+            found.setdefault(minted, kind)
+    return found
 
 
 def _parsed(data: bytes | str) -> object:
@@ -58,16 +71,29 @@ def _parsed(data: bytes | str) -> object:
         return None
 
 
-def _walk(value: object) -> Iterator[str]:
+def _walk(value: object) -> Iterator[tuple[str, str]]:
     stack = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             for name, member in node.items():
                 if name in _MEMBERS and isinstance(member, str) and _MINTED.match(member):
-                    yield member
+                    yield member, next(p for p in PREFIXES if member.startswith(p))
                 elif isinstance(member, (dict, list)):
                     stack.append(member)
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+
+
+def _walk_cohere(value: object) -> Iterator[tuple[str, str]]:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            minted = node.get("id")
+            if isinstance(minted, str) and _UNPREFIXED.match(minted):
+                yield minted, "cohere-call" if "function" in node else "cohere-chat"
+            stack.extend(m for m in reversed(node.values()) if isinstance(m, (dict, list)))
         elif isinstance(node, list):
             stack.extend(reversed(node))
 
@@ -80,10 +106,9 @@ class IdRoles:
         self.roles: dict[str, str] = {}
         ranks: dict[str, int] = {}
         for exchange in exchanges:
-            for minted in minted_ids(exchange):
+            for minted, kind in _minted(exchange).items():
                 if minted in self.roles:
                     continue
-                kind = next(p for p in PREFIXES if minted.startswith(p))
                 ranks[kind] = ranks.get(kind, 0) + 1
                 self.roles[minted] = f"⟨{kind} {ranks[kind]}⟩"
         names = sorted(self.roles, key=len, reverse=True)

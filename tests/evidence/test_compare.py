@@ -173,3 +173,54 @@ def test_a_changed_tool_call_id_reads_as_two_ids_each_with_its_role() -> None:
     assert other.first_divergence == 2
     rerun = order_run("call_rerun", minted_id="call_rerun")
     assert compare_runs("a", recorded, "b", rerun).equivalent  # type: ignore[arg-type]
+
+
+COHERE = "https://api.cohere.com/v2/chat"
+
+
+def cohere_call(seq: int, request: dict[str, object], reply: dict[str, object]) -> object:
+    body = json.dumps(request).encode()
+    view = RequestView.of("POST", "https", "api.cohere.com", 443, "/v2/chat",
+                          [("content-type", "application/json")], body)  # fmt: skip
+    return stored_exchange(
+        seq=seq,
+        url=COHERE,
+        request_body=body,
+        response_body=json.dumps(reply).encode(),
+        canonical=canonicalize(view, KeyConfig()).form,
+    )
+
+
+def cohere_run(answer_id: str, call_id: str) -> list[object]:
+    """Cohere's Chat v2: a tool call (a UUID answer id, a ``<tool>_<random>`` call id), then
+    the request that sends its result back echoing the call's id."""
+    user = {"role": "user", "content": "weather in Hamburg?"}
+    call = {"id": call_id, "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Hamburg"}'}}  # fmt: skip
+    first = cohere_call(
+        0,
+        {"model": "command-a-03-2025", "messages": [user]},
+        {"id": answer_id, "finish_reason": "TOOL_CALL",
+         "message": {"role": "assistant", "tool_plan": "look it up", "tool_calls": [call]}},
+    )  # fmt: skip
+    result = {"role": "tool", "tool_call_id": call_id, "content": "sunny"}
+    calling = {"role": "assistant", "tool_plan": "look it up", "tool_calls": [call]}
+    second = cohere_call(
+        1,
+        {"model": "command-a-03-2025", "messages": [user, calling, result]},
+        {"id": answer_id[::-1], "finish_reason": "COMPLETE",
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "Sunny."}]}},
+    )  # fmt: skip
+    return [first, second]
+
+
+def test_cohere_s_unprefixed_ids_are_read_by_their_role() -> None:
+    """Cohere mints a UUID per answer and ``<tool>_<random>`` per tool call, echoed in the
+    next request's ``tool_call_id``: a faithful re-run with fresh ids is equivalent, and one
+    echoing an id its run never minted is not."""
+    recorded = cohere_run("c14c80c3-0001-4519-9460-6c92edd8cfb4", "get_weather_1gmcj7yhtb7z")
+    rerun = cohere_run("5d2b7a90-77e1-4c3e-8f0b-2a9d41c6e8aa", "get_weather_8qk2m4zzp0xa")
+    assert compare_runs("a", recorded, "b", rerun).equivalent  # type: ignore[arg-type]
+    stray = cohere_run("5d2b7a90-77e1-4c3e-8f0b-2a9d41c6e8aa", "get_weather_other0000")
+    mixed = [rerun[0], stray[1]]
+    assert not compare_runs("a", recorded, "b", mixed).equivalent  # type: ignore[arg-type]

@@ -416,9 +416,10 @@ class CloudUpstream(Upstream):
         )
         tools = [t["function"] for t in body.get("tools") or [] if "function" in t]
         called = bool(tools) and bool(messages) and messages[-1].get("role") == "user"
-        # Unsalted, as Bedrock's: the diff reads no Cohere id (a UUID, ``<tool>_<random>``)
-        # as model-made, so a rerun's fresh ones would make it diverge.
-        answer_id = f"c14c80c3-{n:04d}-4519-9460-6c92edd8cfb4"
+        # Salted as the other models' ids are: a rerun's are fresh, as Cohere's are (a UUID,
+        # ``<tool>_<random>``), and the diff reads them by their role.
+        salt = self.id_salt.encode().hex()[:4].rjust(4, "0")
+        answer_id = f"c14c80c3-{n:04d}-4519-{salt}-6c92edd8cfb4"
         usage = {
             "billed_units": {"input_tokens": 9, "output_tokens": 3 + n},
             "tokens": {"input_tokens": 710 + n, "output_tokens": 3 + n},
@@ -429,7 +430,7 @@ class CloudUpstream(Upstream):
         if called:
             arguments = json.dumps(tool_arguments(tools[0].get("parameters"), text))
             call = {
-                "id": f"{tools[0]['name']}_{n}",
+                "id": f"{tools[0]['name']}_{self.id_salt}{n}k7yhtb",
                 "type": "function",
                 "function": {"name": tools[0]["name"], "arguments": arguments},
             }
