@@ -235,15 +235,30 @@ stop_freezeframe() {  # SIGTERM drains the store: every replica must exit 0
     done
 }
 
+agent_failed() {  # agent_failed MODE OUTPUT
+    cat "$2" "$2.err" >&2
+    c logs --no-color freezeframe | tail -n 30 >&2
+    fail "the agent failed in $1"
+}
+
 agent_run() {  # agent_run MODE OUTPUT [FRESH]: freezeframe up in MODE, then the agent
     FREEZEFRAME_MODE=$1 FREEZEFRAME_FRESH=${3:-} c up -d freezeframe >/dev/null 2>&1 \
         || fail "compose up freezeframe ($1)"
     wait_health
-    c run --rm -T --no-deps agent >"$2" 2>"$2.err" || {
-        cat "$2" "$2.err" >&2
-        c logs --no-color freezeframe | tail -n 30 >&2
-        fail "the agent failed in $1"
-    }
+    if ! c run --rm -T --no-deps agent >"$2" 2>"$2.err"; then
+        if [ "$1" != record ] || ! grep -q "Temporary failure in name resolution" "$2.err"; then
+            agent_failed "$1" "$2"
+        fi
+        # podman's network DNS (aardvark-dns 1.4 on Debian 12) drops lookups while it reloads
+        # for a container that starts or stops, at worst for tens of seconds: the proxy's
+        # lookup of the upstream failed, not freezeframe. Recorded again, afresh, once.
+        say "$project: the upstream's name did not resolve in podman's network; recording again"
+        stop_freezeframe freezeframe
+        FREEZEFRAME_MODE=record FREEZEFRAME_FRESH=1 c up -d freezeframe >/dev/null 2>&1 \
+            || fail "compose up freezeframe (record, again)"
+        wait_health
+        c run --rm -T --no-deps agent >"$2" 2>"$2.err" || agent_failed "$1" "$2"
+    fi
     c logs --no-color freezeframe | grep -q "freezeframe $1: proxy on 0.0.0.0:8080" \
         || fail "freezeframe did not start in $1 mode"
 }
