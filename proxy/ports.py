@@ -17,15 +17,20 @@ _LOWEST = 10_000
 _TRIES = 100
 
 
+def first_ephemeral() -> int:
+    """The lowest port of the kernel's ephemeral range; 0 where it cannot be read."""
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def unused_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on at ``host``, below the ephemeral range where there is one."""
-    try:
-        first_ephemeral = int(_EPHEMERAL.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        first_ephemeral = 0
-    if first_ephemeral - _LOWEST >= 1000:
+    first = first_ephemeral()
+    if first - _LOWEST >= 1000:
         for _ in range(_TRIES):
-            port = random.randrange(_LOWEST, first_ephemeral)
+            port = random.randrange(_LOWEST, first)
             if _bindable(host, port):
                 return port
     with socket.socket() as sock:

@@ -10,13 +10,14 @@ Plain ``http``: an MCP client reaches it through ``HTTP_PROXY``, as the README t
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from typing import Self
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+
+from freezeframe.proxy.ports import unused_port
 
 __all__ = ["McpServer"]
 
@@ -44,9 +45,7 @@ class McpServer:
     """The SDK's server under uvicorn on its own thread; ``stop`` waits for it to end."""
 
     def __init__(self) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
+        self.port = unused_port()
         app = _server().streamable_http_app()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self._uvicorn = uvicorn.Server(config)

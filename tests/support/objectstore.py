@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from freezeframe.proxy.ports import first_ephemeral
+
 READY_S = 60.0
 """How long SeaweedFS may take to answer S3 (about 5-10 s on an idle machine)."""
 
@@ -38,9 +40,14 @@ def _free(port: int) -> bool:
 
 
 def free_port_pair(taken: set[int]) -> int:
-    """A port that is free, with port + GRPC_OFFSET free too, and neither in ``taken``."""
+    """A port that is free, with port + GRPC_OFFSET free too, and neither in ``taken``: both
+    below the kernel's ephemeral range, where no outgoing connection takes one while the
+    server is stopped between two starts on the same ports (freezeframe.proxy.ports)."""
+    highest = first_ephemeral() - GRPC_OFFSET
+    if highest < 11_000:  # no ephemeral range to keep below
+        highest = 50_000
     for _ in range(200):
-        port = 20_000 + secrets.randbelow(30_000)
+        port = 10_000 + secrets.randbelow(highest - 10_000)
         pair = {port, port + GRPC_OFFSET}
         if not pair & taken and all(_free(p) for p in pair):
             taken |= pair
