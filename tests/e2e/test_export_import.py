@@ -601,10 +601,13 @@ def test_otel_spans_follow_the_gen_ai_conventions_under_the_agents_trace(
     assert (tool.trace_id, tool.parent_span_id) == (first.trace_id, first.span_id)
     assert first.end_time_unix_nano <= tool.start_time_unix_nano <= tool.end_time_unix_nano
     assert tool.end_time_unix_nano <= second.start_time_unix_nano
-    failed = [
-        s for s in spans if attributes(s).get("freezeframe.outcome", "complete") != "complete"
-    ]
+    # A failed, cut or unfinished exchange is an error; one whose client hung up is not (on a
+    # busy machine a client that read a stream's last event may leave before its end is
+    # relayed, and that exchange is client_closed).
+    outcomes = [(attributes(s).get("freezeframe.outcome", "complete"), s) for s in spans]
+    failed = [s for outcome, s in outcomes if outcome in ("failed", "truncated", "incomplete")]
     assert failed and all(s.status.code == 2 for s in failed)
+    assert all(s.status.code != 2 for outcome, s in outcomes if outcome == "client_closed")
     for secret in SECRETS:
         assert secret.encode() not in exported.read_bytes()
 
