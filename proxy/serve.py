@@ -23,6 +23,7 @@ from freezeframe.addons import AddressBook
 from freezeframe.addons.capture import Capture
 from freezeframe.addons.record import Record
 from freezeframe.addons.state import Journal, Mode, RuntimeState, SharedPositions
+from freezeframe.evidence.reading_in import READER
 from freezeframe.evidence.words import plural
 from freezeframe.proxy.admin import AdminServer, create_app
 from freezeframe.proxy.discovery import admin_url
@@ -195,6 +196,7 @@ async def serve(
         writer_process=settings.store_writer == "process",
         blobs=settings.blobs,
         outbox=settings.outbox,
+        reader=READER,  # facts and signals are read there, off the event loop
     )
     try:
         if settings.fresh:

@@ -132,6 +132,7 @@ class SqlStore(Store):
         *,
         process_url: str | None = None,
         objects: Outbox | None = None,
+        reader: str | None = None,
     ) -> None:
         self._engine = engine
         self._where = where
@@ -142,7 +143,12 @@ class SqlStore(Store):
         self._writer: Writer | WriterProcess
         if process_url is None:
             self._writer = Writer(
-                engine, self._written, where, self._counters.moved, objects=objects
+                engine,
+                self._written,
+                where,
+                self._counters.moved,
+                objects=objects,
+                reader=reader,
             )
         else:
             self._writer = WriterProcess(
@@ -152,6 +158,7 @@ class SqlStore(Store):
                 self._written,
                 self._counters.moved,
                 objects,
+                reader,
             )
         self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._table = ReplayTable()
@@ -168,6 +175,7 @@ class SqlStore(Store):
         writer_process: bool = False,
         blobs_url: str | None = None,
         outbox: Path | None = None,
+        reader: str | None = None,
     ) -> Self:
         """The store at ``url``; with ``writer_process`` (Linux only), written by a process
         of its own (storage.sql.writerprocess), else by a thread of this one; with
@@ -182,6 +190,7 @@ class SqlStore(Store):
                 mask(url),
                 process_url=url if apart else None,
                 objects=objects,
+                reader=reader,
             )
         except BaseException:
             engine.dispose()
@@ -334,8 +343,11 @@ class SqlStore(Store):
         held = self._table.get(cassette, key, occurrence)
         if held is not None:
             return held
+        # Asked before the read: asked after, an exchange committed between the two would be
+        # neither found nor pending.
+        pending = self._counters.is_pending(cassette, key, occurrence)
         found = self._read(self._reader.lookup, cassette, key, occurrence)
-        if found is None and self._counters.is_pending(cassette, key, occurrence):
+        if found is None and pending:
             self.flush(PENDING_WAIT_S)
             found = self._read(self._reader.lookup, cassette, key, occurrence)
         return found

@@ -25,6 +25,12 @@ exchanges that reference them, and are written in a transaction of their own, on
 part per statement, so neither side ever holds more than a part. An exchange whose
 body could not be written fails on its foreign key rather than dangling.
 
+An exchange the proxy submitted unread (``NewExchange.to_read``) is read here first, by the
+function the store was opened with (open_store's ``reader``: facts and triage's signals,
+evidence.reading_in), once, before its first attempt: the reading parses its bodies, which
+on the proxy's event loop cost every client its time. A reader that fails costs the
+exchange its facts and signals, never its recording.
+
 Drift notes (Store.note_drift) and misses (Store.note_miss) come the same way, so that
 noting one never waits either; each is written after the exchanges queued before it, in a
 transaction of its own, since it is an observation and not part of any chain.
@@ -50,6 +56,7 @@ among the digests it already knows to be stored (KnownDigests).
 """
 
 import dataclasses
+import importlib
 import logging
 import queue
 import threading
@@ -325,8 +332,13 @@ class Writer:
         moved: Moved,
         served: Callable[[], None] | None = None,
         objects: "Outbox | None" = None,
+        reader: str | None = None,
     ) -> None:
         self._engine = engine
+        self._reader = reader
+        """The dotted path of the reader's factory (open_store's ``reader``)."""
+        self._read: Callable[[NewExchange], NewExchange] | None = None
+        """The reader, once the first exchange to read has imported it."""
         self._objects = objects
         """Where bodies go when the store keeps them in object storage (--blobs)."""
         self._generation: object = _UNREAD
@@ -580,11 +592,20 @@ class Writer:
                 connection.invalidate()
             raise
 
-    def _write(self, batch: list[NewExchange], again: bool = False) -> None:
+    def _write(
+        self,
+        batch: list[NewExchange],
+        again: bool = False,
+        ready: list[NewExchange] | None = None,
+    ) -> None:
+        """Store ``batch`` as submitted (``ready``: each read already, see _read_in); the
+        callbacks get the exchanges as submitted, which is how their owners know them."""
+        if ready is None:
+            ready = [self._read_in(exchange) for exchange in batch]
         # Any exception, not only database errors: a malformed exchange must not
         # kill the thread every later exchange depends on.
         try:
-            written = self._commit(batch, resolve=again)
+            written = self._commit(ready, resolve=again)
         except Exception as exc:
             lost, self._lost = self._lost, False
             if not again:
@@ -595,7 +616,7 @@ class Writer:
                 # the database still has free.
                 if lost or self._known:
                     self._known.clear()
-                self._write(batch, again=True)
+                self._write(batch, again=True, ready=ready)
                 return
             if len(batch) == 1:
                 self._give_up(batch[0], exc)
@@ -606,8 +627,8 @@ class Writer:
                 self._where,
                 reason(exc, self._engine.url),
             )
-            for exchange in batch:
-                self._write([exchange], again=True)
+            for exchange, read in zip(batch, ready, strict=True):
+                self._write([exchange], again=True, ready=[read])
         else:
             self.failing = None
             for given, stored in zip(batch, written, strict=True):
@@ -617,6 +638,31 @@ class Writer:
             if not self._unindexed:
                 self._unindexed_since = time.monotonic()
             self._unindexed.extend(written)
+
+    def _read_in(self, exchange: NewExchange) -> NewExchange:
+        """``exchange`` with what its reader reads into it (facts, signals), if it came
+        unread; without them, and said, if the reader fails or the store has none."""
+        if exchange.to_read is None:
+            return exchange
+        try:
+            if self._read is None:
+                if self._reader is None:
+                    raise LookupError("the store was opened without a reader")
+                module, _, name = self._reader.partition(":")
+                self._read = getattr(importlib.import_module(module), name)()
+            read = self._read(exchange)
+            check_facts(read.facts)
+            return dataclasses.replace(read, to_read=None)
+        except Exception as exc:
+            log.error(
+                "could not read the facts and signals of exchange %d of cassette %r; "
+                "storing it without them: %s: %s",
+                exchange.slot.seq,
+                exchange.cassette,
+                type(exc).__name__,
+                exc,
+            )
+            return dataclasses.replace(exchange, to_read=None)
 
     def _give_up(self, exchange: NewExchange, exc: Exception) -> None:
         self.failing = reason(exc, self._engine.url)

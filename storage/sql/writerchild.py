@@ -7,8 +7,9 @@ storage.sql.writerprocess as ``python -c "...writerchild import main; main()" FD
 
 What comes over the channel (storage.sql.channel), in order:
 
-* ``("open", url, where, level)``: first; the store to write (already created by the
-  proxy) and the proxy's log level.
+* ``("open", url, where, level, objects, reader)``: first; the store to write (already
+  created by the proxy), the proxy's log level, the object store and outbox bodies go to,
+  and the dotted path of the reader of unread exchanges (open_store's ``reader``).
 * ``("exchange", token, NewExchange)``, ``("note", DriftNote | Miss)``,
   ``("blob", SpoolFacts)`` with the spool file's descriptor, ``("flush", token)``,
   ``("forget", digests)``: queued for the Writer as the proxy's thread writer queued them.
@@ -81,7 +82,12 @@ class _Served:
     """The Writer, fed from the channel, answering on it."""
 
     def __init__(
-        self, channel: Channel, url: str, where: str, objects: tuple[str, str] | None
+        self,
+        channel: Channel,
+        url: str,
+        where: str,
+        objects: tuple[str, str] | None,
+        reader: str | None,
     ) -> None:
         self._channel = channel
         self._tokens: dict[int, int] = {}
@@ -96,6 +102,7 @@ class _Served:
             self._moved,
             served=self._report,
             objects=self._outbox,
+            reader=reader,
         )
 
     def serve(self) -> None:
@@ -186,13 +193,13 @@ def main() -> None:
         sys.exit(0)
     if not (isinstance(opened, tuple) and opened[0] == "open"):
         raise TypeError("the writer process was not told which store to open")
-    _, url, where, level, objects = opened
+    _, url, where, level, objects, reader = opened
     logger = logging.getLogger("freezeframe")
     logger.setLevel(level)
     logger.addHandler(_Forward(channel))
     logger.propagate = False
     try:
-        served = _Served(channel, url, where, objects)
+        served = _Served(channel, url, where, objects, reader)
     except StoreError as exc:
         logger.error("the store's writer process cannot open %s: %s", where, exc)
         sys.exit(1)

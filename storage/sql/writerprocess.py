@@ -73,8 +73,11 @@ class WriterProcess:
         done: Callable[[NewExchange, bool], None],
         moved: Moved,
         objects: Outbox | None = None,
+        reader: str | None = None,
     ) -> None:
         self._engine = engine
+        self._reader = reader
+        """Open_store's ``reader``, which the process imports itself."""
         self._url = url
         self._objects = objects
         """The object store and its outbox (--blobs): the process opens its own."""
@@ -305,14 +308,14 @@ class WriterProcess:
         channel.send(self._opening())
         return channel, theirs
 
-    def _opening(self) -> tuple[str, str, str, int, tuple[str, str] | None]:
-        """A process's first message: which store to open, the proxy's log level, and the
-        object store and outbox bodies go to (None: the database)."""
+    def _opening(self) -> tuple[str, str, str, int, tuple[str, str] | None, str | None]:
+        """A process's first message: which store to open, the proxy's log level, the
+        object store and outbox bodies go to (None: the database), and the reader."""
         level = logging.getLogger("freezeframe").getEffectiveLevel()
         objects = (
             None if self._objects is None else (self._objects.url, str(self._objects.directory))
         )
-        return ("open", self._url, self._where, level, objects)
+        return ("open", self._url, self._where, level, objects, self._reader)
 
     def _ended(self, channel: Channel, why: str) -> None:
         """The process is gone without being stopped: say so, and give up on what it had."""
