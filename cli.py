@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -30,9 +30,11 @@ from freezeframe import exchange_formats
 from freezeframe.evidence.inert import inert
 from freezeframe.proxy import settings as settings_module
 from freezeframe.proxy.flags import RUN_FLAGS
-from freezeframe.proxy.located import Located, locate, suggestion
 from freezeframe.storage import CassetteNotFound, ExchangeFilter, Note, Store, StoreError
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
+
+if TYPE_CHECKING:
+    from freezeframe.proxy.located import Located
 
 # Only what every command needs is imported above: `--help`, `ls` and the other readers
 # must answer at once, so the proxy engine (mitmproxy), the HTTP client, rich and the
@@ -74,8 +76,11 @@ class FreezeframeGroup(click.Group):
             if not isinstance(exc, _expected_failures()) or ctx.meta.get("freezeframe.debug"):
                 raise
             located = ctx.meta.get("freezeframe.located")
-            found = isinstance(exc, CassetteNotFound) and located is not None
-            _fail(str(exc) + (suggestion(located, exc) if found else ""))
+            if not isinstance(exc, CassetteNotFound) or located is None:
+                _fail(str(exc))
+            from freezeframe.proxy.located import suggestion
+
+            _fail(str(exc) + suggestion(located, exc))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -256,6 +261,8 @@ def _given_blobs() -> str | None:
 
 def _located() -> Located:
     """The data dir and store URL the command uses (proxy.located.locate), worked out once."""
+    from freezeframe.proxy.located import locate
+
     meta = click.get_current_context().meta
     if "freezeframe.located" not in meta:
         given = _explicit("data_dir") or _explicit("store")
