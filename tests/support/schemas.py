@@ -8,7 +8,6 @@ import secrets
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import sqlalchemy
@@ -105,12 +104,13 @@ Table(
 _INLINE_FOREIGN_KEY = re.compile(r'[(,]\s*"?(\w+)"?\s[^,]*?\bCONSTRAINT\s+"?(\w+)"?\s+REFERENCES')
 
 
-def schema_of(url: str) -> dict[str, Any]:
+def schema_of(url: str) -> dict[str, str]:
     """Every table of the store at ``url`` (Alembic's own left out) with its columns (type,
     nullability, default; in any order, since a column a migration adds comes last), primary
     key, foreign keys, unique constraints and indexes, each with its name; the full-text
     tables (SQLite's FTS5 table and its shadow tables, PostgreSQL's tsvector column and GIN
-    index); and each index and special table as the database itself spells it."""
+    index); and each index and special table as the database itself spells it. One entry
+    each, so that a difference names what differs."""
     engine = sqlalchemy.create_engine(url)
     try:
         with engine.connect() as conn:
@@ -122,7 +122,7 @@ def schema_of(url: str) -> dict[str, Any]:
                 ).all()
                 spelled = {name: " ".join(sql.split()) for _, name, sql in rows}
                 special = {
-                    name: sql
+                    name: spelled[name]
                     for kind, name, sql in rows
                     if kind == "index" or "VIRTUAL TABLE" in sql or "WITHOUT ROWID" in sql
                 }
@@ -133,52 +133,40 @@ def schema_of(url: str) -> dict[str, Any]:
                         " WHERE schemaname = 'public' AND tablename <> 'alembic_version'"
                     ).all()
                 )
-            tables: dict[str, Any] = {"(as the database spells them)": special}
+            schema = {f"as spelled: {name}": sql for name, sql in special.items()}
             for table in found.get_table_names():
                 if table == "alembic_version":
                     continue
                 inline = dict(_INLINE_FOREIGN_KEY.findall(spelled[table])) if sqlite else {}
+                schema[f"{table}"] = "table"
+                for c in found.get_columns(table):
+                    null = "NULL" if c["nullable"] else "NOT NULL"
+                    schema[f"{table}.{c['name']}"] = f"{c['type']!r} {null} default {c['default']}"
                 pk = found.get_pk_constraint(table)
-                tables[table] = {
-                    "columns": {
-                        c["name"]: (repr(c["type"]), c["nullable"], c.get("default"))
-                        for c in found.get_columns(table)
-                    },
-                    "primary key": (pk["name"], tuple(pk["constrained_columns"])),
-                    "foreign keys": sorted(
-                        (
-                            str(fk["name"] or inline.get(fk["constrained_columns"][0])),
-                            tuple(fk["constrained_columns"]),
-                            fk["referred_table"],
-                            tuple(fk["referred_columns"]),
-                        )
-                        for fk in found.get_foreign_keys(table)
-                    ),
-                    "unique": sorted(
-                        (str(u["name"]), tuple(u["column_names"]))
-                        for u in found.get_unique_constraints(table)
-                    ),
-                    "indexes": sorted(
-                        (
-                            str(i["name"]),
-                            tuple(str(c) for c in i["column_names"]),
-                            bool(i["unique"]),
-                            sorted((k, str(v)) for k, v in i.get("dialect_options", {}).items()),
-                        )
-                        for i in found.get_indexes(table)
-                    ),
-                }
-            return tables
+                schema[f"{table} primary key"] = f"{pk['name']} {pk['constrained_columns']}"
+                for fk in found.get_foreign_keys(table):
+                    name = fk["name"] or inline.get(fk["constrained_columns"][0])
+                    schema[f"{table} foreign key {fk['constrained_columns']}"] = (
+                        f"{name} -> {fk['referred_table']} {fk['referred_columns']}"
+                    )
+                for unique in found.get_unique_constraints(table):
+                    schema[f"{table} unique {unique['column_names']}"] = str(unique["name"])
+                for index in found.get_indexes(table):
+                    options = sorted((k, str(v)) for k, v in index["dialect_options"].items())
+                    schema[f"{table} index {index['name']}"] = (
+                        f"{index['column_names']} unique={index['unique']} {options}"
+                    )
+            return schema
     finally:
         engine.dispose()
 
 
-def new_store_schema(url: str) -> dict[str, Any]:
+def new_store_schema(url: str) -> dict[str, str]:
     """The schema of a store created new beside ``url`` (see schema_built_beside)."""
     return schema_built_beside(url, lambda fresh: open_store(fresh).close())
 
 
-def v1_schema_beside(url: str) -> dict[str, Any]:
+def v1_schema_beside(url: str) -> dict[str, str]:
     """The schema of version 1's tables as released, created beside ``url``."""
 
     def create(fresh: str) -> None:
@@ -192,7 +180,7 @@ def v1_schema_beside(url: str) -> dict[str, Any]:
     return schema_built_beside(url, create)
 
 
-def schema_built_beside(url: str, build: Callable[[str], object]) -> dict[str, Any]:
+def schema_built_beside(url: str, build: Callable[[str], object]) -> dict[str, str]:
     """The schema ``build`` makes in a database of its own on the server of ``url`` (for
     SQLite, in a file of its own), which is dropped afterwards."""
     if url.startswith("sqlite"):
