@@ -60,26 +60,33 @@ def test_a_current_store_opens_without_loading_alembic(store_url: str) -> None:
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
-    """Each module ``path`` imports, with its line; a relative import as ``.name``."""
+    """Each module ``path`` imports, with its line; a relative one with its leading dots."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
-            found.append((node.lineno, "." * node.level + (node.module or "")))
+            dots = "." * node.level
+            if node.module is None:
+                found += [(node.lineno, dots + alias.name) for alias in node.names]
+            else:
+                found.append((node.lineno, dots + node.module))
         elif isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
     return found
 
 
 FROZEN_HELPER = "freezeframe.storage.sql.migrations.frozen_"
-"""What a revision may import of freezeframe: a helper beside it that only revisions import,
-holding logic copied as that version ran it (``migrations/frozen_*.py``)."""
+"""What a revision may import of freezeframe: a helper of the migrations that only revisions
+import, holding logic copied as that version ran it (``migrations/frozen_*.py``). By its full
+name: Alembic loads a revision by its path, outside any package, where a relative import
+fails."""
 
 
 def allowed(module: str) -> bool:
     """Alembic, SQLAlchemy, the standard library, or a frozen helper of the migrations."""
     top = module.split(".")[0]
-    frozen = module.startswith(FROZEN_HELPER) or module.startswith(".frozen_")
-    return top in {"alembic", "sqlalchemy", *sys.stdlib_module_names} or frozen
+    return top in {"alembic", "sqlalchemy", *sys.stdlib_module_names} or module.startswith(
+        FROZEN_HELPER
+    )
 
 
 def test_each_revision_freezes_its_own_tables() -> None:
@@ -107,13 +114,19 @@ def test_the_import_check_tells_a_revision_that_reaches_into_todays_store(
         "import json\n"
         "from alembic import op\n"
         "from sqlalchemy import Column\n"
-        "from .frozen_search import index_as_version_11_did\n"
+        "from freezeframe.storage.sql.migrations.frozen_search import index_as_11_did\n"
         "from freezeframe.storage.sql.schema import metadata\n"
         "from freezeframe.storage.sql import search\n"
+        "from .frozen_search import index_as_11_did\n"
         "from . import schema\n"
     )
     refused = [module for _, module in imports_of(revision) if not allowed(module)]
-    assert refused == ["freezeframe.storage.sql.schema", "freezeframe.storage.sql", "."]
+    assert refused == [
+        "freezeframe.storage.sql.schema",
+        "freezeframe.storage.sql",
+        ".frozen_search",
+        ".schema",
+    ]
 
 
 def upgrade_to(url: str, revision: str) -> None:
