@@ -25,6 +25,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
+from freezeframe.storage.jobs import (
+    AddNote,
+    Collect,
+    Fork,
+    Import,
+    Job,
+    KeepRecheck,
+    KeepTape,
+    MoveBodies,
+    Remove,
+    SetSignals,
+)
 from freezeframe.storage.records import (
     BlobRef,
     Candidate,
@@ -115,10 +127,18 @@ class Store(ABC):
         a metrics scrape reports. Never touches the database."""
 
     @abstractmethod
+    def write[T](self, job: Job[T]) -> T:
+        """Have the store's writer do ``job`` (storage.jobs) after everything submitted
+        before it, in a transaction of its own, and answer what it answers; whatever it
+        raises is raised here. The one way anything but a recording is written: the verbs
+        below (fork, remove, collect, add_note, ...) are each one job. A Ctrl-C while it
+        waits cancels an import (which rolls back), and waits for the job to end."""
+
     def move_bodies(self, target: str) -> int:
         """Move every body into the object store at ``target`` (``s3://BUCKET[/PREFIX]``),
         or, with ``sql``, back from the object store this store was opened with into the
         database; how many bodies moved. Safe while proxies record (storage.sql.move)."""
+        return self.write(MoveBodies(target))
 
     def outbox(self) -> tuple[bool, int] | None:
         """With bodies in object storage (--blobs): whether the object store answers, and
@@ -347,7 +367,6 @@ class Store(ABC):
         CassetteNotFound.
         """
 
-    @abstractmethod
     def fork(
         self,
         source: str,
@@ -365,13 +384,13 @@ class Store(ABC):
         was forked from and whether the source still holds it. Raises CassetteNotFound,
         or StoreError when ``target`` exists or a seq to edit was not copied.
         """
+        return self.write(Fork(source, target, upto, dict(edits or {})))
 
     @abstractmethod
     def fork_origin(self, cassette: str) -> ForkOrigin | None:
         """What the cassette was forked from; None when it is no fork. Raises
         CassetteNotFound."""
 
-    @abstractmethod
     def import_cassette(
         self,
         cassette: str,
@@ -397,16 +416,16 @@ class Store(ABC):
         Raises StoreError when ``cassette`` exists or a note names no imported exchange,
         ValueError for a fact of the wrong kind.
         """
+        return self.write(Import(cassette, exchanges, origin, tuple(notes)))
 
-    @abstractmethod
     def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
         """Delete the bodies (and canonical forms and transcripts) no exchange names, which
         were stored more than ``grace`` seconds ago, and the search values no exchange
         holds; with ``dry_run`` only count them. Safe while proxies write to the store: a
         body younger than ``grace`` may be named by an exchange still on its way, and one
         deleted as an exchange names it is stored again by the writer."""
+        return self.write(Collect(grace, dry_run))
 
-    @abstractmethod
     def remove(self, cassette: str) -> Removed:
         """Delete the cassette: its exchanges, drift notes, misses and search entries, and
         the bodies, forms and transcripts no other cassette uses, in one transaction.
@@ -416,6 +435,7 @@ class Store(ABC):
         it counts positions in memory and would carry on where it was. Raises
         CassetteNotFound.
         """
+        return self.write(Remove(cassette))
 
     @abstractmethod
     def triage_rows(
@@ -435,27 +455,27 @@ class Store(ABC):
         """(cassette, seq) of each exchange whose signals were never worked out, or were
         worked out by rules older than ``version``: what ``triage --rebuild`` visits."""
 
-    @abstractmethod
     def store_signals(self, cassette: str, signals: Mapping[int, Signals]) -> None:
         """Replace the signals of the cassette's exchanges (by seq) in one transaction.
         Signals are derived, so the chain is not touched."""
+        self.write(SetSignals(cassette, dict(signals)))
 
-    @abstractmethod
     def add_note(self, note: Note) -> None:
         """Keep a case note. Raises CassetteNotFound for a cassette the store does not
         hold, ExchangeNotFound for a seq it does not have."""
+        self.write(AddNote(note))
 
-    @abstractmethod
     def keep_recheck(self, result: RecheckResult) -> None:
         """Keep ``result`` as its group's last recheck, in place of the one before."""
+        self.write(KeepRecheck(result))
 
     @abstractmethod
     def rechecks(self) -> dict[str, RecheckResult]:
         """The last recheck of each group that had one, by signature."""
 
-    @abstractmethod
     def keep_tape(self, tape: TapeRecord) -> None:
         """Keep ``tape`` as its cassette's last, in place of the one before."""
+        self.write(KeepTape(tape))
 
     @abstractmethod
     def tape(self, cassette: str) -> TapeRecord | None:
