@@ -35,9 +35,14 @@ Drift notes (Store.note_drift) and misses (Store.note_miss) come the same way, s
 noting one never waits either; each is written after the exchanges queued before it, in a
 transaction of its own, since it is an observation and not part of any chain.
 
-An import (Store.import_cassette) comes the same way and is written in one transaction of
-its own, batch by batch with the same code as recorded exchanges, its large bodies streamed in
-within that transaction too, so that a failure anywhere leaves nothing of it behind.
+Every other write comes the same way, as a job (storage.jobs) on a ticket
+(storage.sql.jobs): a fork, a rekey, a removal, a collection, a note, signals, an import.
+It is done after the exchanges queued before it are written and indexed, in a transaction of
+its own, and answered on its ticket; a job that deletes blobs or search values makes the
+writer forget which it knew stored, there and then, so no caller keeps its caches right. An
+import is written in one transaction, batch by batch with the same code as recorded
+exchanges, its large bodies streamed in within that transaction too, so that a failure
+anywhere leaves nothing of it behind.
 
 Committed exchanges are indexed for search later, several batches at once, in a transaction
 of their own (storage.sql.search): when INDEX_BATCH of them are waiting, when the oldest has
@@ -75,10 +80,10 @@ from freezeframe.storage import blobs, transcript
 from freezeframe.storage.chain import GENESIS, Scalar, exchange_digest, link
 from freezeframe.storage.deltas import Base, Lines
 from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.jobs import Import
 from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import (
     BlobRef,
-    ForkOrigin,
     Imported,
     ImportedCassette,
     Miss,
@@ -89,10 +94,12 @@ from freezeframe.storage.records import (
 )
 from freezeframe.storage.search import Searchable, searchable
 from freezeframe.storage.spool import SpooledBlob, SpoolWriter
+from freezeframe.storage.sql import jobs
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import insert_ignore, reason
 from freezeframe.storage.sql.fork import origin_text, start_of
 from freezeframe.storage.sql.gc import GC_GENERATION
+from freezeframe.storage.sql.jobs import Ticket
 from freezeframe.storage.sql.misses import MISS_COLUMNS, miss_row
 from freezeframe.storage.sql.prepared import Prepared
 from freezeframe.storage.sql.rows import (
@@ -270,28 +277,6 @@ class DriftNote:
     context: dict[str, str]
 
 
-class ImportJob:
-    """An import waiting for the writer thread, and, once done, what came of it."""
-
-    def __init__(
-        self,
-        cassette: str,
-        items: Iterable[Imported],
-        origin: ForkOrigin | None,
-        notes: Sequence[Note] = (),
-    ) -> None:
-        self.cassette = cassette
-        self.items = items
-        self.origin = origin
-        self.notes = notes
-        """Case notes to keep on the new cassette, in the import's transaction."""
-        self.cancelled = threading.Event()
-        """Set by a caller that stopped waiting (Ctrl-C): the import rolls back."""
-        self.done = threading.Event()
-        self.result: ImportedCassette | None = None
-        self.error: BaseException | None = None
-
-
 class Marker(Protocol):
     """A flush marker: set once everything queued before it is written (a threading.Event,
     or the writer process's answer to the proxy's flush, storage.sql.writerchild)."""
@@ -299,8 +284,8 @@ class Marker(Protocol):
     def set(self) -> None: ...
 
 
-_Taken = NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | Marker
-"""An exchange, a streamed body, a drift note, a miss or an import to write, or a flush marker
+_Taken = NewExchange | SpooledBlob | DriftNote | Miss | Ticket | Marker
+"""An exchange, a streamed body, a drift note, a miss or a job to write, or a flush marker
 to set once everything before it is written."""
 _Item = _Taken | None
 """What is queued: something taken, or None: stop after writing everything before it."""
@@ -351,8 +336,6 @@ class Writer:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._ids: dict[str, int] = {}
         """Cassette row ids by name, for indexing what was just written."""
-        self._forget_digests = False
-        """Whether blobs were deleted since the writer last looked (remove)."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
         self._lines = Lines()
@@ -377,8 +360,8 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | Marker) -> None:
-        """Queue an exchange, a drift note, a miss, an import, a streamed body (which the
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | Ticket | Marker) -> None:
+        """Queue an exchange, a drift note, a miss, a job, a streamed body (which the
         writer then discards), or a flush marker of the caller's."""
         with self._lock:
             if self._stopping:
@@ -400,11 +383,6 @@ class Writer:
     def stats(self) -> WriterStats:
         """What the writer has done so far, and how much is queued for it now."""
         return self._stats.snapshot(self._queue.qsize())
-
-    def forget(self, *, digests: bool) -> None:
-        """Forget which blobs are stored, because some were deleted (a cassette removed)."""
-        with self._lock:
-            self._forget_digests |= digests
 
     def stop(self) -> None:
         """Write everything put so far, then end the thread. Safe to call twice."""
@@ -444,11 +422,15 @@ class Writer:
                     self._store_blob(item)
                 elif isinstance(item, DriftNote | Miss):
                     notes.append(item)
-                elif isinstance(item, ImportJob):
+                elif isinstance(item, Ticket):
+                    # A job sees everything queued before it written.
                     if batch:
                         self._write(batch)
                         batch = []
-                    self._import(item)
+                    if notes:
+                        self._note(notes)
+                        notes = []
+                    self._do(item)
                 else:
                     markers.append(item)
             if batch:
@@ -683,11 +665,6 @@ class Writer:
         The known digests change only once the transaction has committed, so a rolled-back
         batch leaves no trace.
         """
-        with self._lock:
-            forget_digests, self._forget_digests = self._forget_digests, False
-        if forget_digests:
-            self._known.clear()
-            self._search.forget()
         named = [_Named.of(exchange) for exchange in batch]
         bodies = {name: data for each in named for name, data in each.bodies()}
         stored = self._compress(batch, named)
@@ -876,27 +853,43 @@ class Writer:
         )
         return dataclasses.replace(exchange, slot=Slot(seq, occurrence))
 
-    def _import(self, job: ImportJob) -> None:
-        """Run an import and hand its result, or what it raised, to the waiting caller."""
+    def _do(self, ticket: Ticket) -> None:
+        """Do a job, after indexing what waits (a removal then drops it with its exchanges),
+        and answer its ticket with what it returned or raised."""
+        self._index_waiting()
+        job = ticket.job
         try:
-            job.result = self._load(job)
-        except BaseException as exc:
-            job.error = exc
+            if isinstance(job, Import):
+                result: object = self._import(job, ticket)
+            else:
+                result = jobs.perform(job, self._engine, self._where, self._objects)
+        except BaseException as exc:  # the caller's to raise, never the thread's end
+            ticket.answer(None, exc)
+            return
         finally:
-            close = getattr(job.items, "close", None)
+            if jobs.forgets_stored(job):
+                self._known.clear()
+                self._search.forget()
+        ticket.answer(result, None)
+
+    def _import(self, job: Import, ticket: Ticket) -> ImportedCassette:
+        """Run an import; a database error is said in one line."""
+        try:
+            return self._load(job, ticket)
+        except self._engine.dialect.loaded_dbapi.Error as exc:
+            what = reason(exc, self._engine.url)
+            raise StoreError(
+                f"cannot import cassette {job.cassette!r} into store {self._where}: {what}"
+            ) from None
+        finally:
+            close = getattr(job.exchanges, "close", None)
             if close is not None:
                 close()
-            job.done.set()
 
-    def _load(self, job: ImportJob) -> ImportedCassette:
+    def _load(self, job: Import, ticket: Ticket) -> ImportedCassette:
         """Write an import as a new cassette in one transaction: its bodies, its exchanges
         in batches chained from GENESIS, their drift notes and search values."""
         cassette = job.cassette
-        with self._lock:
-            forget_digests, self._forget_digests = self._forget_digests, False
-        if forget_digests:
-            self._known.clear()
-            self._search.forget()
         written: list[str] = []
         try:
             with self._transaction(exclusive=True) as cursor:
@@ -914,8 +907,8 @@ class Writer:
                     tip = _Tip(tip.cassette_id, start_of(origin))
                 batch: list[Imported] = []
                 count = 0
-                for item in job.items:
-                    if job.cancelled.is_set():
+                for item in job.exchanges:
+                    if ticket.cancelled():
                         raise StoreError(f"the import into {cassette!r} was cancelled")
                     check_facts(item.exchange.facts)
                     for ref, read in item.streams:

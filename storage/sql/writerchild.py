@@ -12,12 +12,15 @@ What comes over the channel (storage.sql.channel), in order:
   and the dotted path of the reader of unread exchanges (open_store's ``reader``).
 * ``("exchange", token, NewExchange)``, ``("note", DriftNote | Miss)``,
   ``("blob", SpoolFacts)`` with the spool file's descriptor, ``("flush", token)``,
-  ``("forget", digests)``: queued for the Writer as the proxy's thread writer queued them.
+  ``("job", token, Job)``: queued for the Writer as the proxy's thread writer queued them.
+* ``("cancel", token)``: the proxy's caller stopped waiting for that job (an import rolls
+  back).
 * ``("stop",)``: write everything queued, answer ``("stopped",)`` and exit.
 
 What goes back: ``("ready",)`` once the store is open, ``("done", token, ok)`` once an
 exchange is committed or given up on (after ``("moved", token, Slot)`` if it took another
-slot), ``("flushed", token)``, ``("state", WriterStats, failing)`` when either changed, and
+slot), ``("answer", token, result, error)`` once a job is done (``error``: what it raised,
+or None), ``("flushed", token)``, ``("state", WriterStats, failing)`` when either changed, and
 ``("log", name, level, text)`` for every record the Writer logs, which the proxy logs as
 its own.
 
@@ -31,6 +34,7 @@ what it has and exit.
 import dataclasses
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -38,11 +42,13 @@ import time
 from pathlib import Path
 
 from freezeframe.storage.errors import StoreError
+from freezeframe.storage.jobs import Job
 from freezeframe.storage.objects import outbox_for
 from freezeframe.storage.records import NewExchange, Slot
 from freezeframe.storage.spool import SpooledBlob
 from freezeframe.storage.sql.channel import Channel
 from freezeframe.storage.sql.engine import connect
+from freezeframe.storage.sql.jobs import Ticket
 from freezeframe.storage.sql.writer import Writer
 from freezeframe.storage.stats import WriterStats
 
@@ -62,6 +68,30 @@ class _Flushed:
 
     def set(self) -> None:
         _send(self._channel, ("flushed", self._token))
+
+
+class _Answered(Ticket):
+    """The proxy's job: answered on the channel once the Writer has done it."""
+
+    def __init__(self, channel: Channel, token: int, job: Job[object]) -> None:
+        super().__init__(job)
+        self._channel = channel
+        self._token = token
+        self.stopped = False
+        """Set when the proxy's caller stopped waiting."""
+        self.answered = False
+
+    def cancelled(self) -> bool:
+        return self.stopped
+
+    def answer(self, result: object, error: BaseException | None) -> None:
+        self.answered = True
+        if error is not None:
+            try:
+                pickle.dumps(error)
+            except Exception:  # what cannot cross is said in its one line
+                error = StoreError(str(error))
+        _send(self._channel, ("answer", self._token, result, error))
 
 
 class _Forward(logging.Handler):
@@ -92,6 +122,8 @@ class _Served:
         self._channel = channel
         self._tokens: dict[int, int] = {}
         """The proxy's token of each exchange queued, by id() of the exchange."""
+        self._jobs: dict[int, _Answered] = {}
+        """The jobs queued, by the proxy's token, to cancel one."""
         self._reported: tuple[WriterStats, str | None] = (WriterStats(), None)
         self._writer: Writer | None = None
         self._outbox = None if objects is None else outbox_for(objects[0], Path(objects[1]))
@@ -127,8 +159,16 @@ class _Served:
                 writer.put(SpooledBlob.taken(message[1], fd))
             elif kind == "flush":
                 writer.put(_Flushed(self._channel, message[1]))
-            elif kind == "forget":
-                writer.forget(digests=message[1])
+            elif kind == "job":
+                _, token, job = message
+                ticket = _Answered(self._channel, token, job)
+                self._jobs = {t: j for t, j in self._jobs.items() if not j.answered}
+                self._jobs[token] = ticket
+                writer.put(ticket)
+            elif kind == "cancel":
+                cancelled = self._jobs.get(message[1])
+                if cancelled is not None:
+                    cancelled.stopped = True
             elif kind == "stop":
                 writer.stop()
                 if self._outbox is not None:
