@@ -87,7 +87,7 @@ from freezeframe.storage.records import (
     Slot,
     check_facts,
 )
-from freezeframe.storage.search import Searchable, searchable
+from freezeframe.storage.search import Searchable
 from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import insert_ignore, reason
@@ -1023,7 +1023,9 @@ class Writer:
                 cursor, {"cassette_id": tip.cassette_id, "seq": seq}
             )
             if found is not None:
-                indexed.append((found[0], tip.cassette_id, searchable(item.exchange)))
+                indexed.append(
+                    (found[0], tip.cassette_id, self._search.values(item.exchange, tip.cassette_id))
+                )
         self._search.add(cursor, indexed)
         return _Tip(tip.cassette_id, head)
 
@@ -1033,7 +1035,8 @@ class Writer:
         held: list[tuple[NewExchange, list[Searchable]]] = []
         for exchange in batch:
             try:
-                held.append((exchange, searchable(exchange)))
+                cassette_id = self._ids[exchange.cassette]
+                held.append((exchange, self._search.values(exchange, cassette_id)))
             except Exception:
                 log.exception(
                     "cannot index exchange %d of cassette %r for search",
