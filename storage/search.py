@@ -81,11 +81,18 @@ class Values(list[Searchable]):
     are indexed, the writer remembers it (Conversations.remember) for its conversation's
     next request."""
 
-    __slots__ = ("request",)
+    __slots__ = ("request", "replaces")
 
-    def __init__(self, values: Iterable[Searchable], request: _Request | None = None) -> None:
+    def __init__(
+        self,
+        values: Iterable[Searchable],
+        request: _Request | None = None,
+        replaces: _Request | None = None,
+    ) -> None:
         super().__init__(values)
         self.request = request
+        self.replaces = replaces
+        """The remembered request whose conversation ``request`` continues."""
 
 
 def searchable(exchange: NewExchange | Exchange) -> Values:
@@ -109,19 +116,20 @@ def _searchable(exchange: NewExchange | Exchange, walk: _Walk | None) -> Values:
         return True
 
     add("metadata", _metadata(exchange))
-    request = None
+    request = replaces = None
     if exchange.request_body_ref is None:
         whole = add("request", _values(exchange.request_body, exchange.request_headers, walk))
         if whole and walk is not None and walk.document is not _NOTHING:
             # A request cut off at MAX_VALUES is not remembered: what it did not index
             # must not be taken as listed.
-            request = _Request(walk.group, walk.data, walk.document, walk.continues)
+            request = _Request(walk.group, walk.data, walk.document)
+            replaces = walk.continues
     if exchange.response is not None:
         found.update(dict.fromkeys((v.part, v.text) for v in answer_values(exchange.response)))
     if exchange.messages:
         add("request", _message_values(m for m in exchange.messages if m.from_client))
         add("response", _message_values(m for m in exchange.messages if not m.from_client))
-    return Values((Searchable(part, text) for part, text in found), request)
+    return Values((Searchable(part, text) for part, text in found), request, replaces)
 
 
 _Group = tuple[int, str, int, str]
@@ -138,13 +146,11 @@ _NOTHING = _Nothing()
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Request:
-    """A request body indexed, decoded and parsed, and the remembered request whose
-    conversation it continues (which it replaces), if any."""
+    """A request body indexed, decoded and parsed (compared by identity)."""
 
     group: _Group
     data: bytes
     document: object
-    continues: _Request | None
 
 
 @dataclass(slots=True)
@@ -205,12 +211,15 @@ class Conversations:
     def remember(self, values: Sequence[Searchable]) -> None:
         """Note the request ``values`` were read from, now that they are indexed: it takes
         the place of the request it was read against, as its conversation's latest."""
-        request = values.request if isinstance(values, Values) else None
-        if request is None or len(request.data) > self._budget:
+        if not isinstance(values, Values) or values.request is None:
+            return
+        request, replaced = values.request, values.replaces
+        if len(request.data) > self._budget:
             return
         kept = self._groups.setdefault(request.group, [])
+        if any(each is request for each in kept):
+            return
         self._groups.move_to_end(request.group)
-        replaced = request.continues
         if replaced is not None and any(each is replaced for each in kept):
             kept.remove(replaced)
             self._size -= len(replaced.data)
