@@ -2,8 +2,8 @@
 the parts made from them once, kept on the app's state by ``create_app``.
 
 The handlers are module-level functions of ``request`` (starlette's plain form), each
-taking what it needs from :meth:`AdminContext.of`, so a route is read, tested and moved on
-its own, and two apps (a test's, say) never share a closure's variables.
+taking what it needs from :meth:`AdminContext.of`, so a route reads on its own, without the
+factory around it that once held every handler as a closure over these parts.
 """
 
 from __future__ import annotations
