@@ -24,7 +24,6 @@ from urllib.parse import parse_qsl
 from freezeframe.storage import boundedjson
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.records import (
-    Exchange,
     FactValue,
     Header,
     Message,
@@ -62,7 +61,7 @@ class Searchable:
     text: str
 
 
-def searchable(exchange: NewExchange | Exchange) -> list[Searchable]:
+def searchable(exchange: NewExchange) -> list[Searchable]:
     """The distinct values of ``exchange`` that search finds it by."""
     found: dict[tuple[str, str], None] = {}
 
@@ -135,7 +134,7 @@ _OPENERS = ("{", "[")
 _CLOSERS = ("}", "]")
 
 
-def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:
+def _metadata(exchange: NewExchange) -> Iterator[str]:
     yield f"{exchange.method} {exchange.scheme}://{exchange.host}:{exchange.port}{exchange.path}"
     yield exchange.host
     # Apart as well: a full-text parser may read a URL as one token, and a query value is

@@ -395,7 +395,7 @@ def backfill(conn: Connection, after: int = 0) -> int:
         for row in rows:
             try:
                 exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
-                held.append((row["id"], row["cassette_id"], searchable(exchange)))
+                held.append((row["id"], row["cassette_id"], searchable(exchange.recorded)))
             except Exception:
                 # One exchange that cannot be read for search must not keep the store shut.
                 log.exception(

@@ -496,7 +496,11 @@ class SqlStore(Store):
             if exchange is None:
                 raise StoreError(f"cassette {cassette!r} changed while it was being rekeyed")
             planned[seq] = rekey.Planned(
-                seq, exchange.key, exchange.occurrence, exchange.canonical, keyer(exchange)
+                seq,
+                exchange.recorded.key,
+                exchange.recorded.slot.occurrence,
+                exchange.recorded.canonical,
+                keyer(exchange),
             )
         changes = rekey.plan(planned.values())
         if dry_run:
