@@ -301,9 +301,9 @@ class Exchange:
     """A recorded exchange as read back: what was submitted, and what storing it added.
 
     The submitted exchange is held whole, as hishel's CompletePair holds the request it
-    completes, so each of its fields is declared once, in NewExchange. A copy of an
-    exchange (recheck's cassette, an edit, a test's fixture) is ``recorded`` with its
-    cassette or slot changed, never its fields copied one by one.
+    completes, so each of its fields is declared once, in NewExchange. A copy of an exchange
+    (recheck's extracted run, a perturbed answer) is ``recorded`` with its cassette, slot or
+    answer changed (dataclasses.replace), never its fields copied one by one.
     """
 
     recorded: NewExchange
