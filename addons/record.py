@@ -8,8 +8,9 @@ the store, and the request is keyed and given its slot when the body has ended. 
 body, either way, is read, redacted and stored by its owner (storage.inflight); the hooks
 here only feed it and build the record from what lands. Failures
 are recorded like answers, because a 429 with a half-written body is exactly what a
-user will later want to see again. The store write itself happens on the store's
-writer thread; the request path only builds a record and enqueues it.
+user will later want to see again. The store write itself happens in the store's
+writer (a process of its own by default); the request path only builds a record and hands
+it over, unread: its facts and triage's signals are read there (evidence.reading_in).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.addons.uploads import RequestBody, begin_upload, upload_canonical, upload_of
 from freezeframe.canonicalize import KeyConfig, RequestView
 from freezeframe.evidence.recording import new_exchange
-from freezeframe.evidence.triage import RunReaders
 from freezeframe.storage import (
     Exchange,
     NewExchange,
@@ -185,7 +185,6 @@ class Record:
     ) -> None:
         self._store = store
         self._strict = strict  # --durability strict: an answer ends once it is committed
-        self._readers = RunReaders()  # each run's failures, found as its exchanges come
         self._state = state
         self._key_config = key_config
         self._redactor = redactor
@@ -495,7 +494,7 @@ class Record:
             )
             answer = landed.decoded
         request, request_body_ref = stored_request(flow, info)
-        exchange = new_exchange(
+        return new_exchange(
             info.record_cassette,
             request,
             canonical,
@@ -510,8 +509,8 @@ class Record:
             request_body_ref=request_body_ref,
             messages=websocket.transcript(flow, recording.started, self._redactor, info.secrets),
             decoded_answer=answer,
+            read_later=True,  # facts and signals: by the store's writer, off the event loop
         )
-        return self._readers.sign(exchange)
 
     def _landed_answer(self, recording: _Recording) -> Landed:
         """The answer's body as it lands; one that did not stream through the tee (it came

@@ -9,6 +9,7 @@ loaded to be printed.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -26,6 +27,7 @@ from freezeframe.storage import (
     Message,
     Miss,
     SearchHit,
+    TapeRecord,
     boundedjson,
 )
 
@@ -159,3 +161,8 @@ def miss_document(miss: Miss) -> dict[str, Any]:
 def search_document(hit: SearchHit) -> dict[str, Any]:
     """One search hit (``search --json``, the admin API)."""
     return asdict(hit)
+
+
+def tape_document(kept: TapeRecord | None) -> dict[str, Any] | None:
+    """``show --unused --json``: what the last replay left of its tape, with when it ended."""
+    return None if kept is None else {"at": kept.at, **json.loads(kept.document)}

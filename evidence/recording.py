@@ -4,7 +4,9 @@ The proxy (its recordings and its ``--record-into`` copies), ``resend`` and impo
 capture files all record an exchange the same way: the key, its scheme, the canonical form
 and the digests of what the key left out come from the request's ``Canonical``; the facts
 are read (evidence.facts) from the request as keyed and the response as stored, both
-already redacted, so a secret can never reach a fact column.
+already redacted, so a secret can never reach a fact column. The proxy's recordings leave
+that reading to the store's writer (``read_later``, evidence.reading_in), off its event
+loop.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from freezeframe.storage import (
     Outcome,
     RecordedResponse,
     Slot,
+    ToRead,
 )
 from freezeframe.storage.encodings import Decoded
 
@@ -44,12 +47,15 @@ def new_exchange(
     messages: tuple[Message, ...] | None = None,
     origin: Origin | None = None,
     decoded_answer: Decoded | None = None,
+    read_later: bool = False,
 ) -> NewExchange:
     """``request`` as it is stored (redacted) and ``keyed`` as ``canonical`` was computed
     from; ``request_body_ref`` stands for a body written through a blob writer (then
     ``request.body`` is b""). ``decoded_answer`` is the response's body decoded already,
     when its writer has it (the proxy decodes each body once, storage.inflight): the facts read
-    it instead of decoding it again."""
+    it instead of decoding it again. With ``read_later`` the facts and signals are left
+    to the store's writer (``NewExchange.to_read``)."""
+    to_read = ToRead(canonical.profile, keyed.body, decoded_answer) if read_later else None
     return NewExchange(
         cassette=cassette,
         key=canonical.key,
@@ -72,7 +78,10 @@ def new_exchange(
         context=context,
         slot=slot,
         stripped=digests(canonical.stripped),
-        facts=exchange_facts(keyed, response, canonical.profile, decoded_answer),
+        facts={}
+        if read_later
+        else exchange_facts(keyed, response, canonical.profile, decoded_answer),
         messages=messages,
         origin=origin,
+        to_read=to_read,
     )

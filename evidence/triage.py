@@ -131,9 +131,16 @@ def occurrences(rows: Iterable[TriageRow]) -> Iterator[Occurrence]:
         yield from run_failures(cassette, run_name(cassette, run_id), found)
 
 
-def run_failures(cassette: str, run: str, rows: Sequence[TriageRow]) -> Iterator[Occurrence]:
-    """The failures of one run, from its rows in seq order."""
-    models = [(row, trace) for row in rows if (trace := trace_of(row.trace)) is not None]
+def run_failures(
+    cassette: str,
+    run: str,
+    rows: Sequence[TriageRow],
+    models: Sequence[tuple[TriageRow, Trace]] | None = None,
+) -> Iterator[Occurrence]:
+    """The failures of one run, from its rows in seq order; ``models``, the model calls among
+    them with their traces read, when the caller keeps them read (RunReaders)."""
+    if models is None:
+        models = [(row, trace) for row in rows if (trace := trace_of(row.trace)) is not None]
     for row in rows:
         if row.kind is None or row.signature is None:
             continue
@@ -180,9 +187,14 @@ def _loops(
             current[1].append((row.seq, row.started_at))
     found += [(name, calls) for name, (_, calls) in running.items() if len(calls) >= LOOP_MIN]
     for name, calls in sorted(found, key=lambda item: item[1][0]):
-        signature = f"{LOOP} {name}: the same arguments {LOOP_MIN} or more times in a row"
-        seqs = tuple(dict.fromkeys(seq for seq, _ in calls))
-        yield Occurrence(LOOP, signature, cassette, run, calls[0][0], calls[0][1], seqs, True)
+        yield _loop(cassette, run, name, calls)
+
+
+def _loop(cassette: str, run: str, name: str, calls: Sequence[tuple[int, float]]) -> Occurrence:
+    """The loop of ``calls`` (seq and start of each) to one tool with the same arguments."""
+    signature = f"{LOOP} {name}: the same arguments {LOOP_MIN} or more times in a row"
+    seqs = tuple(dict.fromkeys(seq for seq, _ in calls))
+    return Occurrence(LOOP, signature, cassette, run, calls[0][0], calls[0][1], seqs, True)
 
 
 def _dropped(
@@ -196,11 +208,17 @@ def _dropped(
         if before is None or trace.carried() <= 1:  # a new conversation, not one going on
             continue
         gone = _gone(before[1], trace)
-        if gone is None:
-            continue
-        signature = f"{CONTEXT} {api}: the {gone} was dropped from the conversation"
-        spans = (before[0].seq, row.seq)
-        yield Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans, True)
+        if gone is not None:
+            yield _context(cassette, run, api, gone, before[0], row)
+
+
+def _context(
+    cassette: str, run: str, api: str, gone: str, before: TriageRow, row: TriageRow
+) -> Occurrence:
+    """The ``gone`` part of a conversation dropped between two calls to one API."""
+    signature = f"{CONTEXT} {api}: the {gone} was dropped from the conversation"
+    spans = (before.seq, row.seq)
+    return Occurrence(CONTEXT, signature, cassette, run, row.seq, row.started_at, spans, True)
 
 
 def _gone(before: Trace, now: Trace) -> str | None:
@@ -241,19 +259,106 @@ failure): a loop or a dropped message is seen within these. With RUNS_KEPT, this
 what a recording proxy holds to some tens of megabytes at worst."""
 
 
+class _Run:
+    """One run as a RunReaders holds it: its last rows, its model calls among them with
+    their traces read once, what was found, and where its reading stopped (the runs of
+    equal tool calls, each API's last call, the tool errors since the last model call), so
+    that a row that comes after all the others is read on its own."""
+
+    __slots__ = ("rows", "models", "found", "running", "last_call", "tool_errors")
+
+    def __init__(self) -> None:
+        self.rows: list[TriageRow] = []
+        self.models: list[tuple[TriageRow, Trace]] = []
+        self.found: set[tuple[str, str, int]] = set()
+        self.running: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+        self.last_call: dict[str, tuple[TriageRow, Trace]] = {}
+        self.tool_errors: list[TriageRow] = []
+
+    def add(self, row: TriageRow, trace: Trace | None) -> bool:
+        """Keep ``row``; True if it came after every row kept (then ``step`` reads it)."""
+        after = not self.rows or row.seq > self.rows[-1].seq
+        bisect.insort(self.rows, row, key=lambda r: r.seq)
+        del self.rows[:-ROWS_KEPT]
+        if trace is not None:
+            bisect.insort(self.models, (row, trace), key=lambda model: model[0].seq)
+        oldest = self.rows[0].seq
+        while self.models and self.models[0][0].seq < oldest:  # gone from the rows kept
+            del self.models[0]
+        return after
+
+    def step(
+        self, cassette: str, run: str, row: TriageRow, trace: Trace | None
+    ) -> list[Occurrence]:
+        """What the run shows once ``row`` comes after all its others: as ``run_failures``
+        over the run finds it (ignored tool errors, then loops, then dropped context), for
+        the new row alone."""
+        if trace is None:
+            if row.kind == TOOL_ERROR and row.signature is not None:
+                self.tool_errors.append(row)  # ignored or not: the next model call tells
+            return []
+        found: list[Occurrence] = []
+        for error in self.tool_errors:
+            signature = error.signature or ""
+            if not trace.mentions(_status(signature)):
+                ignored = IGNORED_TOOL_ERROR + signature[len(TOOL_ERROR) :]
+                found.append(
+                    Occurrence(
+                        IGNORED_TOOL_ERROR, ignored, cassette, run, error.seq, error.started_at,
+                        of_run=True,
+                    )
+                )  # fmt: skip
+        self.tool_errors.clear()
+        for name, key in trace.tool_calls():
+            current = self.running.get(name)
+            if current is None or current[0] != key:
+                current = self.running[name] = (key, [])
+            current[1].append((row.seq, row.started_at))
+            if len(current[1]) == LOOP_MIN:
+                found.append(_loop(cassette, run, name, current[1]))
+        before = self.last_call.get(trace.api)
+        self.last_call[trace.api] = (row, trace)
+        if before is not None and trace.carried() > 1:
+            gone = _gone(before[1], trace)
+            if gone is not None:
+                found.append(_context(cassette, run, trace.api, gone, before[0], row))
+        return found
+
+    def reread(self, cassette: str, run: str) -> list[Occurrence]:
+        """The run read whole again (a row came before others), and where reading stopped
+        set as if its rows had come in order."""
+        self.running.clear()
+        self.last_call.clear()
+        self.tool_errors.clear()
+        models = dict((model.seq, trace) for model, trace in self.models)
+        for row in self.rows:
+            self.step(cassette, run, row, models.get(row.seq))
+        return list(run_failures(cassette, run, self.rows, self.models))
+
+
+RUNS_KEPT = 2_000
+"""Runs a RunReaders keeps at once, the least recently seen dropped first."""
+ROWS_KEPT = 200
+"""Model calls and failing exchanges of one run it keeps (the others cannot show a run's
+failure): a loop or a dropped message is seen within these. With RUNS_KEPT, this bounds
+what a recording proxy holds to some tens of megabytes at worst."""
+
+
 class RunReaders:
     """The failures only a run shows, found as its exchanges come (recorded, imported, or
     signed again), so that triage reads only failing exchanges and never every model call.
 
-    Each run's rows so far are read again (run_failures) when one comes, and what was not
-    found before is stored with the exchange that showed it. What is found is what reading
-    the whole run at once finds, as long as its exchanges come to one reader (one proxy;
-    a run recorded through several replicas is read per replica) and the run is among the
-    RUNS_KEPT most recent."""
+    A row that comes after all of its run's others (how a proxy records) is read on its
+    own, from where the reading of the run stopped (``_Run.step``): reading the run's rows
+    again at every row cost a recording proxy's writer more than any other stage, and grew
+    with the run. A row that comes before others has the run's rows read again
+    (run_failures). Either way, what was not found before is stored with the exchange that
+    showed it, and what is found is what reading the whole run at once finds, as long as its
+    exchanges come to one reader (one proxy; a run recorded through several replicas is read
+    per replica) and the run is among the RUNS_KEPT most recent."""
 
     def __init__(self) -> None:
-        self._runs: OrderedDict[tuple[str, str | None], list[TriageRow]] = OrderedDict()
-        self._found: dict[tuple[str, str | None], set[tuple[str, str, int]]] = {}
+        self._runs: OrderedDict[tuple[str, str | None], _Run] = OrderedDict()
 
     def sign(self, exchange: NewExchange) -> NewExchange:
         """``exchange`` with its signals and its run's new failures (the record path)."""
@@ -274,26 +379,24 @@ class RunReaders:
         if signals.trace is None and signals.kind is None:
             return signals  # neither a model call nor a failure: nothing a run reads
         key = (cassette, run_id)
-        rows = self._runs.get(key)
-        if rows is None:
-            rows = self._runs[key] = []
-            self._found[key] = set()
+        held = self._runs.get(key)
+        if held is None:
+            held = self._runs[key] = _Run()
             if len(self._runs) > RUNS_KEPT:
-                gone, _ = self._runs.popitem(last=False)
-                self._found.pop(gone, None)
+                self._runs.popitem(last=False)
         else:
             self._runs.move_to_end(key)
         row = TriageRow(
             cassette, seq, run_id, at, signals.kind, signals.signature, signals.trace, None
         )
-        bisect.insort(rows, row, key=lambda r: r.seq)
-        del rows[:-ROWS_KEPT]
-        found = self._found[key]
-        new = [
-            o
-            for o in run_failures(cassette, run_name(cassette, run_id), rows)
-            if o.of_run and (o.kind, o.signature, o.seq) not in found
-        ]
+        trace = trace_of(row.trace)
+        run = run_name(cassette, run_id)
+        if held.add(row, trace):
+            shown = held.step(cassette, run, row, trace)
+        else:
+            shown = held.reread(cassette, run)
+        found = held.found
+        new = [o for o in shown if o.of_run and (o.kind, o.signature, o.seq) not in found]
         found.update((o.kind, o.signature, o.seq) for o in new)
         lines = "\n".join(f"{o.kind}\t{o.seq}\t{o.at!r}\t{o.signature}" for o in new)
         return dataclasses.replace(signals, run_failures=lines or None)

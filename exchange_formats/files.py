@@ -5,10 +5,12 @@ The package's ``__init__`` names these lazily (see there); this module holds the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from freezeframe.evidence.inert import inert
 from freezeframe.evidence.triage import signed_imports
 from freezeframe.exchange_formats import SHAPES
 from freezeframe.exchange_formats.bundle import (
@@ -25,8 +27,9 @@ from freezeframe.exchange_formats.har import export_har, read_har
 from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, jsonl_notes, read_jsonl
 from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
 from freezeframe.exchange_formats.signing import keygen, load_private
-from freezeframe.storage import ForkOrigin, Imported, Note, Store
+from freezeframe.storage import ForkOrigin, Imported, ImportedCassette, Note, Store
 from freezeframe.storage.filemode import open_private
+from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 
 __all__ = [
     "BundleReport",
@@ -34,7 +37,10 @@ __all__ = [
     "Keeper",
     "Opened",
     "Progress",
+    "bundle_lines",
     "export_cassette",
+    "export_line",
+    "import_file",
     "keygen",
     "open_import",
     "send_otel",
@@ -151,3 +157,66 @@ def open_import(path: Path, cassette: str | None, keeper: Callable[[str], Keeper
 def _first_line(path: Path) -> bytes:
     with open(path, "rb") as source:
         return source.readline(4096)
+
+
+def import_file(
+    path: Path,
+    name: str | None,
+    keeper: Callable[[str], Keeper],
+    store: Callable[[], tuple[Store, bool]],
+    progress: Callable[[int | None], AbstractContextManager[Progress]],
+) -> tuple[Opened, ImportedCassette, str | None]:
+    """``freezeframe import``: ``path`` read as ``open_import`` reads it and written as a
+    new cassette (``name``, else the file's), in one transaction, into the store ``store``
+    opens (and says whether it made); what was read, what was written and where the store
+    was made (None: it was there). ``progress(total)`` gives the counter each exchange
+    written advances."""
+    source = open_import(path, name, keeper)
+    try:
+        validate_cassette_name(source.cassette)
+    except InvalidCassetteName as exc:
+        raise InvalidCassetteName(f"{exc}; name the cassette with --as NAME") from None
+    opened, made = store()
+    with opened, progress(source.total) as advance:
+        imported = opened.import_cassette(
+            source.cassette,
+            _counted(source.exchanges, advance),
+            origin=source.origin,
+            notes=source.case_notes,
+        )
+    return source, imported, opened.location if made else None
+
+
+def _counted[T](items: Iterable[T], advance: Progress) -> Iterator[T]:
+    for item in items:
+        yield item
+        advance(1)
+
+
+def export_line(output: Path, format: str, written: BundleReport | int) -> str:
+    """What ``export`` says of the file it wrote."""
+    if isinstance(written, BundleReport):
+        signed = f", signed by {written.signed_by}" if written.signed_by else ""
+        return inert(
+            f"{output}: {written.exchanges} exchanges, {written.bodies} bodies{signed}; "
+            f"chain head {written.chain_head}, merkle root {written.merkle_root}",
+            newlines=False,
+        )
+    unit = {"otel": "spans", "dataset": "rows"}.get(format, "exchanges")
+    return inert(f"{output}: {written} {unit}", newlines=False)
+
+
+def bundle_lines(path: Path, report: BundleReport) -> Iterator[str]:
+    """What ``verify --bundle`` says of an intact bundle, and whose signature it bears."""
+    if report.signed_by is None:
+        signed = "not signed"
+    elif report.trusted:
+        signed = f"signed by trusted key {report.signed_by}"
+    else:
+        signed = f"signed by {report.signed_by} (not checked against a key: pass --trust)"
+    yield inert(
+        f"{path}: intact: cassette {report.cassette!r}, {report.exchanges} exchanges, "
+        f"{report.bodies} bodies; {signed}",
+        newlines=False,
+    )
+    yield f"  chain head {report.chain_head}, merkle root {report.merkle_root}"

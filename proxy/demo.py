@@ -185,3 +185,27 @@ def can_open_browser() -> bool:
     except webbrowser.Error:
         return False
     return True
+
+
+def present(
+    replayer: Proxy, outcome: Outcome, store_url: str, browser: bool, echo: Callable[[str], None]
+) -> None:
+    """The demo's end: whether replay was identical, where the cassette is, and its case
+    file, served until Ctrl-C on a terminal (in a browser when ``browser`` and there is
+    one to open)."""
+    verdict = "yes" if outcome.identical else "NO"
+    echo(f"replay was identical: {verdict} (the model and the tool were stopped)")
+    echo(f"cassette {CASSETTE!r} is in {store_url}")
+    echo(f"  freezeframe ls; freezeframe show {CASSETTE}")
+    url = f"{replayer.admin}/cassettes/{CASSETTE}"
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        echo(f"case file: {url}")
+        echo(f"  (served by: freezeframe run --mode replay --cassette {CASSETTE})")
+        return
+    echo(f"case file: {url} (served until Ctrl-C)")
+    if browser and can_open_browser():
+        import webbrowser
+
+        webbrowser.open(url)
+    with contextlib.suppress(KeyboardInterrupt):
+        replayer.process.wait()

@@ -278,3 +278,46 @@ def client_trust(
         raise NoProxyFound(
             f"{exc}; and there is no CA at {default_dir / CA_FILENAME} (pass --data-dir)"
         ) from None
+
+
+def trust_of_proxy(url: str, admin: str, data_dir: Path | None, token: str | None) -> Trust:
+    """``exec --proxy URL``: the CA of the proxy at URL, asked of its admin API; an explicit
+    ``data_dir`` wins, for a proxy whose files are mounted somewhere else."""
+    from urllib.parse import urlsplit
+
+    if data_dir is not None:
+        return trust_in(data_dir)
+    address = Address.parse(admin, "admin address")
+    document = running(address, token)
+    wanted = urlsplit(url if "://" in url else f"http://{url}")
+    found = urlsplit(proxy_url(document))
+    if (wanted.hostname, wanted.port) != (found.hostname, found.port):
+        raise NoProxyFound(
+            f"the freezeframe at {admin_url(address)} proxies on {proxy_url(document)}, "
+            f"not {url}; pass that proxy's --admin, or --data-dir"
+        )
+    return trust_of_running(document, address)
+
+
+def reset_replay(admin: str, token: str | None) -> dict[str, Any]:
+    """``replay-reset``: tell the proxy at ``admin`` to start replay from the top; its mode
+    and cassette as it answers them. Raises NoProxyFound saying why it could not."""
+    import httpx
+
+    url = f"{admin_url(Address.parse(admin, 'admin address'))}/api/replay/reset"
+    try:
+        answer = httpx.post(url, timeout=10.0, trust_env=False, headers=admin_headers(token))
+    except httpx.HTTPError as exc:
+        raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
+    if answer.status_code == 401:
+        given = "the one given is wrong" if token else "none was given"
+        raise NoProxyFound(
+            f"POST {url}: the proxy asks for its admin token and {given}; "
+            "set FREEZEFRAME_ADMIN_TOKEN or pass --admin-token"
+        )
+    try:
+        answer.raise_for_status()
+        mode: dict[str, Any] = answer.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise NoProxyFound(f"POST {url} failed: {exc}; is freezeframe running there?") from None
+    return mode

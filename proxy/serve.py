@@ -23,9 +23,11 @@ from freezeframe.addons import AddressBook
 from freezeframe.addons.capture import Capture
 from freezeframe.addons.record import Record
 from freezeframe.addons.state import Journal, Mode, RuntimeState, SharedPositions
+from freezeframe.evidence.reading_in import READER
 from freezeframe.evidence.words import plural
 from freezeframe.proxy.admin import AdminServer, create_app
 from freezeframe.proxy.discovery import admin_url
+from freezeframe.proxy.keys import redactor_in
 from freezeframe.proxy.master import build_master
 from freezeframe.proxy.mitmcore import Master
 from freezeframe.proxy.mitmcore import proxyserver as mitm_proxyserver
@@ -34,7 +36,7 @@ from freezeframe.proxy.retention import keep_sweeping
 from freezeframe.proxy.settings import KEY_FILENAME, Address, Settings
 from freezeframe.proxy.trust import PlantedLink, client_bundle, refuse_links, upstream_bundle
 from freezeframe.storage import CassetteNotFound, Store, open_store
-from freezeframe.storage.redaction import Redactor, load_or_create_key
+from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.perturb import Perturber
 
 log = logging.getLogger("freezeframe")
@@ -181,11 +183,7 @@ async def serve(
     _check_ports(settings)
     client_bundle(settings.data_dir)  # creates the CA on first use; clients read both
     try:
-        redactor = Redactor(
-            load_or_create_key(settings.key_path),
-            settings.redact_headers,
-            settings.redact_patterns,
-        )
+        redactor = redactor_in(settings.data_dir, settings.redact_headers, settings.redact_patterns)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
     trust = upstream_bundle(settings.data_dir, settings.upstream_ca)
@@ -195,6 +193,7 @@ async def serve(
         writer_process=settings.store_writer == "process",
         blobs=settings.blobs,
         outbox=settings.outbox,
+        reader=READER,  # facts and signals are read there, off the event loop
     )
     try:
         if settings.fresh:

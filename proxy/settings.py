@@ -232,10 +232,6 @@ class Settings:
     def ca_path(self) -> Path:
         return self.data_dir / CA_FILENAME
 
-    @property
-    def key_path(self) -> Path:
-        return self.data_dir / KEY_FILENAME
-
 
 def parse_model_url(value: str) -> tuple[str, str, int]:
     """``--model-url``: ``http[s]://HOST[:PORT]``, the scheme, host and port model calls go

@@ -153,3 +153,15 @@ def java_truststore(ca: Path, bundle: Path) -> Path:
 
 def upstream_bundle(data_dir: Path, upstream_ca: Path | None) -> Path:
     return write_bundle(data_dir / UPSTREAM_BUNDLE, [upstream_ca] if upstream_ca else [])
+
+
+def upstream_verify(data_dir: Path, upstream_ca: str | None) -> ssl.SSLContext | bool:
+    """How a command that sends upstream itself (``resend``) checks the server: the
+    system's CAs, plus ``--upstream-ca`` when given, in the bundle the proxy writes."""
+    if not upstream_ca:
+        return True
+    from freezeframe.proxy.settings import check_certificates
+
+    ca = Path(upstream_ca).expanduser()
+    check_certificates(ca, "upstream CA")
+    return ssl.create_default_context(cafile=str(upstream_bundle(data_dir, ca)))

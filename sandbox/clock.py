@@ -15,6 +15,7 @@ binary, and Go programs, which read the clock through the vDSO themselves.
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -139,3 +140,15 @@ def trust_notice(start: datetime, ca: Path, own_proxy: bool) -> str | None:
         f"{valid_from:%Y-%m-%d} to {valid_until:%Y-%m-%d}, so TLS clients will refuse the "
         "proxy at that time"
     )
+
+
+def faked_clock(value: str, store: Callable[[], Store], cassette: str) -> FakedClock:
+    """``--clock``: refused in one line without libfaketime, or without a time to start at;
+    ``store`` opens the store to read ``cassette``'s first request time from (only for
+    ``recorded``)."""
+    wanted = Clock.parse(value)
+    lib = library()
+    if wanted.moment is not None:
+        return FakedClock(wanted.moment, lib)
+    with store() as opened:
+        return FakedClock(wanted.start(opened, cassette), lib)

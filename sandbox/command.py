@@ -23,7 +23,7 @@ import secrets
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from freezeframe.addons import AddressBook
@@ -39,6 +39,9 @@ from freezeframe.sandbox import namespace as sandbox
 from freezeframe.sandbox.clock import FakedClock, trust_notice
 from freezeframe.sandbox.wiring import CLEARED, client_environment
 from freezeframe.storage.errors import StoreNotFound
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 log = logging.getLogger("freezeframe")
 
@@ -364,3 +367,28 @@ def _say_if_nothing_was_recorded(settings: Settings | None, embedded: Embedded) 
             "the command sent no request through freezeframe, so nothing was recorded; "
             "a client that ignores HTTPS_PROXY is recorded with --capture transparent"
         )
+
+
+def runs_tables(done: Sequence[Run]) -> tuple[Table, Table]:
+    """``exec --runs``: each run's perturbations and exit status, then each perturbation's
+    exit statuses."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    from freezeframe.evidence.listings import cell
+
+    table = Table("run", "seed", "exit", "perturbed", title="exec --runs", title_justify="left")
+    by_kind: dict[str, Counter[int]] = {}
+    for run in done:
+        lines = [f"{event.perturbed}: {event.method} {event.url}" for event in run.perturbed]
+        cells = "\n".join(cell(line) for line in lines)
+        table.add_row(str(run.number), str(run.seed), str(run.status), cells)
+        kinds = {str(event.perturbed).split()[0] for event in run.perturbed} or {"(none)"}
+        for kind in kinds:
+            by_kind.setdefault(kind, Counter())[run.status] += 1
+    summary = Table("perturbation", "runs", "exit statuses", title="by perturbation")
+    for kind, statuses in sorted(by_kind.items()):
+        counted = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
+        summary.add_row(cell(kind), str(sum(statuses.values())), counted)
+    return table, summary

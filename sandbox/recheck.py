@@ -23,6 +23,7 @@ flaky try can be opened and diffed against a passing one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import glob
@@ -32,6 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from blake3 import blake3
@@ -42,6 +44,7 @@ from freezeframe.evidence.triage import Group
 from freezeframe.providers.apis import api_of
 from freezeframe.providers.prices import cost_of, tokens_of
 from freezeframe.proxy.settings import Mode, Settings
+from freezeframe.sandbox.aside import output_to, output_to_stderr
 from freezeframe.sandbox.command import Confinement, run_command
 from freezeframe.storage import (
     CassetteNotFound,
@@ -627,3 +630,70 @@ def recheck_document(report: Recheck) -> dict[str, Any]:
             for check in report.runs
         ],
     }
+
+
+def recheck_group(
+    store: Store,
+    group: Group,
+    command: Sequence[str],
+    settings: Settings,
+    confinement: Confinement,
+    live: Live | None,
+    *,
+    quiet: bool,
+    aside: Path | None,
+    say: Callable[[str], None],
+) -> Recheck | LiveRecheck:
+    """``freezeframe recheck``: ``recheck``, or ``recheck_live`` with ``live``, saying a line
+    per run through ``say`` unless ``quiet`` (``--json``: stdout is the document, and the
+    commands run write to stderr); with ``aside``, the commands' output and the proxies'
+    logs go to that file. The report is kept in the store for the case file."""
+    with output_to_stderr(quiet), output_to(aside, say) as said:
+        if live is None:
+            report: Recheck | LiveRecheck = asyncio.run(
+                recheck(
+                    store,
+                    group,
+                    command,
+                    settings,
+                    confinement,
+                    lambda check: None if quiet else said(check_line(check)),
+                )
+            )
+        else:
+            report = asyncio.run(
+                recheck_live(
+                    store,
+                    group,
+                    command,
+                    settings,
+                    live,
+                    confinement,
+                    lambda check: None if quiet else said(live_line(check)),
+                )
+            )
+    keep(store, report_document(report))
+    return report
+
+
+def report_document(report: Recheck | LiveRecheck) -> dict[str, Any]:
+    """``recheck --json``, live or not."""
+    if isinstance(report, LiveRecheck):
+        return live_document(report)
+    return recheck_document(report)
+
+
+def summary_line(report: Recheck | LiveRecheck) -> str:
+    """The last line of ``recheck``: how many runs (tries, when live) passed, and whether
+    the group collapsed."""
+    if isinstance(report, Recheck):
+        verdict = "collapsed: every run passes" if report.collapsed else "still failing"
+        passed = sum(check.passed for check in report.runs)
+        return f"{passed} of {len(report.runs)} runs pass; the group is {verdict}"
+    tally = report.tally
+    low, high = tally.interval
+    return (
+        f"{tally.passed} of {tally.tries} tries passed over {len(report.runs)} runs, "
+        f"flip rate {tally.flip_rate:.2f} (95% {low:.2f}-{high:.2f}); the group is "
+        + ("fixed" if report.collapsed else "not fixed")
+    )

@@ -104,3 +104,22 @@ def dotenv_quote(name: str, value: str) -> str:
             "choose a data dir whose path has no line break, or no backslash and quote"
         )
     return "'" + value.replace("'", "\\'") + "'"
+
+
+def running_environment(
+    admin: str, token: str | None, wait: float, data_dir: Path | None, shell: str
+) -> str:
+    """``freezeframe env``: the lines ``shell`` reads to reach the proxy answering at
+    ``admin`` (waiting up to ``wait`` seconds for one still starting), whose address and CA
+    come from the proxy itself; an explicit ``data_dir``'s CA wins."""
+    from freezeframe.proxy.discovery import proxy_url, trust_in, trust_of_running, wait_running
+    from freezeframe.proxy.settings import Address
+    from freezeframe.proxy.trust import java_truststore
+
+    address = Address.parse(admin, "admin address")
+    document = wait_running(address, token, wait)
+    trust = trust_in(data_dir) if data_dir is not None else trust_of_running(document, address)
+    truststore = java_truststore(trust.ca, trust.bundle)
+    return render(
+        client_environment(proxy_url(document), trust.ca, trust.bundle, truststore), shell
+    )

@@ -51,6 +51,7 @@ from freezeframe.storage.records import (
     Signals,
     Slot,
     TapeRecord,
+    ToRead,
     TriageRow,
     VerifyReport,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "Signals",
     "Slot",
     "TapeRecord",
+    "ToRead",
     "Store",
     "StoreClosed",
     "StoreError",

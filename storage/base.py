@@ -23,7 +23,7 @@ through read_blob(), part by part:
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from freezeframe.storage.records import (
     BlobRef,
@@ -54,6 +54,9 @@ from freezeframe.storage.records import (
     VerifyReport,
 )
 from freezeframe.storage.stats import WriterStats
+
+if TYPE_CHECKING:
+    from freezeframe.storage.jobs import Job
 
 
 class BlobWriter(ABC):
@@ -114,11 +117,23 @@ class Store(ABC):
         deduplicated, time spent committing) and how much waits to be written: the figures
         a metrics scrape reports. Never touches the database."""
 
+    # The verbs below import the jobs when called: defining them costs every command's start
+    # a few milliseconds, and most commands only read.
     @abstractmethod
+    def write[T](self, job: "Job[T]") -> T:
+        """Have the store's writer do ``job`` (storage.jobs) after everything submitted
+        before it, in a transaction of its own, and answer what it answers; whatever it
+        raises is raised here. The one way anything but a recording is written: the verbs
+        below (fork, remove, collect, add_note, ...) are each one job. A Ctrl-C while it
+        waits cancels an import (which rolls back), and waits for the job to end."""
+
     def move_bodies(self, target: str) -> int:
         """Move every body into the object store at ``target`` (``s3://BUCKET[/PREFIX]``),
         or, with ``sql``, back from the object store this store was opened with into the
         database; how many bodies moved. Safe while proxies record (storage.sql.move)."""
+        from freezeframe.storage import jobs
+
+        return self.write(jobs.MoveBodies(target))
 
     def outbox(self) -> tuple[bool, int] | None:
         """With bodies in object storage (--blobs): whether the object store answers, and
@@ -347,7 +362,6 @@ class Store(ABC):
         CassetteNotFound.
         """
 
-    @abstractmethod
     def fork(
         self,
         source: str,
@@ -365,13 +379,15 @@ class Store(ABC):
         was forked from and whether the source still holds it. Raises CassetteNotFound,
         or StoreError when ``target`` exists or a seq to edit was not copied.
         """
+        from freezeframe.storage import jobs
+
+        return self.write(jobs.Fork(source, target, upto, dict(edits or {})))
 
     @abstractmethod
     def fork_origin(self, cassette: str) -> ForkOrigin | None:
         """What the cassette was forked from; None when it is no fork. Raises
         CassetteNotFound."""
 
-    @abstractmethod
     def import_cassette(
         self,
         cassette: str,
@@ -397,16 +413,20 @@ class Store(ABC):
         Raises StoreError when ``cassette`` exists or a note names no imported exchange,
         ValueError for a fact of the wrong kind.
         """
+        from freezeframe.storage import jobs
 
-    @abstractmethod
+        return self.write(jobs.Import(cassette, exchanges, origin, tuple(notes)))
+
     def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
         """Delete the bodies (and canonical forms and transcripts) no exchange names, which
         were stored more than ``grace`` seconds ago, and the search values no exchange
         holds; with ``dry_run`` only count them. Safe while proxies write to the store: a
         body younger than ``grace`` may be named by an exchange still on its way, and one
         deleted as an exchange names it is stored again by the writer."""
+        from freezeframe.storage import jobs
 
-    @abstractmethod
+        return self.write(jobs.Collect(grace, dry_run))
+
     def remove(self, cassette: str) -> Removed:
         """Delete the cassette: its exchanges, drift notes, misses and search entries, and
         the bodies, forms and transcripts no other cassette uses, in one transaction.
@@ -416,6 +436,9 @@ class Store(ABC):
         it counts positions in memory and would carry on where it was. Raises
         CassetteNotFound.
         """
+        from freezeframe.storage import jobs
+
+        return self.write(jobs.Remove(cassette))
 
     @abstractmethod
     def triage_rows(
@@ -435,27 +458,35 @@ class Store(ABC):
         """(cassette, seq) of each exchange whose signals were never worked out, or were
         worked out by rules older than ``version``: what ``triage --rebuild`` visits."""
 
-    @abstractmethod
     def store_signals(self, cassette: str, signals: Mapping[int, Signals]) -> None:
         """Replace the signals of the cassette's exchanges (by seq) in one transaction.
         Signals are derived, so the chain is not touched."""
+        from freezeframe.storage import jobs
 
-    @abstractmethod
+        self.write(jobs.SetSignals(cassette, dict(signals)))
+
     def add_note(self, note: Note) -> None:
         """Keep a case note. Raises CassetteNotFound for a cassette the store does not
         hold, ExchangeNotFound for a seq it does not have."""
+        from freezeframe.storage import jobs
 
-    @abstractmethod
+        self.write(jobs.AddNote(note))
+
     def keep_recheck(self, result: RecheckResult) -> None:
         """Keep ``result`` as its group's last recheck, in place of the one before."""
+        from freezeframe.storage import jobs
+
+        self.write(jobs.KeepRecheck(result))
 
     @abstractmethod
     def rechecks(self) -> dict[str, RecheckResult]:
         """The last recheck of each group that had one, by signature."""
 
-    @abstractmethod
     def keep_tape(self, tape: TapeRecord) -> None:
         """Keep ``tape`` as its cassette's last, in place of the one before."""
+        from freezeframe.storage import jobs
+
+        self.write(jobs.KeepTape(tape))
 
     @abstractmethod
     def tape(self, cassette: str) -> TapeRecord | None:

@@ -19,6 +19,21 @@ put in a message.
 class StoreError(Exception):
     """Base class of every error the storage package raises."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled as it is, whatever its constructor takes: a job's error crosses from the
+        # writer process (storage.sql.writerprocess).
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(
+    cls: type[StoreError], args: tuple[object, ...], state: dict[str, object]
+) -> StoreError:
+    """A StoreError unpickled: its message and attributes, without calling its __init__."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class StoreUnavailable(StoreError):
     """The store cannot be opened, connected to, or read right now."""

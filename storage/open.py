@@ -12,6 +12,7 @@ def open_store(
     writer_process: bool = False,
     blobs: str | None = None,
     outbox: Path | None = None,
+    reader: str | None = None,
 ) -> Store:
     """Open (and on first use, unless ``create`` is False, create) the store at ``url``.
 
@@ -27,10 +28,20 @@ def open_store(
 
     ``blobs``: bodies go to (and are read from) that object store, ``s3://BUCKET[/PREFIX]``
     (storage.objects), waiting in the ``outbox`` directory while it is away.
+
+    ``reader``: the dotted path (``module:function``) of a function that returns what the
+    writer runs on each exchange submitted with ``to_read`` before storing it (the proxy's:
+    evidence.reading_in). A path rather than a callable, because the writer process
+    imports it itself; it is imported when the first such exchange comes.
     """
     # Imported here so that importing the records does not import SQLAlchemy.
     from freezeframe.storage.sql import SqlStore
 
     return SqlStore.open(
-        url, create=create, writer_process=writer_process, blobs_url=blobs, outbox=outbox
+        url,
+        create=create,
+        writer_process=writer_process,
+        blobs_url=blobs,
+        outbox=outbox,
+        reader=reader,
     )

@@ -11,7 +11,10 @@ streamed through the store (Store.blob_writer, Store.read_blob).
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # encodings imports Header from here
+    from freezeframe.storage.encodings import Decoded
 
 Header = tuple[bytes, bytes]
 """One raw header line: name and value as received, order and duplicates kept."""
@@ -244,6 +247,25 @@ class TapeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ToRead:
+    """What the store's writer needs to read an exchange's facts and triage's signals
+    itself, handed over with the exchange so the proxy's event loop does not read them.
+
+    The bodies are those the proxy decoded anyway (to key the request, to redact the
+    answer), already redacted, so the writer neither decodes them again nor sees a
+    secret: the same bytes object as the stored body when nothing had to be decoded,
+    which pickling to the writer process sends once.
+    """
+
+    profile: str | None
+    """The key's profile (canonicalize's ``Canonical.profile``), which names the API."""
+    request_body: bytes
+    """The request's body content-decoded, as keyed."""
+    answer: "Decoded | None" = None
+    """The answer's body content-decoded, when the proxy had it so."""
+
+
+@dataclass(frozen=True, slots=True)
 class NewExchange:
     """One exchange to record, already redacted of secrets by the caller."""
 
@@ -290,6 +312,10 @@ class NewExchange:
     signals: Signals | None = None
     """What triage reads of it (evidence.signatures.with_signals); None: not worked out
     yet (``freezeframe triage --rebuild`` does it later)."""
+    to_read: ToRead | None = None
+    """Set when ``facts`` and ``signals`` are still to be read, by the store's writer
+    (open_store's ``reader``): the proxy's recordings. A store opened without a reader
+    stores such an exchange without them."""
 
     @property
     def url(self) -> str:

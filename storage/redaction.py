@@ -129,6 +129,9 @@ _AUTH_SCHEME = re.compile(rb"^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) +(.+)$", re.
 _SIGV4_CREDENTIAL = re.compile(rb"^AWS4-[A-Z0-9-]+ +Credential=([A-Za-z0-9]+)/")
 """SigV4's Authorization: Credential=<access key id>/<date>/<region>/<service>/aws4_request."""
 _MARKER_PREFIX = b"[redacted:"
+_ANCHOR = re.compile(r"\^|\$|\\[AzbB]")
+"""What ties a user's pattern to where a value starts or ends (or a word does), which a
+value joined to others would move."""
 KEY_BYTES = 32
 #: Quotes rarer than one in this many bytes: the JSON pass is as cheap as ``_NAMED_HINT``'s
 #: (RE2 skips from quote to quote), so it runs without it.
@@ -166,6 +169,9 @@ class Redactor:
                     "in linear time: no lookaround, no backreferences)"
                 ) from None
         self._patterns = tuple(on_bytes for on_bytes, _ in compiled)
+        self._unanchored = not any(_ANCHOR.search(pattern) for pattern in patterns)
+        """No pattern is anchored, so one that finds nothing in a request's header values
+        joined finds nothing in any one of them (see ``headers``)."""
         self._text_patterns = tuple(on_text for _, on_text in compiled)
         self._json, self._form, self._multipart = (
             re2.compile(pattern, options=_BYTES) for pattern in _NAMED_VALUES
@@ -220,12 +226,31 @@ class Redactor:
         return self.marker(value)
 
     def headers(self, fields: Sequence[Header], known: Sequence[bytes] = ()) -> tuple[Header, ...]:
+        if self._plain_headers(fields, known):
+            return tuple(
+                (name, self.header_value(value))
+                if self.is_secret_header(name)
+                else (name, self._query_in_header(value))
+                for name, value in fields
+            )
         return tuple(
             (name, self.header_value(value))
             if self.is_secret_header(name)
             else (name, self._query_in_header(self._shapes(self._scrub(value, known))))
             for name, value in fields
         )
+
+    def _plain_headers(self, fields: Sequence[Header], known: Sequence[bytes]) -> bool:
+        """Whether no header value but the secret headers' holds a known secret or a
+        pattern's match, asked of them all joined: one pass of each pattern over a request's
+        headers instead of one a header (most hold neither). A match across two values only
+        sends them the long way, value by value."""
+        if not self._unanchored:
+            return False
+        joined = b"\n".join(value for name, value in fields if not self.is_secret_header(name))
+        if any(spelling in joined for secret in known for spelling in spellings(secret)):
+            return False
+        return not any(pattern.search(joined) for pattern in self._patterns)
 
     def reason(self, reason: str, known: Sequence[bytes] = ()) -> str:
         """A reason phrase, which an upstream may write a request's token into."""

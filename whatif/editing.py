@@ -302,3 +302,11 @@ def _content_length(headers: Sequence[Header], size: int) -> tuple[Header, ...]:
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+def header_pair(text: str) -> tuple[str, str]:
+    """``--header 'Name: value'`` as a pair; ValueError naming what is not one."""
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise ValueError(f"--header {text!r}: expected 'Name: value'")
+    return name.strip(), value.strip()

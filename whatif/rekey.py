@@ -16,7 +16,7 @@ store cannot replay here. Those exchanges are listed as kept.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, canonicalize
@@ -108,3 +108,24 @@ def _groups(
         for key, members in grouped.items()
         if len({other(c) for c in members}) > 1
     )
+
+
+def report_lines(report: RekeyReport) -> Iterator[str]:
+    """What ``rekey`` prints (rich markup): the counts, each collision and split, and the
+    exchanges it had to leave as they were."""
+    verb = "changed" if report.written else "would change"
+    yield (
+        f"{report.cassette}: {report.checked} exchanges re-keyed, {len(report.changed)} {verb}, "
+        f"{len(report.collisions)} collisions, {len(report.splits)} splits"
+    )
+    for title, groups, other in (
+        ("collision", report.collisions, "had keys"),
+        ("split", report.splits, "now keys"),
+    ):
+        for group in groups:
+            seqs = ", ".join(f"#{seq}" for seq in group.seqs)
+            keys = ", ".join(key[:16] for key in group.other_keys)
+            yield f"  [yellow]{title}[/] {group.key[:16]}: {seqs} ({other} {keys})"
+    if report.kept:
+        kept = ", ".join(f"#{seq}" for seq in report.kept)
+        yield f"  kept (request body too large to re-key here): {kept}"

@@ -15,7 +15,7 @@ import copy
 import json
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from freezeframe.canonicalize.diff import json_differences
 from freezeframe.canonicalize.jsonbody import encode_json_utf8
 from freezeframe.canonicalize.profiles.mcp import is_json_rpc_request
 from freezeframe.evidence.facts import exchange_facts
+from freezeframe.evidence.inert import inert
 from freezeframe.evidence.recording import new_exchange
 from freezeframe.evidence.requests import WireRequest, stored_view
 from freezeframe.evidence.response_ids import replaced_ids
@@ -315,3 +316,21 @@ def _comparable(response: RecordedResponse) -> bytes:
         events, _ = eventstream.json_events(body)
         return json_text([*events]).encode()
     return body
+
+
+def resent_lines(cassette: str, seq: int, resent: Resent) -> Iterator[str]:
+    """What ``resend`` prints: where the new answer went, how it differs from the recorded
+    one, and the new ids that stand for the recorded ones."""
+    yield (
+        f"resent {cassette}#{seq}: {resent.status if resent.status is not None else '-'} "
+        f"{resent.outcome}, recorded as {resent.cassette}#{resent.seq}"
+        + (f" in a fork of {cassette!r}" if resent.forked else "")
+    )
+    if not resent.differences:
+        yield "the new answer is the same as the recorded one"
+    for what, recorded, new in resent.differences:
+        yield inert(f"  {what}: {recorded} -> {new}", newlines=False)
+    if resent.ids:
+        yield "new ids, each standing for the recorded one:"
+    for recorded_id, new_id in resent.ids:
+        yield inert(f"  {new_id} stands for {recorded_id}", newlines=False)

@@ -23,8 +23,10 @@ from __future__ import annotations
 import glob
 import itertools
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+import textwrap
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from freezeframe.canonicalize import Difference, KeyConfig, RuleSet, parse_rules
@@ -265,3 +267,42 @@ def preview(
         and miss.nearest[0].differences
     )
     return Preview(text, added, report, hits)
+
+
+def applied_document(path: Path, planned: Preview) -> dict[str, Any]:
+    """``rules suggest --apply --json``'s ``applied``: the file written and what rekey would
+    change under it."""
+    return {
+        "rules_file": str(path),
+        "collisions": [asdict(c) for c in planned.report.collisions],
+        "changed": len(planned.report.changed),
+        "misses_turned_into_hits": [m.url for m in planned.hits],
+    }
+
+
+def suggestion_lines(
+    cassette: str, found: Sequence[Suggestion], planned: Preview | None
+) -> Iterator[str]:
+    """What ``rules suggest`` prints: each suggestion and its rule, then what applying them
+    would change."""
+    if not found:
+        yield f"{cassette}: no recordings give evidence for a rule"
+    for one in found:
+        yield one.line()
+        yield textwrap.indent(one.toml(), "    ").removesuffix("\n")
+    if planned is not None:
+        yield (
+            f"rekey would change {len(planned.report.changed)} keys of {cassette}: "
+            f"{len(planned.report.collisions)} merged, "
+            f"{len(planned.hits)} recorded misses turned into hits"
+        )
+        for group in planned.report.collisions:
+            yield "  merged: " + ", ".join(f"#{seq}" for seq in group.seqs)
+        for miss in planned.hits:
+            yield f"  would hit: {miss.method} {miss.url}"
+
+
+def write_rules(path: Path, planned: Preview) -> None:
+    """Write the rules file as ``planned`` has it, making its directory if need be."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(planned.text, encoding="utf-8")

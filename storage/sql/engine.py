@@ -20,7 +20,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from freezeframe.storage.errors import StoreNotFound, StoreUnavailable
 from freezeframe.storage.filemode import create_private
-from freezeframe.storage.sql.migrations import ensure_schema
+from freezeframe.storage.sql.versioning import ensure_schema
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql

@@ -5,7 +5,8 @@ may be slow) runs while the database is free for other cassettes' writers:
 
 1. SqlStore.rekey verifies the chain, reads each exchange and calls the callback;
    plan() then numbers the occurrences of each new key in seq order.
-2. apply() writes the plan in one transaction that holds the cassette: it first
+2. the store's writer (a Rekey job, storage.sql.jobs) has apply() write the plan in one
+   transaction that holds the cassette: it first
    re-computes the chain as it stands from what the store read in step 1, so that a
    cassette changed in between is refused rather than re-chained over; then moves
    the rows whose key or occurrence changes out of the way (negative occurrences,
@@ -17,7 +18,6 @@ writer stores them. Forms no exchange uses any more stay in ``blobs``, like any 
 """
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, select, update
@@ -25,23 +25,12 @@ from sqlalchemy import Connection, Engine, bindparam, select, update
 from freezeframe.storage import blobs
 from freezeframe.storage.chain import GENESIS, exchange_digest, link
 from freezeframe.storage.errors import StoreError
-from freezeframe.storage.records import KeyChange, Rekeyed
+from freezeframe.storage.jobs import Planned
+from freezeframe.storage.records import KeyChange
 from freezeframe.storage.sql.engine import insert_ignore
 from freezeframe.storage.sql.rows import blob_row, chain_fields, stripped_json
 from freezeframe.storage.sql.schema import CHAINED, cassettes, exchanges
 from freezeframe.storage.sql.schema import blobs as blobs_table
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """One exchange of a rekey: its form when it was read, and its key as computed now."""
-
-    seq: int
-    key: str
-    occurrence: int
-    canonical: bytes
-    """The canonical form it had when read, which the chain as it stands covers."""
-    rekeyed: Rekeyed
 
 
 def plan(planned: Iterable[Planned]) -> list[KeyChange]:

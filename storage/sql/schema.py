@@ -43,8 +43,8 @@ that search lists the exchanges holding a value most of them hold newest first w
 them all (storage.sql.search), and adds ``cassette_totals.failed``, so that the case file's list
 of cassettes says how many exchanges of each failed without counting them again.
 
-The steps from one version to the next are Alembic revisions (storage.sql.migrations), which
-also creates, migrates and guards the store when it is opened.
+The steps from one version to the next are Alembic revisions (storage.sql.migrations, frozen);
+storage.sql.versioning creates, migrates and guards the store when it is opened.
 """
 
 import json

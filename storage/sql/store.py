@@ -1,6 +1,8 @@
 """SqlStore: the Store on SQLite or PostgreSQL, through SQLAlchemy Core.
 
-Writes go to the writer thread (storage.sql.writer); slot and count bookkeeping
+Writes go to the writer thread (storage.sql.writer), started by the first write, so a
+command that only reads starts none: recordings as they are submitted, everything else
+as a job (storage.jobs, Store.write); slot and count bookkeeping
 lives in memory (storage.counters); reads run on the caller's thread with a
 pooled connection of their own. lookup(), the replay hot path, is one indexed
 SELECT that brings the exchange's bodies along (storage.sql.reads), on a
@@ -19,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Self
@@ -41,30 +43,24 @@ from freezeframe.storage import blobs
 from freezeframe.storage.base import BlobWriter, Store
 from freezeframe.storage.counters import CassetteCounts, Counters
 from freezeframe.storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
-from freezeframe.storage.objects import Outbox, open_blob_store, outbox_for
+from freezeframe.storage.jobs import Import, Job, Planned, Rekey, Remove
+from freezeframe.storage.objects import Outbox, outbox_for
 from freezeframe.storage.records import (
     BlobRef,
     Candidate,
     CassetteSummary,
-    Collected,
-    Edit,
     Exchange,
     ExchangeFilter,
     ExchangeSummary,
-    Forked,
     ForkOrigin,
-    Imported,
-    ImportedCassette,
     KeyChange,
     Miss,
     NewExchange,
     Note,
     RecheckResult,
     Rekeyed,
-    Removed,
     RunOverview,
     SearchHit,
-    Signals,
     Slot,
     TapeRecord,
     TriageRow,
@@ -74,19 +70,17 @@ from freezeframe.storage.records import (
 )
 from freezeframe.storage.replaytable import ReplayTable
 from freezeframe.storage.spool import SpoolWriter
-from freezeframe.storage.sql import bodies, listings, move, positions, rekey, triage
+from freezeframe.storage.sql import bodies, listings, positions, rekey, triage
 from freezeframe.storage.sql import search as search_index
-from freezeframe.storage.sql.engine import connect, exclusive, mask, reason, unavailable
-from freezeframe.storage.sql.fork import fork as fork_cassette
+from freezeframe.storage.sql.engine import connect, mask, unavailable
 from freezeframe.storage.sql.fork import fork_origin_of
-from freezeframe.storage.sql.gc import collect
+from freezeframe.storage.sql.jobs import Waiting
 from freezeframe.storage.sql.misses import list_misses
 from freezeframe.storage.sql.reads import ExchangeReader
-from freezeframe.storage.sql.remove import remove_cassette
 from freezeframe.storage.sql.rows import canonical_of
 from freezeframe.storage.sql.schema import ExactText, cassettes, exchanges
 from freezeframe.storage.sql.verify import verify_cassette
-from freezeframe.storage.sql.writer import DriftNote, ImportJob, Writer
+from freezeframe.storage.sql.writer import DriftNote, Writer
 from freezeframe.storage.sql.writerprocess import WriterProcess
 from freezeframe.storage.stats import WriterStats
 
@@ -132,6 +126,7 @@ class SqlStore(Store):
         *,
         process_url: str | None = None,
         objects: Outbox | None = None,
+        reader: str | None = None,
     ) -> None:
         self._engine = engine
         self._where = where
@@ -139,19 +134,14 @@ class SqlStore(Store):
         self._cache = blobs.BlobCache(objects=objects)
         self._counters = Counters(self._load_counts)
         self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
-        self._writer: Writer | WriterProcess
-        if process_url is None:
-            self._writer = Writer(
-                engine, self._written, where, self._counters.moved, objects=objects
-            )
-        else:
+        self._reader_path = reader
+        """open_store's ``reader``, for a thread writer started later."""
+        self._writer: Writer | WriterProcess | None = None
+        """None until the first write, with a thread writer: a process is started at once,
+        so the proxy that asked for one knows before it serves that it cannot start."""
+        if process_url is not None:
             self._writer = WriterProcess(
-                engine,
-                process_url,
-                where,
-                self._written,
-                self._counters.moved,
-                objects,
+                process_url, where, self._written, self._counters.moved, objects, reader
             )
         self._reader = ExchangeReader(engine, self._cache, self._connect)
         self._table = ReplayTable()
@@ -168,6 +158,7 @@ class SqlStore(Store):
         writer_process: bool = False,
         blobs_url: str | None = None,
         outbox: Path | None = None,
+        reader: str | None = None,
     ) -> Self:
         """The store at ``url``; with ``writer_process`` (Linux only), written by a process
         of its own (storage.sql.writerprocess), else by a thread of this one; with
@@ -182,6 +173,7 @@ class SqlStore(Store):
                 mask(url),
                 process_url=url if apart else None,
                 objects=objects,
+                reader=reader,
             )
         except BaseException:
             engine.dispose()
@@ -200,10 +192,12 @@ class SqlStore(Store):
         # What was recorded before the question counts in the answer, as it did when the
         # writer was a thread of this process and wrote at once; bounded, so that a writer
         # that is busy, or stuck on a store that went away, never holds /health up.
-        with suppress(StoreError):
-            self._writer.flush(HEALTH_WAIT_S)
-        if self._writer.failing is not None:
-            return f"cannot write to store {self._where}: {self._writer.failing}"
+        writer = self._writer
+        if writer is not None:
+            with suppress(StoreError):
+                writer.flush(HEALTH_WAIT_S)
+            if writer.failing is not None:
+                return f"cannot write to store {self._where}: {writer.failing}"
         if self._objects is not None and (waiting := self._objects.size()):
             return (
                 f"object store {self._objects.location} is away: {waiting} bytes of bodies "
@@ -217,22 +211,8 @@ class SqlStore(Store):
         return None
 
     def stats(self) -> WriterStats:
-        return self._writer.stats()
-
-    def move_bodies(self, target: str) -> int:
-        self.flush(PENDING_WAIT_S)
-        with unavailable(f"cannot move the bodies of store {self._where}", self._engine):
-            if target == "sql":
-                if self._objects is None:
-                    raise StoreError(
-                        "--to sql moves bodies back from object storage: say which with "
-                        "--blobs URL (FREEZEFRAME_BLOBS)"
-                    )
-                moved = move.into_database(self._engine, self._objects.objects)
-            else:
-                moved = move.into_objects(self._engine, open_blob_store(target))
-        self._writer.forget(digests=True)
-        return moved
+        writer = self._writer
+        return WriterStats() if writer is None else writer.stats()
 
     def outbox(self) -> tuple[bool, int] | None:
         if self._objects is None:
@@ -250,7 +230,7 @@ class SqlStore(Store):
         # Counted before it is queued, so the writer always finds it when done.
         self._counters.submitted(exchange)
         try:
-            self._writer.put(exchange)
+            self._writing().put(exchange)
         except StoreClosed:
             self._counters.written(exchange, ok=False)
             raise
@@ -277,17 +257,42 @@ class SqlStore(Store):
             waiting[0].set()
 
     def flush(self, timeout: float | None = None) -> None:
-        self._writer.flush(timeout)
+        writer = self._writer
+        if writer is not None:  # else nothing was written to wait for
+            writer.flush(timeout)
+
+    def write[T](self, job: Job[T]) -> T:
+        self._check_open()
+        ticket = Waiting(job)
+        self._writing().put(ticket)
+        try:
+            # In steps: a Ctrl-C the kernel hands to the writer thread (any thread may take a
+            # process's signal) runs its handler here only once this thread wakes; an
+            # unbounded wait slept through it until the whole import had committed.
+            while not ticket.wait(SIGNAL_POLL_S):
+                pass
+        except BaseException:
+            # Ctrl-C: an import rolls back at its next exchange; any job is waited for.
+            ticket.cancel()
+            ticket.wait(None)
+            raise
+        finally:
+            changed = _changed(job)
+            if changed is not None:
+                # What this process counted or holds of it is no longer so.
+                self._counters.forget(changed)
+                self._table.drop(changed)
+        return ticket.result()
 
     def note_drift(
         self, cassette: str, seq: int, paths: Sequence[str], context: Mapping[str, str]
     ) -> None:
         self._check_open()
-        self._writer.put(DriftNote(cassette, seq, time.time(), tuple(paths), dict(context)))
+        self._writing().put(DriftNote(cassette, seq, time.time(), tuple(paths), dict(context)))
 
     def note_miss(self, miss: Miss) -> None:
         self._check_open()
-        self._writer.put(miss)
+        self._writing().put(miss)
 
     def misses(self, cassette: str | None = None, limit: int = 200) -> list[Miss]:
         # A miss is written by the writer after its answer has gone: a flush lists what
@@ -298,8 +303,9 @@ class SqlStore(Store):
 
     def search(self, query: str, cassette: str | None = None, limit: int = 50) -> list[SearchHit]:
         # The writer indexes committed exchanges a while after it lists them: a flush
-        # indexes what this process has recorded, so a search never misses it.
-        self.flush(PENDING_WAIT_S)
+        # indexes what this process has recorded, so a search never misses it; and a writer
+        # started for it first indexes what a killed process left unindexed.
+        self._writing().flush(PENDING_WAIT_S)
         with self._connect() as conn:
             return search_index.search(conn, query, cassette, limit)
 
@@ -334,16 +340,20 @@ class SqlStore(Store):
         held = self._table.get(cassette, key, occurrence)
         if held is not None:
             return held
+        # Asked before the read: asked after, an exchange committed between the two would be
+        # neither found nor pending.
+        pending = self._counters.is_pending(cassette, key, occurrence)
         found = self._read(self._reader.lookup, cassette, key, occurrence)
-        if found is None and self._counters.is_pending(cassette, key, occurrence):
+        if found is None and pending:
             self.flush(PENDING_WAIT_S)
             found = self._read(self._reader.lookup, cassette, key, occurrence)
         return found
 
     def blob_writer(self) -> BlobWriter:
+        put = self._writing().put
         with self._lock:
             self._check_open()
-            writer = SpoolWriter(self._writer.put, self._where)
+            writer = SpoolWriter(put, self._where)
             # Weakly held: a writer its caller dropped unfinished closes its own spool.
             self._blob_writers.add(writer)
         return writer
@@ -490,41 +500,23 @@ class SqlStore(Store):
             )
         with self._connect() as conn:
             seqs = sorted(conn.scalars(_SEQS, {"cassette": cassette}))
-        planned: dict[int, rekey.Planned] = {}
+        planned: list[Planned] = []
         for seq in seqs:
             exchange = self._read(self._reader.by_seq, cassette, seq)
             if exchange is None:
                 raise StoreError(f"cassette {cassette!r} changed while it was being rekeyed")
-            planned[seq] = rekey.Planned(
-                seq,
-                exchange.recorded.key,
-                exchange.recorded.slot.occurrence,
-                exchange.recorded.canonical,
-                keyer(exchange),
+            planned.append(
+                Planned(
+                    seq,
+                    exchange.recorded.key,
+                    exchange.recorded.slot.occurrence,
+                    exchange.recorded.canonical,
+                    keyer(exchange),
+                )
             )
-        changes = rekey.plan(planned.values())
         if dry_run:
-            return changes
-        with unavailable(f"cannot rekey in store {self._where}", self._engine):
-            with exclusive(self._engine) as conn:
-                rekey.apply(conn, self._engine, cassette, planned, {c.seq: c for c in changes})
-        self._counters.forget(cassette)
-        self._table.drop(cassette)
-        return changes
-
-    def fork(
-        self,
-        source: str,
-        target: str,
-        *,
-        upto: int | None = None,
-        edits: Mapping[int, Edit] | None = None,
-    ) -> Forked:
-        self.flush(PENDING_WAIT_S)
-        what = f"cannot fork cassette {source!r} in store {self._where}"
-        with unavailable(what, self._engine):
-            with exclusive(self._engine) as conn:
-                return fork_cassette(conn, source, target, upto, edits or {}, self._where)
+            return rekey.plan(planned)
+        return self.write(Rekey(cassette, tuple(planned)))
 
     def fork_origin(self, cassette: str) -> ForkOrigin | None:
         with self._connect() as conn:
@@ -534,61 +526,6 @@ class SqlStore(Store):
         if found is None:
             raise CassetteNotFound(cassette, self._where)
         return fork_origin_of(found[0])
-
-    def import_cassette(
-        self,
-        cassette: str,
-        exchanges: Iterable[Imported],
-        *,
-        origin: ForkOrigin | None = None,
-        notes: Sequence[Note] = (),
-    ) -> ImportedCassette:
-        self._check_open()
-        job = ImportJob(cassette, exchanges, origin, notes)
-        self._writer.put(job)
-        try:
-            # In steps: a Ctrl-C the kernel hands to the writer thread (any thread may take a
-            # process's signal) runs its handler here only once this thread wakes; an
-            # unbounded wait slept through it until the whole import had committed.
-            while not job.done.wait(SIGNAL_POLL_S):
-                pass
-        except BaseException:
-            # Ctrl-C: the import rolls back at its next exchange, and is waited for.
-            job.cancelled.set()
-            job.done.wait()
-            raise
-        self._counters.forget(cassette)
-        self._table.drop(cassette)
-        if isinstance(job.error, self._engine.dialect.loaded_dbapi.Error):
-            what = reason(job.error, self._engine.url)
-            raise StoreError(
-                f"cannot import cassette {cassette!r} into store {self._where}: {what}"
-            ) from None
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
-
-    def collect(self, grace: float = 3600.0, *, dry_run: bool = False) -> Collected:
-        self.flush(PENDING_WAIT_S)
-        with unavailable(f"cannot collect garbage in store {self._where}", self._engine):
-            with exclusive(self._engine) as conn:
-                found = collect(conn, grace, dry_run=dry_run, objects=self._objects)
-        if not dry_run:
-            self._writer.forget(digests=True)
-        return found
-
-    def remove(self, cassette: str) -> Removed:
-        self.flush(PENDING_WAIT_S)
-        with unavailable(
-            f"cannot remove cassette {cassette!r} from store {self._where}", self._engine
-        ):
-            with exclusive(self._engine) as conn:
-                removed = remove_cassette(conn, cassette, self._where)
-        self._writer.forget(digests=True)
-        self._counters.forget(cassette)
-        self._table.drop(cassette)
-        return removed
 
     def triage_rows(
         self,
@@ -607,34 +544,9 @@ class SqlStore(Store):
         with self._connect() as conn:
             return list(triage.unsigned(conn, version))
 
-    def store_signals(self, cassette: str, signals: Mapping[int, Signals]) -> None:
-        with unavailable(f"cannot store signals in store {self._where}", self._engine):
-            with exclusive(self._engine) as conn:
-                triage.store_signals(conn, cassette, signals)
-
-    def add_note(self, note: Note) -> None:
-        if note.seq is None:
-            if not self.has_cassette(note.cassette):
-                raise CassetteNotFound(note.cassette, self._where)
-        else:
-            self.exchange(note.cassette, note.seq)  # raises when there is no such exchange
-        with unavailable(f"cannot keep a note in store {self._where}", self._engine):
-            with exclusive(self._engine) as conn:
-                triage.add_note(conn, note)
-
-    def keep_recheck(self, result: RecheckResult) -> None:
-        with unavailable(f"cannot keep a recheck in store {self._where}", self._engine):
-            with exclusive(self._engine) as conn:
-                triage.keep_recheck(conn, result)
-
     def rechecks(self) -> dict[str, RecheckResult]:
         with self._connect() as conn:
             return triage.list_rechecks(conn)
-
-    def keep_tape(self, tape: TapeRecord) -> None:
-        with unavailable(f"cannot keep a tape in store {self._where}", self._engine):
-            with exclusive(self._engine) as conn:
-                triage.keep_tape(conn, tape)
 
     def tape(self, cassette: str) -> TapeRecord | None:
         with self._connect() as conn:
@@ -656,11 +568,32 @@ class SqlStore(Store):
             unfinished = list(self._blob_writers)
         for writer in unfinished:
             writer.store_closed()
-        self._writer.stop()
+        with self._lock:
+            running = self._writer
+        if running is not None:
+            running.stop()
         self._reader.close()
         self._engine.dispose()
         if self._objects is not None:
             self._objects.close()
+
+    def _writing(self) -> Writer | WriterProcess:
+        """The writer, started now if this is the first write."""
+        writer = self._writer
+        if writer is not None:
+            return writer
+        with self._lock:
+            self._check_open()
+            if self._writer is None:
+                self._writer = Writer(
+                    self._engine,
+                    self._written,
+                    self._where,
+                    self._counters.moved,
+                    objects=self._objects,
+                    reader=self._reader_path,
+                )
+            return self._writer
 
     def _check_open(self) -> None:
         if self._closed:
@@ -727,3 +660,11 @@ class SqlStore(Store):
                 counts.recorded[row["key"]] = row["recorded"]
                 counts.next_seq = max(counts.next_seq, row["last_seq"] + 1)
         return counts
+
+
+def _changed(job: Job[object]) -> str | None:
+    """The cassette ``job`` rewrites, removes or makes, whose counts and replay table this
+    process then reads again; None when it changes none that are counted."""
+    if isinstance(job, Rekey | Remove | Import):
+        return job.cassette
+    return None

@@ -25,13 +25,24 @@ exchanges that reference them, and are written in a transaction of their own, on
 part per statement, so neither side ever holds more than a part. An exchange whose
 body could not be written fails on its foreign key rather than dangling.
 
+An exchange the proxy submitted unread (``NewExchange.to_read``) is read here first, by the
+function the store was opened with (open_store's ``reader``: facts and triage's signals,
+evidence.reading_in), once, before its first attempt: the reading parses its bodies, which
+on the proxy's event loop cost every client its time. A reader that fails costs the
+exchange its facts and signals, never its recording.
+
 Drift notes (Store.note_drift) and misses (Store.note_miss) come the same way, so that
 noting one never waits either; each is written after the exchanges queued before it, in a
 transaction of its own, since it is an observation and not part of any chain.
 
-An import (Store.import_cassette) comes the same way and is written in one transaction of
-its own, batch by batch with the same code as recorded exchanges, its large bodies streamed in
-within that transaction too, so that a failure anywhere leaves nothing of it behind.
+Every other write comes the same way, as a job (storage.jobs) on a ticket
+(storage.sql.jobs): a fork, a rekey, a removal, a collection, a note, signals, an import.
+It is done after the exchanges queued before it are written and indexed, in a transaction of
+its own, and answered on its ticket; a job that deletes blobs or search values makes the
+writer forget which it knew stored, there and then, so no caller keeps its caches right. An
+import is written in one transaction, batch by batch with the same code as recorded
+exchanges, its large bodies streamed in within that transaction too, so that a failure
+anywhere leaves nothing of it behind.
 
 Committed exchanges are indexed for search later, several batches at once, in a transaction
 of their own (storage.sql.search): when INDEX_BATCH of them are waiting, when the oldest has
@@ -50,6 +61,7 @@ among the digests it already knows to be stored (KnownDigests).
 """
 
 import dataclasses
+import importlib
 import logging
 import queue
 import threading
@@ -68,10 +80,10 @@ from freezeframe.storage import blobs, transcript
 from freezeframe.storage.chain import GENESIS, Scalar, exchange_digest, link
 from freezeframe.storage.deltas import Base, Lines
 from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.jobs import Import
 from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import (
     BlobRef,
-    ForkOrigin,
     Imported,
     ImportedCassette,
     Miss,
@@ -82,10 +94,12 @@ from freezeframe.storage.records import (
 )
 from freezeframe.storage.search import Searchable, searchable
 from freezeframe.storage.spool import SpooledBlob, SpoolWriter
+from freezeframe.storage.sql import jobs
 from freezeframe.storage.sql import search as search_index
 from freezeframe.storage.sql.engine import insert_ignore, reason
 from freezeframe.storage.sql.fork import origin_text, start_of
 from freezeframe.storage.sql.gc import GC_GENERATION
+from freezeframe.storage.sql.jobs import Ticket
 from freezeframe.storage.sql.misses import MISS_COLUMNS, miss_row
 from freezeframe.storage.sql.prepared import Prepared
 from freezeframe.storage.sql.rows import (
@@ -263,28 +277,6 @@ class DriftNote:
     context: dict[str, str]
 
 
-class ImportJob:
-    """An import waiting for the writer thread, and, once done, what came of it."""
-
-    def __init__(
-        self,
-        cassette: str,
-        items: Iterable[Imported],
-        origin: ForkOrigin | None,
-        notes: Sequence[Note] = (),
-    ) -> None:
-        self.cassette = cassette
-        self.items = items
-        self.origin = origin
-        self.notes = notes
-        """Case notes to keep on the new cassette, in the import's transaction."""
-        self.cancelled = threading.Event()
-        """Set by a caller that stopped waiting (Ctrl-C): the import rolls back."""
-        self.done = threading.Event()
-        self.result: ImportedCassette | None = None
-        self.error: BaseException | None = None
-
-
 class Marker(Protocol):
     """A flush marker: set once everything queued before it is written (a threading.Event,
     or the writer process's answer to the proxy's flush, storage.sql.writerchild)."""
@@ -292,8 +284,8 @@ class Marker(Protocol):
     def set(self) -> None: ...
 
 
-_Taken = NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | Marker
-"""An exchange, a streamed body, a drift note, a miss or an import to write, or a flush marker
+_Taken = NewExchange | SpooledBlob | DriftNote | Miss | Ticket | Marker
+"""An exchange, a streamed body, a drift note, a miss or a job to write, or a flush marker
 to set once everything before it is written."""
 _Item = _Taken | None
 """What is queued: something taken, or None: stop after writing everything before it."""
@@ -325,8 +317,13 @@ class Writer:
         moved: Moved,
         served: Callable[[], None] | None = None,
         objects: "Outbox | None" = None,
+        reader: str | None = None,
     ) -> None:
         self._engine = engine
+        self._reader = reader
+        """The dotted path of the reader's factory (open_store's ``reader``)."""
+        self._read: Callable[[NewExchange], NewExchange] | None = None
+        """The reader, once the first exchange to read has imported it."""
         self._objects = objects
         """Where bodies go when the store keeps them in object storage (--blobs)."""
         self._generation: object = _UNREAD
@@ -339,8 +336,6 @@ class Writer:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._ids: dict[str, int] = {}
         """Cassette row ids by name, for indexing what was just written."""
-        self._forget_digests = False
-        """Whether blobs were deleted since the writer last looked (remove)."""
         self._statements = _Statements(engine)
         self._known = KnownDigests()
         self._lines = Lines()
@@ -365,8 +360,8 @@ class Writer:
         )
         self._thread.start()
 
-    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob | Marker) -> None:
-        """Queue an exchange, a drift note, a miss, an import, a streamed body (which the
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | Ticket | Marker) -> None:
+        """Queue an exchange, a drift note, a miss, a job, a streamed body (which the
         writer then discards), or a flush marker of the caller's."""
         with self._lock:
             if self._stopping:
@@ -388,11 +383,6 @@ class Writer:
     def stats(self) -> WriterStats:
         """What the writer has done so far, and how much is queued for it now."""
         return self._stats.snapshot(self._queue.qsize())
-
-    def forget(self, *, digests: bool) -> None:
-        """Forget which blobs are stored, because some were deleted (a cassette removed)."""
-        with self._lock:
-            self._forget_digests |= digests
 
     def stop(self) -> None:
         """Write everything put so far, then end the thread. Safe to call twice."""
@@ -432,11 +422,15 @@ class Writer:
                     self._store_blob(item)
                 elif isinstance(item, DriftNote | Miss):
                     notes.append(item)
-                elif isinstance(item, ImportJob):
+                elif isinstance(item, Ticket):
+                    # A job sees everything queued before it written.
                     if batch:
                         self._write(batch)
                         batch = []
-                    self._import(item)
+                    if notes:
+                        self._note(notes)
+                        notes = []
+                    self._do(item)
                 else:
                     markers.append(item)
             if batch:
@@ -580,11 +574,20 @@ class Writer:
                 connection.invalidate()
             raise
 
-    def _write(self, batch: list[NewExchange], again: bool = False) -> None:
+    def _write(
+        self,
+        batch: list[NewExchange],
+        again: bool = False,
+        ready: list[NewExchange] | None = None,
+    ) -> None:
+        """Store ``batch`` as submitted (``ready``: each read already, see _read_in); the
+        callbacks get the exchanges as submitted, which is how their owners know them."""
+        if ready is None:
+            ready = [self._read_in(exchange) for exchange in batch]
         # Any exception, not only database errors: a malformed exchange must not
         # kill the thread every later exchange depends on.
         try:
-            written = self._commit(batch, resolve=again)
+            written = self._commit(ready, resolve=again)
         except Exception as exc:
             lost, self._lost = self._lost, False
             if not again:
@@ -595,7 +598,7 @@ class Writer:
                 # the database still has free.
                 if lost or self._known:
                     self._known.clear()
-                self._write(batch, again=True)
+                self._write(batch, again=True, ready=ready)
                 return
             if len(batch) == 1:
                 self._give_up(batch[0], exc)
@@ -606,8 +609,8 @@ class Writer:
                 self._where,
                 reason(exc, self._engine.url),
             )
-            for exchange in batch:
-                self._write([exchange], again=True)
+            for exchange, read in zip(batch, ready, strict=True):
+                self._write([exchange], again=True, ready=[read])
         else:
             self.failing = None
             for given, stored in zip(batch, written, strict=True):
@@ -617,6 +620,31 @@ class Writer:
             if not self._unindexed:
                 self._unindexed_since = time.monotonic()
             self._unindexed.extend(written)
+
+    def _read_in(self, exchange: NewExchange) -> NewExchange:
+        """``exchange`` with what its reader reads into it (facts, signals), if it came
+        unread; without them, and said, if the reader fails or the store has none."""
+        if exchange.to_read is None:
+            return exchange
+        try:
+            if self._read is None:
+                if self._reader is None:
+                    raise LookupError("the store was opened without a reader")
+                module, _, name = self._reader.partition(":")
+                self._read = getattr(importlib.import_module(module), name)()
+            read = self._read(exchange)
+            check_facts(read.facts)
+            return dataclasses.replace(read, to_read=None)
+        except Exception as exc:
+            log.error(
+                "could not read the facts and signals of exchange %d of cassette %r; "
+                "storing it without them: %s: %s",
+                exchange.slot.seq,
+                exchange.cassette,
+                type(exc).__name__,
+                exc,
+            )
+            return dataclasses.replace(exchange, to_read=None)
 
     def _give_up(self, exchange: NewExchange, exc: Exception) -> None:
         self.failing = reason(exc, self._engine.url)
@@ -637,11 +665,6 @@ class Writer:
         The known digests change only once the transaction has committed, so a rolled-back
         batch leaves no trace.
         """
-        with self._lock:
-            forget_digests, self._forget_digests = self._forget_digests, False
-        if forget_digests:
-            self._known.clear()
-            self._search.forget()
         named = [_Named.of(exchange) for exchange in batch]
         bodies = {name: data for each in named for name, data in each.bodies()}
         stored = self._compress(batch, named)
@@ -830,27 +853,43 @@ class Writer:
         )
         return dataclasses.replace(exchange, slot=Slot(seq, occurrence))
 
-    def _import(self, job: ImportJob) -> None:
-        """Run an import and hand its result, or what it raised, to the waiting caller."""
+    def _do(self, ticket: Ticket) -> None:
+        """Do a job, after indexing what waits (a removal then drops it with its exchanges),
+        and answer its ticket with what it returned or raised."""
+        self._index_waiting()
+        job = ticket.job
         try:
-            job.result = self._load(job)
-        except BaseException as exc:
-            job.error = exc
+            if isinstance(job, Import):
+                result: object = self._import(job, ticket)
+            else:
+                result = jobs.perform(job, self._engine, self._where, self._objects)
+        except BaseException as exc:  # the caller's to raise, never the thread's end
+            ticket.answer(None, exc)
+            return
         finally:
-            close = getattr(job.items, "close", None)
+            if jobs.forgets_stored(job):
+                self._known.clear()
+                self._search.forget()
+        ticket.answer(result, None)
+
+    def _import(self, job: Import, ticket: Ticket) -> ImportedCassette:
+        """Run an import; a database error is said in one line."""
+        try:
+            return self._load(job, ticket)
+        except self._engine.dialect.loaded_dbapi.Error as exc:
+            what = reason(exc, self._engine.url)
+            raise StoreError(
+                f"cannot import cassette {job.cassette!r} into store {self._where}: {what}"
+            ) from None
+        finally:
+            close = getattr(job.exchanges, "close", None)
             if close is not None:
                 close()
-            job.done.set()
 
-    def _load(self, job: ImportJob) -> ImportedCassette:
+    def _load(self, job: Import, ticket: Ticket) -> ImportedCassette:
         """Write an import as a new cassette in one transaction: its bodies, its exchanges
         in batches chained from GENESIS, their drift notes and search values."""
         cassette = job.cassette
-        with self._lock:
-            forget_digests, self._forget_digests = self._forget_digests, False
-        if forget_digests:
-            self._known.clear()
-            self._search.forget()
         written: list[str] = []
         try:
             with self._transaction(exclusive=True) as cursor:
@@ -868,8 +907,8 @@ class Writer:
                     tip = _Tip(tip.cassette_id, start_of(origin))
                 batch: list[Imported] = []
                 count = 0
-                for item in job.items:
-                    if job.cancelled.is_set():
+                for item in job.exchanges:
+                    if ticket.cancelled():
                         raise StoreError(f"the import into {cassette!r} was cancelled")
                     check_facts(item.exchange.facts)
                     for ref, read in item.streams:

@@ -7,16 +7,20 @@ storage.sql.writerprocess as ``python -c "...writerchild import main; main()" FD
 
 What comes over the channel (storage.sql.channel), in order:
 
-* ``("open", url, where, level)``: first; the store to write (already created by the
-  proxy) and the proxy's log level.
+* ``("open", url, where, level, objects, reader)``: first; the store to write (already
+  created by the proxy), the proxy's log level, the object store and outbox bodies go to,
+  and the dotted path of the reader of unread exchanges (open_store's ``reader``).
 * ``("exchange", token, NewExchange)``, ``("note", DriftNote | Miss)``,
   ``("blob", SpoolFacts)`` with the spool file's descriptor, ``("flush", token)``,
-  ``("forget", digests)``: queued for the Writer as the proxy's thread writer queued them.
+  ``("job", token, Job)``: queued for the Writer as the proxy's thread writer queued them.
+* ``("cancel", token)``: the proxy's caller stopped waiting for that job (an import rolls
+  back).
 * ``("stop",)``: write everything queued, answer ``("stopped",)`` and exit.
 
 What goes back: ``("ready",)`` once the store is open, ``("done", token, ok)`` once an
 exchange is committed or given up on (after ``("moved", token, Slot)`` if it took another
-slot), ``("flushed", token)``, ``("state", WriterStats, failing)`` when either changed, and
+slot), ``("answer", token, result, error)`` once a job is done (``error``: what it raised,
+or None), ``("flushed", token)``, ``("state", WriterStats, failing)`` when either changed, and
 ``("log", name, level, text)`` for every record the Writer logs, which the proxy logs as
 its own.
 
@@ -30,6 +34,7 @@ what it has and exit.
 import dataclasses
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -37,11 +42,13 @@ import time
 from pathlib import Path
 
 from freezeframe.storage.errors import StoreError
+from freezeframe.storage.jobs import Job
 from freezeframe.storage.objects import outbox_for
 from freezeframe.storage.records import NewExchange, Slot
 from freezeframe.storage.spool import SpooledBlob
 from freezeframe.storage.sql.channel import Channel
 from freezeframe.storage.sql.engine import connect
+from freezeframe.storage.sql.jobs import Ticket
 from freezeframe.storage.sql.writer import Writer
 from freezeframe.storage.stats import WriterStats
 
@@ -63,6 +70,30 @@ class _Flushed:
         _send(self._channel, ("flushed", self._token))
 
 
+class _Answered(Ticket):
+    """The proxy's job: answered on the channel once the Writer has done it."""
+
+    def __init__(self, channel: Channel, token: int, job: Job[object]) -> None:
+        super().__init__(job)
+        self._channel = channel
+        self._token = token
+        self.stopped = False
+        """Set when the proxy's caller stopped waiting."""
+        self.answered = False
+
+    def cancelled(self) -> bool:
+        return self.stopped
+
+    def answer(self, result: object, error: BaseException | None) -> None:
+        self.answered = True
+        if error is not None:
+            try:
+                pickle.dumps(error)
+            except Exception:  # what cannot cross is said in its one line
+                error = StoreError(str(error))
+        _send(self._channel, ("answer", self._token, result, error))
+
+
 class _Forward(logging.Handler):
     """Sends every record to the proxy, formatted (with its traceback) here."""
 
@@ -81,11 +112,18 @@ class _Served:
     """The Writer, fed from the channel, answering on it."""
 
     def __init__(
-        self, channel: Channel, url: str, where: str, objects: tuple[str, str] | None
+        self,
+        channel: Channel,
+        url: str,
+        where: str,
+        objects: tuple[str, str] | None,
+        reader: str | None,
     ) -> None:
         self._channel = channel
         self._tokens: dict[int, int] = {}
         """The proxy's token of each exchange queued, by id() of the exchange."""
+        self._jobs: dict[int, _Answered] = {}
+        """The jobs queued, by the proxy's token, to cancel one."""
         self._reported: tuple[WriterStats, str | None] = (WriterStats(), None)
         self._writer: Writer | None = None
         self._outbox = None if objects is None else outbox_for(objects[0], Path(objects[1]))
@@ -96,6 +134,7 @@ class _Served:
             self._moved,
             served=self._report,
             objects=self._outbox,
+            reader=reader,
         )
 
     def serve(self) -> None:
@@ -120,8 +159,16 @@ class _Served:
                 writer.put(SpooledBlob.taken(message[1], fd))
             elif kind == "flush":
                 writer.put(_Flushed(self._channel, message[1]))
-            elif kind == "forget":
-                writer.forget(digests=message[1])
+            elif kind == "job":
+                _, token, job = message
+                ticket = _Answered(self._channel, token, job)
+                self._jobs = {t: j for t, j in self._jobs.items() if not j.answered}
+                self._jobs[token] = ticket
+                writer.put(ticket)
+            elif kind == "cancel":
+                cancelled = self._jobs.get(message[1])
+                if cancelled is not None:
+                    cancelled.stopped = True
             elif kind == "stop":
                 writer.stop()
                 if self._outbox is not None:
@@ -186,13 +233,13 @@ def main() -> None:
         sys.exit(0)
     if not (isinstance(opened, tuple) and opened[0] == "open"):
         raise TypeError("the writer process was not told which store to open")
-    _, url, where, level, objects = opened
+    _, url, where, level, objects, reader = opened
     logger = logging.getLogger("freezeframe")
     logger.setLevel(level)
     logger.addHandler(_Forward(channel))
     logger.propagate = False
     try:
-        served = _Served(channel, url, where, objects)
+        served = _Served(channel, url, where, objects, reader)
     except StoreError as exc:
         logger.error("the store's writer process cannot open %s: %s", where, exc)
         sys.exit(1)

@@ -2,13 +2,14 @@
 
 The proxy's store hands what it records to another process, so that committing,
 compressing and indexing never take the GIL from the event loop. WriterProcess has the
-thread Writer's face (put, flush, stats, forget, stop, failing): SqlStore uses either.
+thread Writer's face (put, flush, stats, stop, failing): SqlStore uses either.
 
-put() pickles the item and sends it at once (storage.sql.channel): an exchange, a note
-or a streamed body's spool file, whose descriptor crosses with it. One thread here, the
-supervisor, starts the process, reads its answers (done, moved, flushed, state, log) and
-calls ``done`` and ``moved`` from there, as the Writer calls them from its thread; so
-``strict`` still answers a client only once the writer process has committed.
+put() pickles the item and sends it at once (storage.sql.channel): an exchange, a note,
+a job (storage.jobs) or a streamed body's spool file, whose descriptor crosses with it. One
+thread here, the supervisor, starts the process, reads its answers (done, moved, answer,
+flushed, state, log) and calls ``done`` and ``moved`` from there, as the Writer calls them
+from its thread, and answers each job's ticket; so ``strict`` still answers a client only
+once the writer process has committed.
 
 A writer process that dies (killed, out of memory) is noticed when its end of the channel
 closes: the supervisor logs it, reports every exchange it had not answered for as not
@@ -21,13 +22,17 @@ for. A stop (SIGTERM) drains: the process writes everything sent, answers, and e
 
 Linux only (SOCK_SEQPACKET, PR_SET_PDEATHSIG): elsewhere the store keeps its writer thread.
 
-Imports (Store.import_cassette) carry callables that read a file and cannot cross: they run
-on a thread Writer here, after what was sent before them is written.
+A job crosses as it is, and is done by the process's Writer as a thread Writer does it; its
+answer (or what it raised) comes back pickled, and a Ctrl-C of the caller's is sent after it
+(``cancel``: an import rolls back). An import whose exchanges cannot be pickled (a generator
+reading a file) is refused: import through a store whose writer is a thread (every command
+but the proxy opens one).
 """
 
 import itertools
 import logging
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -37,14 +42,13 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 
-from sqlalchemy import Engine
-
 from freezeframe.storage.errors import StoreClosed, StoreError, StoreUnavailable
 from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import Miss, NewExchange
 from freezeframe.storage.spool import SpooledBlob
 from freezeframe.storage.sql.channel import Channel
-from freezeframe.storage.sql.writer import DriftNote, ImportJob, Moved, Writer
+from freezeframe.storage.sql.jobs import Ticket, Waiting
+from freezeframe.storage.sql.writer import DriftNote, Moved
 from freezeframe.storage.stats import WriterStats
 
 log = logging.getLogger("freezeframe.storage")
@@ -67,14 +71,15 @@ class WriterProcess:
 
     def __init__(
         self,
-        engine: Engine,
         url: str,
         where: str,
         done: Callable[[NewExchange, bool], None],
         moved: Moved,
         objects: Outbox | None = None,
+        reader: str | None = None,
     ) -> None:
-        self._engine = engine
+        self._reader = reader
+        """Open_store's ``reader``, which the process imports itself."""
         self._url = url
         self._objects = objects
         """The object store and its outbox (--blobs): the process opens its own."""
@@ -86,6 +91,8 @@ class WriterProcess:
         self._pending: dict[int, NewExchange] = {}
         """Exchanges sent and not yet answered for, by token."""
         self._markers: dict[int, threading.Event] = {}
+        self._jobs: dict[int, Ticket] = {}
+        """Jobs sent and not yet answered, by token."""
         self._stats = WriterStats()
         """The running process's totals, as it last reported them."""
         self._earlier = WriterStats()
@@ -97,7 +104,6 @@ class WriterProcess:
         self._wake = threading.Event()
         self._ready = threading.Event()
         """Set once the first process has opened the store, or has ended."""
-        self._imports: Writer | None = None
         self._channel: Channel | None
         early = _adopt()
         if early is not None:  # started by start_early(): it has been importing meanwhile
@@ -125,11 +131,11 @@ class WriterProcess:
         Store.health()."""
         return self._died or self._failing
 
-    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | ImportJob) -> None:
-        """Send an exchange, a note or a streamed body (then discarded here) to the
-        process; run an import here. Waits only while the process is QUEUE_LIMIT behind."""
-        if isinstance(item, ImportJob):
-            self._import(item)
+    def put(self, item: NewExchange | SpooledBlob | DriftNote | Miss | Ticket) -> None:
+        """Send an exchange, a note, a job or a streamed body (then discarded here) to the
+        process. Waits only while the process is QUEUE_LIMIT behind."""
+        if isinstance(item, Ticket):
+            self._send_job(item)
             return
         token = next(self._tokens)
         with self._lock:
@@ -186,24 +192,12 @@ class WriterProcess:
         with self._lock:
             return replace(_added(self._earlier, self._stats), queued=len(self._pending))
 
-    def forget(self, *, digests: bool) -> None:
-        """Forget which blobs are stored, because some were deleted (a cassette removed)."""
-        with self._lock:
-            channel, imports = self._channel, self._imports
-        if channel is not None:
-            try:
-                channel.send(("forget", digests))
-            except OSError:
-                pass  # a new process knows no digests
-        if imports is not None:
-            imports.forget(digests=digests)
-
     def stop(self) -> None:
         """Write everything sent so far, then end the process. Safe to call twice."""
         with self._lock:
             first = not self._stopping
             self._stopping = True
-            channel, imports = self._channel, self._imports
+            channel = self._channel
         if first:
             self._wake.set()
             if channel is not None:
@@ -212,21 +206,48 @@ class WriterProcess:
                 except OSError:
                     channel.shutdown()
         self._thread.join()
-        if imports is not None:
-            imports.stop()
 
-    def _import(self, job: ImportJob) -> None:
-        """Run an import on this process's thread Writer, after what was sent before it."""
-        self.flush(None)
+    def _send_job(self, ticket: Ticket) -> None:
+        """Send a job; its answer comes back on the channel (``answer``), and a caller's
+        cancel after it."""
+        token = next(self._tokens)
         with self._lock:
             if self._stopping:
                 raise StoreClosed(self._where)
-            if self._imports is None:
-                self._imports = Writer(
-                    self._engine, self._done, self._where, self._moved, objects=self._objects
-                )
-            imports = self._imports
-        imports.put(job)
+            channel = self._channel
+            self._jobs[token] = ticket
+        if isinstance(ticket, Waiting):
+            ticket.on_cancel = lambda: self._cancel(token)
+        try:
+            if channel is None:
+                raise OSError("the writer process is restarting")
+            channel.send(("job", token, ticket.job))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            self._unanswered(
+                token,
+                StoreError(
+                    f"store {self._where} is written by a process of its own, and this "
+                    f"{type(ticket.job).__name__.lower()} cannot be sent to it ({exc}); "
+                    "import through a store opened by a command, not by the proxy"
+                ),
+            )
+        except OSError as exc:
+            self._unanswered(token, StoreError(f"cannot write to store {self._where}: {exc}"))
+
+    def _cancel(self, token: int) -> None:
+        with self._lock:
+            channel = self._channel if token in self._jobs else None
+        if channel is not None:
+            try:
+                channel.send(("cancel", token))
+            except OSError:
+                pass  # the process is gone: the job is answered as lost
+
+    def _unanswered(self, token: int, error: StoreError) -> None:
+        with self._lock:
+            ticket = self._jobs.pop(token, None)
+        if ticket is not None:
+            ticket.answer(None, error)
 
     def _lost(
         self, token: int, item: NewExchange | SpooledBlob | DriftNote | Miss, exc: OSError
@@ -305,14 +326,14 @@ class WriterProcess:
         channel.send(self._opening())
         return channel, theirs
 
-    def _opening(self) -> tuple[str, str, str, int, tuple[str, str] | None]:
-        """A process's first message: which store to open, the proxy's log level, and the
-        object store and outbox bodies go to (None: the database)."""
+    def _opening(self) -> tuple[str, str, str, int, tuple[str, str] | None, str | None]:
+        """A process's first message: which store to open, the proxy's log level, the
+        object store and outbox bodies go to (None: the database), and the reader."""
         level = logging.getLogger("freezeframe").getEffectiveLevel()
         objects = (
             None if self._objects is None else (self._objects.url, str(self._objects.directory))
         )
-        return ("open", self._url, self._where, level, objects)
+        return ("open", self._url, self._where, level, objects, self._reader)
 
     def _ended(self, channel: Channel, why: str) -> None:
         """The process is gone without being stopped: say so, and give up on what it had."""
@@ -322,6 +343,7 @@ class WriterProcess:
                 self._channel = None
             lost, self._pending = list(self._pending.values()), {}
             markers, self._markers = list(self._markers.values()), {}
+            tickets, self._jobs = list(self._jobs.values()), {}
             self._earlier = _added(self._earlier, self._stats)
             self._stats = WriterStats()
             stopping = self._stopping
@@ -338,6 +360,8 @@ class WriterProcess:
             self._done(exchange, False)
         for marker in markers:
             marker.set()
+        for ticket in tickets:
+            ticket.answer(None, StoreError(f"store {self._where}: {why}"))
         self._ready.set()
 
     def _answer(self, message: object) -> None:
@@ -362,6 +386,12 @@ class WriterProcess:
                 exchange = self._pending.get(token)
             if exchange is not None:
                 self._moved(exchange, slot)
+        elif kind == "answer":
+            _, token, result, error = message
+            with self._lock:
+                ticket = self._jobs.pop(token, None)
+            if ticket is not None:
+                ticket.answer(result, error)
         elif kind == "flushed":
             with self._lock:
                 marker = self._markers.pop(message[1], None)

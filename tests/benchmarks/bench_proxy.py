@@ -64,7 +64,8 @@ for ``req/s x pt``, higher is better). The replay rows are measured in the secon
 their ratios against passthrough cross phases; replay-vs-replay comparisons are within one.
 ``proxy CPU/req`` is the proxy's CPU time (user+sys, all threads, psutil, with its child
 processes: freezeframe's store writer) per timed request, the steadiest column: it does not
-depend on which side was the bottleneck.
+depend on which side was the bottleneck. ``own CPU/req`` is the proxy's process alone,
+without its store writer process: the CPU its event loop competes for.
 ``client core`` is how busy CPU 0 (client + upstream) was during that scenario's blocks;
 near 100% means the row's throughput was bounded by the client side, not by the proxy.
 The header line reports ``other load``: CPU used by processes outside the benchmark during
@@ -136,6 +137,8 @@ PASSTHROUGH = "passthrough"
 STREAMING = "passthrough+stream"
 FF_RECORD = "freezeframe record"
 FF_RECORD_THREAD = "ff record, thread"
+FF_RECORD_AGAINST = "ff record, against"
+FF_REPLAY_AGAINST = "ff replay, against"
 """``--writer-thread``: recording with the store's writer as a thread of the proxy."""
 FF_REPLAY = "freezeframe replay"
 FF_INSTANT = "ff replay instant"
@@ -264,7 +267,9 @@ HEADERS = {
 # -- child processes -----------------------------------------------------------------------
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(checkout: Path | None = None) -> dict[str, str]:
+    """The environment of a child: no proxy or freezeframe variables, and this checkout's
+    code first on the path (``checkout``'s instead, for --against)."""
     env = dict(os.environ)
     for name in list(env):
         upper = name.upper()
@@ -275,7 +280,8 @@ def _child_env() -> dict[str, str]:
             "NO_PROXY",
         ):
             del env[name]
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
+    root = checkout or ROOT
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "tests")])
     return env
 
 
@@ -296,8 +302,16 @@ class Child:
     """A subprocess in its own process group, pinned to one CPU, always killed at the end."""
 
     def __init__(
-        self, name: str, cmd: list[str], log_path: Path, cpu: int | None, *, pipe: bool = False
+        self,
+        name: str,
+        cmd: list[str],
+        log_path: Path,
+        cpu: int | None,
+        *,
+        pipe: bool = False,
+        checkout: Path | None = None,
     ) -> None:
+        self.checkout = checkout
         self.name = name
         self.cmd = cmd
         self.log_path = log_path
@@ -320,7 +334,7 @@ class Child:
                 stderr=log,
                 stdin=subprocess.DEVNULL,
                 cwd=ROOT,
-                env=_child_env(),
+                env=_child_env(self.checkout),
                 start_new_session=True,
                 preexec_fn=preexec,
             )
@@ -381,13 +395,14 @@ class Child:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
-    def cpu_seconds(self) -> float:
+    def cpu_seconds(self, *, own: bool = False) -> float:
+        """CPU of the proxy and its live child processes (freezeframe's store writer), or
+        with ``own`` of the proxy's process alone (its event loop and threads)."""
         if not self.alive():
             return math.nan
         try:
             process = psutil.Process(self.pid)
-            # The proxy's own processes too (freezeframe's store writer), live ones.
-            family = [process, *process.children(recursive=True)]
+            family = [process, *([] if own else process.children(recursive=True))]
             total = 0.0
             for member in family:
                 with contextlib.suppress(psutil.NoSuchProcess):
@@ -480,9 +495,13 @@ class Scenario:
     args: tuple[str, ...] = ()
     data_dir: str = "freezeframe-data"  # freezeframe only; under the work directory
     records: bool = False
+    checkout: Path | None = None
+    """freezeframe only: run this checkout's code instead of this one's (--against)."""
 
 
-def live_scenarios(flow_file: Path, writer_thread: bool = False) -> list[Scenario]:
+def live_scenarios(
+    flow_file: Path, writer_thread: bool = False, against: Path | None = None
+) -> list[Scenario]:
     thread = Scenario(
         FF_RECORD_THREAD,
         "freezeframe",
@@ -497,11 +516,33 @@ def live_scenarios(flow_file: Path, writer_thread: bool = False) -> list[Scenari
         Scenario(MITM_RECORD, "mitmdump", ("-w", str(flow_file)), records=True),
         Scenario(FF_RECORD, "freezeframe", ("--mode", "record"), records=True),
         *([thread] if writer_thread else []),
+        *(
+            [
+                Scenario(
+                    FF_RECORD_AGAINST,
+                    "freezeframe",
+                    ("--mode", "record"),
+                    data_dir="freezeframe-data-against",
+                    records=True,
+                    checkout=against,
+                )
+            ]
+            if against
+            else []
+        ),
     ]
 
 
-def replay_scenarios(flow_file: Path) -> list[Scenario]:
+def replay_scenarios(flow_file: Path, against: Path | None = None) -> list[Scenario]:
+    other = Scenario(
+        FF_REPLAY_AGAINST,
+        "freezeframe",
+        ("--mode", "replay"),
+        data_dir="freezeframe-data-against",
+        checkout=against,
+    )
     return [
+        *([other] if against else []),
         Scenario(
             MITM_REPLAY,
             "mitmdump",
@@ -607,7 +648,7 @@ class Env:
             str(self.upstream_ca),
             *scenario.args,
         ]
-        child = Child(scenario.name, cmd, log, self.cpu(PROXY_CPU))
+        child = Child(scenario.name, cmd, log, self.cpu(PROXY_CPU), checkout=scenario.checkout)
         self.children.append(child.start())
 
         def healthy() -> bool:
@@ -684,6 +725,7 @@ class Tally:
     client_cpu: float = 0.0
     upstream_cpu: float = 0.0
     proxy_cpu: float = math.nan
+    own_cpu: float = math.nan  # the proxy's process alone, without its writer process
 
     def summary(self, stream: bool) -> dict[str, Any]:
         n = len(self.latencies)
@@ -704,6 +746,7 @@ class Tally:
                 "wall_s": self.wall,
             }
         out["proxy_cpu_ms_per_req"] = self.proxy_cpu * 1000 / n if n else math.nan
+        out["own_cpu_ms_per_req"] = self.own_cpu * 1000 / n if n else math.nan
         busy = self.client_cpu + self.upstream_cpu
         out["client_core_busy"] = busy / self.block_wall if self.block_wall > 0 else math.nan
         return out
@@ -732,8 +775,8 @@ class Target:
         self.clients.append(client)
         return client
 
-    def proxy_cpu_seconds(self) -> float:
-        return self.child.cpu_seconds() if self.child else 0.0
+    def proxy_cpu_seconds(self, *, own: bool = False) -> float:
+        return self.child.cpu_seconds(own=own) if self.child else 0.0
 
     def block(self, tally: Tally, body: Callable[[], float]) -> None:
         """Run one timed block (``body`` returns the seconds its requests took), then wait
@@ -764,11 +807,13 @@ class Meter:
     def __init__(self, targets: list[Target]) -> None:
         self.targets = targets
         self.start = {t.name: t.proxy_cpu_seconds() for t in targets}
+        self.own = {t.name: t.proxy_cpu_seconds(own=True) for t in targets}
 
     def finish(self, workload: str) -> None:
         for t in self.targets:
             wait_idle(t.child)
             t.tallies[workload].proxy_cpu = t.proxy_cpu_seconds() - self.start[t.name]
+            t.tallies[workload].own_cpu = t.proxy_cpu_seconds(own=True) - self.own[t.name]
 
 
 # -- the workloads, interleaved ------------------------------------------------------------
@@ -1020,6 +1065,7 @@ def run(
     keep: Path | None,
     say: Callable[[str], None],
     writer_thread: bool = False,
+    against: Path | None = None,
 ) -> dict[str, Any]:
     tmp_obj = None
     if keep is None:
@@ -1034,7 +1080,7 @@ def run(
         env.start_upstream()
         say("live phase (upstream up)")
         live, live_info = run_phase(
-            env, live_scenarios(env.flow_file, writer_thread), cfg, bodies, say
+            env, live_scenarios(env.flow_file, writer_thread, against), cfg, bodies, say
         )
         say("stopping the upstream: the replays run without it")
         env.stop_upstream()
@@ -1042,7 +1088,9 @@ def run(
         if recorded.is_dir():
             shutil.copytree(recorded, tmp / "freezeframe-data-instant", dirs_exist_ok=True)
         say("replay phase (upstream down)")
-        replay, replay_info = run_phase(env, replay_scenarios(env.flow_file), cfg, bodies, say)
+        replay, replay_info = run_phase(
+            env, replay_scenarios(env.flow_file, against), cfg, bodies, say
+        )
     finally:
         env.close()
         if tmp_obj is not None:
@@ -1269,6 +1317,7 @@ def render(run_result: dict[str, Any], derived: dict[str, Any], meta: dict[str, 
             "req/s x pt",
             "proxy CPU/req ms",
             "CPU x pt",
+            "own CPU/req ms",
             "client core",
             "errors",
         ],
@@ -1287,6 +1336,7 @@ def render(run_result: dict[str, Any], derived: dict[str, Any], meta: dict[str, 
             "p99 x pt",
             "proxy CPU/req ms",
             "CPU x pt",
+            "own CPU/req ms",
             "client core",
             "errors",
         ],
@@ -1337,6 +1387,7 @@ def render(run_result: dict[str, Any], derived: dict[str, Any], meta: dict[str, 
             _f(r["seq_rps"]),
             _f(s["proxy_cpu_ms_per_req"]),
             _f(r["seq_cpu"]),
+            _f(s["own_cpu_ms_per_req"]),
             _f(s["client_core_busy"] * 100, 0, "%"),
             str(s["errors"]),
         )
@@ -1350,6 +1401,7 @@ def render(run_result: dict[str, Any], derived: dict[str, Any], meta: dict[str, 
             _f(r["conc_p99"]),
             _f(c["proxy_cpu_ms_per_req"]),
             _f(r["conc_cpu"]),
+            _f(c["own_cpu_ms_per_req"]),
             _f(c["client_core_busy"] * 100, 0, "%"),
             str(c["errors"]),
         )
@@ -1422,6 +1474,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also record with --store-writer thread (the store's writer in the proxy process)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="CHECKOUT",
+        type=Path,
+        help="also record and replay with another checkout's code (before and after a change, "
+        "in the same run)",
+    )
     args = parser.parse_args(argv)
 
     cfg = QUICK if args.quick else FULL
@@ -1450,7 +1509,14 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     started = time.perf_counter()
-    run_result = run(cfg, pin, Path(args.keep) if args.keep else None, say, args.writer_thread)
+    run_result = run(
+        cfg,
+        pin,
+        Path(args.keep) if args.keep else None,
+        say,
+        args.writer_thread,
+        args.against.resolve() if args.against else None,
+    )
     meta["seconds"] = time.perf_counter() - started
     derived = derive(run_result["scenarios"])
     print(render(run_result, derived, meta), end="")

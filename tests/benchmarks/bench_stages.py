@@ -37,6 +37,7 @@ from freezeframe.evidence.facts import exchange_facts
 from freezeframe.evidence.recording import new_exchange
 from freezeframe.evidence.requests import WireRequest
 from freezeframe.evidence.signatures import with_signals
+from freezeframe.evidence.triage import RunReaders
 from freezeframe.storage import NewExchange, Outcome, RecordedResponse, Slot, open_store
 from freezeframe.storage.blobs import compress
 from freezeframe.storage.inflight import Body
@@ -46,6 +47,9 @@ from freezeframe.storage.search import searchable
 from freezeframe.storage.sent import sent_digest
 
 JSON = (b"content-type", b"application/json")
+LOOP, WRITER, REPLAY = "loop", "writer", "replay"
+"""Where a stage runs when recording: on the proxy's event loop, or in the store's writer
+(a process of its own by default); replay's lookup is for comparison."""
 
 
 def chat_request(n: int) -> bytes:
@@ -157,13 +161,17 @@ def main() -> None:
 
     prepared = [exchange(i) for i in range(args.rounds)]
     canonicals = [canonicalize(view(body), config) for body in bodies]
-    stages: dict[str, Callable[[int], object]] = {
-        "tee (answer, 256-byte chunks)": tee,
-        "decode + redaction (request)": decode_and_redact,
-        "redaction alone (request body)": lambda i: redactor.body(bodies[i], secrets),
-        "parse (one json.loads of the request)": lambda i: json.loads(bodies[i]),
-        "key (canonicalize, its parse included)": lambda i: canonicalize(view(bodies[i]), config),
-        "sent digest (replay's lookup by bytes)": lambda i: sent_digest(
+    runs = RunReaders()
+    stages: dict[str, tuple[str, Callable[[int], object]]] = {
+        "tee (answer, 256-byte chunks)": (LOOP, tee),
+        "decode + redaction (request)": (LOOP, decode_and_redact),
+        "redaction alone (request body)": (LOOP, lambda i: redactor.body(bodies[i], secrets)),
+        "parse (one json.loads of the request)": ("both", lambda i: json.loads(bodies[i])),
+        "key (canonicalize, its parse included)": (
+            LOOP,
+            lambda i: canonicalize(view(bodies[i]), config),
+        ),
+        "sent digest (replay's lookup by bytes)": (REPLAY, lambda i: sent_digest(
             "POST",
             "https",
             "api.openai.com",
@@ -171,29 +179,38 @@ def main() -> None:
             "/v1/chat/completions",
             REQUEST_HEADERS,
             bodies[i],
-        ),
-        "facts": lambda i: exchange_facts(
+        )),
+        "facts": (WRITER, lambda i: exchange_facts(
             view(bodies[i]), response(ANSWER), canonicals[i].profile, None
+        )),
+        "signature (triage's signals)": (WRITER, lambda i: with_signals(prepared[i])),
+        "run's failures (RunReaders.sign: signals, then the run)": (
+            WRITER,
+            lambda i: runs.sign(prepared[i]),
         ),
-        "signature (triage's signals)": lambda i: with_signals(prepared[i]),
-        "search values": lambda i: searchable(prepared[i]),
-        "compression (zstd, both bodies)": lambda i: (compress(bodies[i]), compress(ANSWER)),
-        "hand-off (pickled for the writer process)": lambda i: pickle.dumps(
+        "search values": (WRITER, lambda i: searchable(prepared[i])),
+        "compression (zstd, both bodies)": (
+            WRITER,
+            lambda i: (compress(bodies[i]), compress(ANSWER)),
+        ),
+        "hand-off (pickled for the writer process)": (LOOP, lambda i: pickle.dumps(
             prepared[i], protocol=pickle.HIGHEST_PROTOCOL
-        ),
-    }
+        )),
+    }  # fmt: skip
     spent = dict.fromkeys(stages, 0.0)
     for i in range(args.rounds):
-        for name, stage in stages.items():
+        for name, (_, stage) in stages.items():
             started = time.process_time()
             stage(i)
             spent[name] += time.process_time() - started
-    spent["commit + index (SQLite, writer thread)"] = _commit(prepared)
+    commit = "commit + index (SQLite, writer thread)"
+    spent[commit] = _commit(prepared)
+    where = {name: place for name, (place, _) in stages.items()} | {commit: WRITER}
 
     rows = {name: spent[name] / args.rounds * 1e6 for name in spent}
     width = max(len(name) for name in rows)
     for name, micros in rows.items():
-        print(f"{name:<{width}}  {micros:9.1f} µs")
+        print(f"{name:<{width}}  {where[name]:<7}  {micros:9.1f} µs")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
 

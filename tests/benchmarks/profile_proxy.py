@@ -46,7 +46,7 @@ if str(HERE) not in sys.path:
 
 import bench_proxy as bp  # noqa: E402
 
-OWN_DIRS = ("addons", "canonicalize", "storage")
+OWN_DIRS = ("addons", "canonicalize", "storage", "evidence", "providers", "proxy")
 FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 
@@ -88,7 +88,11 @@ def parse_frame(text: str) -> tuple[str, str, int]:
     return m["func"], m["file"], int(m["line"] or 0)
 
 
-_BLOCKING_CALLS = re.compile(r"\.get\(\)|\.wait\(|\.acquire\(")
+_BLOCKING_CALLS = re.compile(
+    r"\.get\(\)|\.wait\(|\.acquire\(|\.sendmsg\(|send_fds\(|\.join\(|time\.sleep\("
+)
+"""A project line that blocks: the writer process's channel (storage.sql.channel) waits in
+``sendmsg`` while its buffer is full, which py-spy counts as busy."""
 
 
 @functools.cache
@@ -111,6 +115,8 @@ def is_idle(func: str, file: str, line: int) -> bool:
         return True
     if name in ("threading.py", "queue.py") and func.split(".")[-1] in ("wait", "get"):
         return True
+    if name == "socket.py" and func.split(".")[-1] in ("recv_fds", "send_fds"):
+        return True  # the writer process's channel, waiting for the other end
     if owner_of(file) == "freezeframe" and line:
         return bool(_BLOCKING_CALLS.search(_source_line(file, line)))
     return False
@@ -256,6 +262,7 @@ def profile_mode(env: bp.Env, mode: str, args: argparse.Namespace, out: Path, da
         raise SystemExit("py-spy not found: .venv/bin/pip install py-spy, or --profiler cprofile")
     cmd = [
         pyspy, "record", "--pid", str(child.pid), "--rate", str(args.rate), *args.pyspy_extra,
+        *(["--subprocesses"] if args.subprocesses else []),
         "--threads", "--full-filenames", "--format", "raw", "-o", str(raw),
     ]  # fmt: skip
     spy = bp.Child(f"py-spy {mode}", cmd, out / f"py-spy-{mode}.log", env.cpu(bp.CLIENT_CPU))
@@ -321,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         default=["--nonblocking"],
         help="let py-spy pause the proxy for every sample (default: --nonblocking, which "
         "perturbs the proxy far less; idle waits are recognised from the frames either way)",
+    )
+    parser.add_argument(
+        "--subprocesses",
+        action="store_true",
+        help="sample the store's writer process too (py-spy --subprocesses); its threads "
+        "show as threads of their own",
     )
     parser.add_argument("--out", metavar="DIR", help="keep the raw profiles here")
     parser.add_argument("--no-pin", action="store_true")

@@ -17,21 +17,9 @@ from typing import Any
 import blake3
 import pytest
 import sqlalchemy
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Double,
-    ForeignKey,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-)
 from support.database import run_sql, writes_blocked
 from support.exchanges import plausible_exchange, plausible_response
+from support.schemas import V1, new_store_schema, schema_of
 
 from freezeframe.storage import (
     BlobRef,
@@ -48,7 +36,6 @@ from freezeframe.storage import (
 )
 from freezeframe.storage.blobs import INLINE_LIMIT, PART_SIZE, compress, digest
 from freezeframe.storage.chain import GENESIS, exchange_digest, link
-from freezeframe.storage.sql.migrations import HEAD
 from freezeframe.storage.sql.migrations.versions.v2_blob_parts import add_blob_parts
 from freezeframe.storage.sql.migrations.versions.v3_canonical_digest import add_canonical_digest
 from freezeframe.storage.sql.migrations.versions.v4_facts_and_drift import add_facts_and_drift
@@ -61,7 +48,8 @@ from freezeframe.storage.sql.migrations.versions.v7_run_index_and_compact_search
 )
 from freezeframe.storage.sql.migrations.versions.v8_signals_and_notes import add_signals_and_notes
 from freezeframe.storage.sql.rows import exchange_row
-from freezeframe.storage.sql.schema import SCHEMA_VERSION, metadata
+from freezeframe.storage.sql.schema import SCHEMA_VERSION
+from freezeframe.storage.sql.versioning import HEAD
 
 WAIT = 30.0
 NOT_A_FORM = (
@@ -426,76 +414,6 @@ def test_verify_notices_parts_that_are_intact_but_not_the_body(
 
 
 # -- version 1 stores ----------------------------------------------------------------
-
-V1 = MetaData(
-    naming_convention={
-        "pk": "pk_%(table_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    }
-)
-"""The version-1 schema, frozen as it was released."""
-
-Table(
-    "meta",
-    V1,
-    Column("name", String(64), primary_key=True),
-    Column("value", Text, nullable=False),
-)
-Table(
-    "cassettes",
-    V1,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("name", Text, nullable=False, unique=True),
-    Column("created_at", Double, nullable=False),
-    Column("head", String(64), nullable=False),
-)
-Table(
-    "blobs",
-    V1,
-    Column("digest", String(64), primary_key=True),
-    Column("size", BigInteger, nullable=False),
-    Column("stored_size", BigInteger, nullable=False),
-    Column("data", LargeBinary, nullable=False),
-)
-Table(
-    "exchanges",
-    V1,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("cassette_id", ForeignKey("cassettes.id"), nullable=False),
-    Column("seq", Integer, nullable=False),
-    Column("occurrence", Integer, nullable=False),
-    Column("key", Text, nullable=False),
-    Column("key_scheme", Integer, nullable=False),
-    Column("canonical", LargeBinary, nullable=False),
-    Column("method", Text, nullable=False),
-    Column("scheme", Text, nullable=False),
-    Column("host", Text, nullable=False),
-    Column("port", Integer, nullable=False),
-    Column("path", Text, nullable=False),
-    Column("http_version", Text, nullable=False),
-    Column("request_headers", Text, nullable=False),
-    Column("request_body_digest", ForeignKey("blobs.digest")),
-    Column("started_at", Double, nullable=False),
-    Column("duration", Double),
-    Column("status", Integer),
-    Column("reason", Text),
-    Column("response_http_version", Text),
-    Column("response_headers", Text),
-    Column("response_trailers", Text),
-    Column("response_body_digest", ForeignKey("blobs.digest")),
-    Column("response_bytes", BigInteger, nullable=False),
-    Column("chunks", Text),
-    Column("first_byte_at", Double),
-    Column("outcome", String(16), nullable=False),
-    Column("error", Text),
-    Column("context", Text, nullable=False),
-    Column("chain", String(64), nullable=False),
-    UniqueConstraint("cassette_id", "seq"),
-    UniqueConstraint("cassette_id", "key", "occurrence"),
-)
-
 
 V1_COLUMNS = frozenset(V1.tables["exchanges"].c.keys())
 V1_CHAINED = V1_COLUMNS - {"id", "cassette_id", "chain"}
@@ -864,26 +782,6 @@ def store_at(url: str, version: int, sent: list[NewExchange]) -> None:
         engine.dispose()
 
 
-def missing_from(url: str) -> list[str]:
-    """What the schema declares (tables, columns, indexes) that the store at ``url`` lacks."""
-    engine = sqlalchemy.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            found = sqlalchemy.inspect(conn)
-            missing = []
-            for table in metadata.sorted_tables:
-                if not found.has_table(table.name):
-                    missing.append(table.name)
-                    continue
-                columns = {column["name"] for column in found.get_columns(table.name)}
-                missing += [f"{table.name}.{c.name}" for c in table.c if c.name not in columns]
-                indexes = {index["name"] for index in found.get_indexes(table.name)}
-                missing += [f"index {i.name}" for i in table.indexes if i.name not in indexes]
-            return missing
-    finally:
-        engine.dispose()
-
-
 @pytest.mark.parametrize("version", range(1, len(STEPS) + 2))  # each version before Alembic
 def test_a_store_of_every_past_version_is_migrated_to_the_current_schema(
     store_url: str, version: int
@@ -900,7 +798,7 @@ def test_a_store_of_every_past_version_is_migrated_to_the_current_schema(
         report = store.verify("c")
         assert (report.ok, report.checked) == (True, 2)
         assert sorted(hit.seq for hit in store.search("answer", "c")) == [0, 1]
-    assert missing_from(store_url) == []
+    assert schema_of(store_url) == new_store_schema(store_url)
     assert run_sql(store_url, "SELECT value FROM meta WHERE name = 'schema_version'") == [
         (str(SCHEMA_VERSION),)
     ]

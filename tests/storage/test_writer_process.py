@@ -12,9 +12,20 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.exchanges import plausible_exchange
+from support.exchanges import plausible_exchange, plausible_response
 
-from freezeframe.storage import Store, StoreClosed, blobs, open_store
+from freezeframe.storage import (
+    CassetteNotFound,
+    ExchangeNotFound,
+    Imported,
+    Note,
+    Slot,
+    Store,
+    StoreClosed,
+    StoreError,
+    blobs,
+    open_store,
+)
 from freezeframe.storage.sql.writerprocess import RESTART_DELAY_S
 
 WAIT = 15.0  # seconds; every wait in this file is bounded by it
@@ -140,3 +151,37 @@ def test_the_writer_dies_with_the_process_that_started_it(store_url: str, tmp_pa
         parent.wait(WAIT)
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+def test_every_other_write_is_done_by_the_writer_process(store: Store) -> None:
+    assert record(store, "k", response=plausible_response(body=b"shared answer"))
+    forked = store.fork("c", "copy")
+    assert (forked.cassette, forked.exchanges) == ("copy", 1)
+    store.add_note(Note("copy", 0, time.time(), "looks right"))
+    assert [n.text for n in store.notes("copy")] == ["looks right"]
+    # What a job raises in the writer process is raised here, as the store's own error.
+    with pytest.raises(CassetteNotFound) as missing:
+        store.fork("nothing", "other")
+    assert missing.value.cassette == "nothing"
+    with pytest.raises(ExchangeNotFound):
+        store.add_note(Note("copy", 7, time.time(), "no such exchange"))
+    assert store.remove("c").exchanges == 1
+    assert store.remove("copy").exchanges == 1
+    # The writer process forgot the bodies the removals deleted: recorded again, stored again.
+    assert record(store, "again", response=plausible_response(body=b"shared answer"))
+    again = store.exchange("c", 0)
+    assert again.recorded.response is not None and again.recorded.response.body == b"shared answer"
+    assert store.verify("c").ok
+    (child,) = writer_processes()
+    assert child.pid != os.getpid()
+
+
+def test_an_import_crosses_when_what_it_carries_can(store: Store) -> None:
+    exchange = plausible_exchange(Slot(0, 0), cassette="brought", key="k")
+    imported = store.import_cassette("brought", [Imported(exchange)])
+    assert (imported.cassette, imported.exchanges) == ("brought", 1)
+    assert store.verify("brought").ok
+    read = (Imported(exchange) for _ in range(1))  # a generator: it reads where it runs
+    with pytest.raises(StoreError, match="written by a process of its own"):
+        store.import_cassette("generated", read)
+    assert store.cassette_names() == ["brought"]

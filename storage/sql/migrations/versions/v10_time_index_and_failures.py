@@ -6,7 +6,7 @@ the exchanges newest first and stopping at the page's end, which only an index o
 time allows. ``cassette_totals.failed`` is left NULL in the rows already counted, which the
 next listing counts again. The index and the column are written out here as version 10 made
 them, and made only when they do not exist, so a step cut short runs again
-(storage.sql.migrations).
+(storage.sql.versioning).
 """
 
 from alembic import op

@@ -1,7 +1,7 @@
 """2 -> 3: canonical forms stored as blobs.
 
 Frozen as version 3 made it (a revision never imports today's schema); the step checks
-what already exists, so one cut short runs again (storage.sql.migrations).
+what already exists, so one cut short runs again (storage.sql.versioning).
 """
 
 from alembic import op

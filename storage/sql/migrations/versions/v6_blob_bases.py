@@ -2,7 +2,7 @@
 
 The tables are as version 6 made them, frozen here (a revision never imports today's
 schema, which later versions change); the step checks what already exists, so one cut
-short runs again (storage.sql.migrations).
+short runs again (storage.sql.versioning).
 """
 
 from alembic import op

@@ -4,7 +4,10 @@ left.
 See storage.sql.schema for what version 9 holds. The tables are written out here as version 9
 made them (the schema's ExactText is TEXT in the database; its escaping happens in Python), so
 later changes to the schema module do not change this step; it checks what already exists, so
-one cut short runs again (storage.sql.migrations).
+one cut short runs again (storage.sql.versioning). Their primary keys are named by the schema's
+naming convention, as a new store of version 9 named them (``pk_rechecks``, ``pk_tapes``);
+this step first left them to the database (PostgreSQL's ``rechecks_pkey``), which stores
+migrated then keep, and which nothing refers to.
 """
 
 from alembic import op
@@ -20,7 +23,7 @@ def upgrade() -> None:
     for name, key in (("rechecks", "signature"), ("tapes", "cassette")):
         Table(
             name,
-            MetaData(),
+            MetaData(naming_convention={"pk": "pk_%(table_name)s"}),
             Column(key, Text, primary_key=True),
             Column("at", Double, nullable=False),
             Column("document", Text, nullable=False),
