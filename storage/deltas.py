@@ -158,28 +158,35 @@ def _best(lines: list[_Line], data: bytes) -> tuple[_Line | None, int]:
     """The line whose latest body shares the most with ``data`` at both ends, and how much."""
     best, most = None, -1
     for line in lines:
-        shared = _shared(line.latest.data, data)
+        shared = common_ends(line.latest.data, data)
         if shared > most:
             best, most = line, shared
     return best, most
 
 
-def _shared(a: bytes, b: bytes) -> int:
+def common_ends(a: bytes, b: bytes) -> int:
     """The length of the longest common prefix plus that of the longest common suffix (at
-    most the shorter length), by bisection over memcmp: no copies."""
+    most the shorter length), by bisection over memcmp: no copies. Each step compares only
+    the bytes past what is known to match, so a body costs its length once, not once per
+    step (a growing conversation's bodies are megabytes, compared every turn)."""
     shortest = min(len(a), len(b))
     view = memoryview(a)
-    prefix = _bisect(shortest, lambda n: b.startswith(view[:n]))
-    suffix = _bisect(shortest - prefix, lambda n: b.endswith(view[len(a) - n :]))
+    prefix = _bisect(shortest, lambda low, n: b.startswith(view[low:n], low))
+    end_a, end_b = len(a), len(b)
+    suffix = _bisect(
+        shortest - prefix,
+        lambda low, n: b.endswith(view[end_a - n : end_a - low], 0, end_b - low),
+    )
     return prefix + suffix
 
 
-def _bisect(high: int, holds: Callable[[int], bool]) -> int:
-    """The largest n in 0..high for which ``holds(n)``, ``holds`` being true up to it."""
+def _bisect(high: int, holds: Callable[[int, int], bool]) -> int:
+    """The largest n in 0..high for which the first n bytes match, given ``holds(low, n)``:
+    whether bytes ``low`` to ``n`` match, those before ``low`` being known to."""
     low = 0
     while low < high:
         middle = (low + high + 1) // 2
-        if holds(middle):
+        if holds(low, middle):
             low = middle
         else:
             high = middle - 1

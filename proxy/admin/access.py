@@ -33,7 +33,7 @@ import math
 import secrets
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
@@ -41,16 +41,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from freezeframe.proxy.admin.guard import (
-    CSRF_FIELD,
-    WriteRefused,
-    check_write,
-    csrf_token,
-    host_name,
-)
-
-if TYPE_CHECKING:
-    from freezeframe.proxy.admin.casefile import Pages
+from freezeframe.proxy.admin.context import AdminContext
+from freezeframe.proxy.admin.guard import csrf_token, host_name
 
 SESSION_COOKIE = "freezeframe_session"
 SESSION_SECONDS = 12 * 3600
@@ -238,78 +230,80 @@ def _next(target: str | None) -> str:
     return "/cassettes"
 
 
-def login_routes(
-    token: str | None,
-    sessions: Sessions,
-    hosts: frozenset[str],
-    pages: Pages,
-    attempts: LoginAttempts | None = None,
-) -> list[BaseRoute]:
-    """``/login`` (the form, and its post, limited per client by ``attempts``) and ``/logout``."""
-    attempts = attempts or LoginAttempts()
+def _login_form(
+    request: Request, target: str | None, status: int = 200, message: str = ""
+) -> Response:
+    page = (
+        AdminContext.of(request)
+        .pages.get_template("login.html")
+        .render(csrf=csrf_token(request), next=_next(target), message=message)
+    )
+    return HTMLResponse(page, status_code=status)
 
-    def form(
-        request: Request, target: str | None, status: int = 200, message: str = ""
-    ) -> Response:
-        page = pages.get_template("login.html").render(
-            csrf=csrf_token(request), next=_next(target), message=message
+
+def login_refused(request: Request, fields: Mapping[str, str], reason: str) -> Response:
+    """A sign-in that ``guard.WriteGuard`` refused: the form again, saying why (403)."""
+    return _login_form(request, fields.get("next"), 403, reason)
+
+
+async def _posted(request: Request) -> dict[str, str]:
+    """A form's fields (the case file's forms are url-encoded, never multipart)."""
+    body = (await request.body()).decode("utf-8", "replace")
+    return dict(parse_qsl(body, keep_blank_values=True))
+
+
+async def login_page(request: Request) -> Response:
+    if AdminContext.of(request).settings.admin_token is None:
+        return RedirectResponse("/cassettes", status_code=303)
+    return _login_form(request, request.query_params.get("next"))
+
+
+async def sign_in(request: Request) -> Response:
+    """Sign in with the admin token, at most LOGIN_FAILURES wrong ones a window per client
+    (``LoginAttempts``); the guard has checked the form's CSRF token already."""
+    admin = AdminContext.of(request)
+    token, attempts = admin.settings.admin_token, admin.attempts
+    fields = await _posted(request)
+    target = fields.get("next")
+    if token is None:
+        return RedirectResponse(_next(target), status_code=303)
+    client = request.client.host if request.client else ""
+    wait = attempts.wait(client)
+    if wait:
+        refused = _login_form(
+            request, target, 429, f"Too many wrong tokens; try again in {wait} s."
         )
-        return HTMLResponse(page, status_code=status)
+        refused.headers["retry-after"] = str(wait)
+        return refused
+    offered = fields.get("token", "").strip().encode()
+    if not hmac.compare_digest(offered, token.encode()):
+        attempts.failed(client)
+        return _login_form(request, target, 401, "That is not the admin token of this proxy.")
+    attempts.succeeded(client)
+    answer = RedirectResponse(_next(target), status_code=303)
+    answer.set_cookie(
+        SESSION_COOKIE,
+        admin.sessions.open(),
+        max_age=SESSION_SECONDS,
+        path="/",
+        httponly=True,
+        samesite="strict",
+    )
+    return answer
 
-    async def posted(request: Request) -> dict[str, str]:
-        """A form's fields (the case file's forms are url-encoded, never multipart)."""
-        body = (await request.body()).decode("utf-8", "replace")
-        return dict(parse_qsl(body, keep_blank_values=True))
 
-    async def login_page(request: Request) -> Response:
-        if token is None:
-            return RedirectResponse("/cassettes", status_code=303)
-        return form(request, request.query_params.get("next"))
+async def sign_out(request: Request) -> Response:
+    admin = AdminContext.of(request)
+    admin.sessions.close(request.cookies.get(SESSION_COOKIE))
+    guarded = admin.settings.admin_token is not None
+    answer = RedirectResponse(LOGIN if guarded else "/cassettes", status_code=303)
+    answer.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return answer
 
-    async def sign_in(request: Request) -> Response:
-        fields = await posted(request)
-        target = fields.get("next")
-        try:
-            check_write(request, hosts, fields.get(CSRF_FIELD) or None)
-        except WriteRefused as exc:
-            return form(request, target, 403, str(exc))
-        if token is None:
-            return RedirectResponse(_next(target), status_code=303)
-        client = request.client.host if request.client else ""
-        wait = attempts.wait(client)
-        if wait:
-            refused = form(request, target, 429, f"Too many wrong tokens; try again in {wait} s.")
-            refused.headers["retry-after"] = str(wait)
-            return refused
-        offered = fields.get("token", "").strip().encode()
-        if not hmac.compare_digest(offered, token.encode()):
-            attempts.failed(client)
-            return form(request, target, 401, "That is not the admin token of this proxy.")
-        attempts.succeeded(client)
-        answer = RedirectResponse(_next(target), status_code=303)
-        answer.set_cookie(
-            SESSION_COOKIE,
-            sessions.open(),
-            max_age=SESSION_SECONDS,
-            path="/",
-            httponly=True,
-            samesite="strict",
-        )
-        return answer
 
-    async def sign_out(request: Request) -> Response:
-        fields = await posted(request)
-        try:
-            check_write(request, hosts, fields.get(CSRF_FIELD) or None)
-        except WriteRefused as exc:
-            return JSONResponse({"error": str(exc)}, status_code=403)
-        sessions.close(request.cookies.get(SESSION_COOKIE))
-        answer = RedirectResponse(LOGIN if token is not None else "/cassettes", status_code=303)
-        answer.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
-        return answer
-
-    return [
-        Route(LOGIN, login_page, methods=["GET"]),
-        Route(LOGIN, sign_in, methods=["POST"]),
-        Route(LOGOUT, sign_out, methods=["POST"]),
-    ]
+LOGIN_ROUTES: list[BaseRoute] = [
+    Route(LOGIN, login_page, methods=["GET"]),
+    Route(LOGIN, sign_in, methods=["POST"]),
+    Route(LOGOUT, sign_out, methods=["POST"]),
+]
+"""``/login`` (the form, and its post) and ``/logout``."""

@@ -12,6 +12,7 @@ A cassette may be named ``x.json``: ``/cassettes/x.json`` is its page when it ex
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from freezeframe.addons.state import RuntimeState
 from freezeframe.canonicalize import KeyConfig, canonicalize
 from freezeframe.evidence import (
     agent_steps,
@@ -60,6 +60,7 @@ from freezeframe.evidence.triage import (
 from freezeframe.evidence.triage import numbers as group_numbers
 from freezeframe.evidence.words import plural
 from freezeframe.proxy.admin import present
+from freezeframe.proxy.admin.context import AdminContext
 from freezeframe.proxy.admin.guard import csrf_token
 from freezeframe.storage import (
     CassetteNotFound,
@@ -180,265 +181,291 @@ def wants_json(request: Request) -> bool:
     return "application/json" in accept and "text/html" not in accept
 
 
-def casefile_routes(store: Store, state: RuntimeState, config: KeyConfig) -> list[BaseRoute]:
-    """The pages, their twins, body downloads and the static files."""
-    environment = Pages()
+def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    """A page: ``template`` with ``context`` and what every page shows (mode, CSRF token)."""
+    admin = AdminContext.of(request)
+    page = admin.pages.get_template(template).render(
+        request=request,
+        csrf=csrf_token(request),
+        signed_in=request.scope.get("state", {}).get("session") is not None,
+        mode=admin.runtime.mode.value,
+        default_cassette=admin.runtime.cassette,
+        **context,
+    )
+    return HTMLResponse(page, status_code=status)
 
-    def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:
-        page = environment.get_template(template).render(
-            request=request,
-            csrf=csrf_token(request),
-            signed_in=request.scope.get("state", {}).get("session") is not None,
-            mode=state.mode.value,
-            default_cassette=state.cassette,
-            **context,
+
+Build = Callable[[Request, Asked], Awaitable[dict[str, Any]]]
+"""What a page shows: its ``document`` (the JSON twin) and the rest of its context."""
+
+
+async def page(template: str, build: Build, param: str, request: Request) -> Response:
+    """A view answering ``build``'s ``document`` as JSON, or the page around it; a route
+    binds the first three with ``functools.partial`` (``_page``)."""
+    raw = request.path_params.get(param, "") if param else ""
+    try:
+        asked = await _asked(raw, request, param)
+        context = await build(request, asked)
+    except (NotHere, CassetteNotFound, ExchangeNotFound) as exc:
+        return _problem(request, _asked_json(request, raw), 404, str(exc))
+    except (ValueError, InvalidCassetteName) as exc:
+        return _problem(request, _asked_json(request, raw), 400, str(exc))
+    if asked.json:
+        return JSONResponse(context["document"])
+    return render(request, template, **context)
+
+
+def _page(template: str, build: Build, param: str = "") -> View:
+    return functools.partial(page, template, build, param)
+
+
+def _asked_json(request: Request, raw: str) -> bool:
+    return raw.endswith(".json") or request.url.path.endswith(".json") or wants_json(request)
+
+
+def _problem(request: Request, as_json: bool, status: int, message: str) -> Response:
+    if as_json:
+        return JSONResponse({"error": message}, status_code=status)
+    return render(request, "problem.html", status=status, message=message)
+
+
+async def _asked(raw: str, request: Request, param: str) -> Asked:
+    as_json = request.url.path.endswith(".json") or wants_json(request)
+    if param != "name" or not raw.endswith(".json"):
+        return Asked(raw, as_json)
+    if await run_in_threadpool(AdminContext.of(request).store.has_cassette, raw):
+        return Asked(raw, wants_json(request))
+    return Asked(raw.removesuffix(".json"), True)
+
+
+def _seq(request: Request) -> tuple[int, bool]:
+    raw = request.path_params["seq"]
+    number = raw.removesuffix(".json")
+    if not number.isdigit():
+        raise NotHere(f"no exchange {raw!r}: an exchange is named by its seq, a number")
+    return int(number), raw.endswith(".json") or wants_json(request)
+
+
+async def cassettes_page(request: Request, asked: Asked) -> dict[str, Any]:
+    store = AdminContext.of(request).store
+    query = request.query_params
+    where = ExchangeFilter.parse(
+        _given(query.get("run_id")), _given(query.get("model")), _given(query.get("status"))
+    )
+    rows = await run_in_threadpool(store.cassettes, where)
+    health: list[dict[str, Any]] = [{} for _ in rows]
+    if not asked.json:  # the twin is /api/cassettes; misses.json and run.json say the rest
+        health = await run_in_threadpool(lambda: [_health(store, row) for row in rows])
+    return {
+        "document": [cassette_document(row) for row in rows],
+        "rows": list(zip(rows, health, strict=True)),
+        "filters": {k: query.get(k, "") for k in ("run_id", "model", "status")},
+    }
+
+
+async def run_page(request: Request, asked: Asked) -> dict[str, Any]:
+    admin = AdminContext.of(request)
+    store = admin.store
+    name = validate_cassette_name(asked.name)
+    query = request.query_params
+    status, outcome = _given(query.get("status")), _given(query.get("outcome"))
+    if status and outcome:
+        raise ValueError("filter by a status or by an outcome, not both")
+    where = ExchangeFilter.parse(
+        _given(query.get("run_id")),
+        _given(query.get("model")),
+        status or outcome,
+        _given(query.get("host")),
+    )
+    if asked.json:
+        rows = await run_in_threadpool(store.exchanges, name, where)
+        return {"document": [summary_document(row) for row in rows]}
+    overview = await run_in_threadpool(store.overview, name, where)
+    whole = overview if where is None else await run_in_threadpool(store.overview, name)
+    pages = max((overview.exchanges + PAGE_ROWS - 1) // PAGE_ROWS, 1)
+    number = min(max(_int(query.get("page"), 1), 1), pages)
+    shown = await run_in_threadpool(
+        lambda: store.exchanges(name, where, offset=(number - 1) * PAGE_ROWS, limit=PAGE_ROWS)
+    )
+    span = (overview.first_at or 0.0, overview.last_end or 1.0)
+    said = await run_in_threadpool(_said, store, name, shown)
+    kept = await run_in_threadpool(store.tape, name)
+    return {
+        "name": name,
+        "said": said,
+        "tape": None if kept is None else {"at": kept.at, **json.loads(kept.document)},
+        "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
+        "figures": overview,
+        "hosts": whole.hosts,
+        "outcomes": [o.value for o in Outcome],
+        "filters": {
+            k: query.get(k, "") for k in ("run_id", "model", "status", "host", "outcome", "group")
+        },
+        "page": number,
+        "pages": pages,
+        "page_link": lambda n: "?" + urlencode({**dict(query), "page": str(n)}),
+        "tally": admin.runtime.tally.document(),
+    }
+
+
+async def steps_page(request: Request, asked: Asked) -> dict[str, Any]:
+    store = AdminContext.of(request).store
+    name = validate_cassette_name(asked.name)
+    exchanges = await run_in_threadpool(_whole_run, store, name)
+    document = steps_document(await run_in_threadpool(agent_steps, exchanges))
+    rows = await run_in_threadpool(lambda: store.triage_rows(cassettes=[name], traces=True))
+    document["triage"] = await run_in_threadpool(run_marks, rows, exchanges)
+    notes = await run_in_threadpool(store.notes, name)
+    document["notes"] = [note_document(n) for n in notes]
+    marked: dict[int, list[dict[str, Any]]] = {}
+    for failure in document["triage"]["failures"]:
+        for seq in failure["spans"]:
+            marked.setdefault(seq, []).append(failure)
+    return {"document": document, "name": name, "marked": marked}
+
+
+async def triage_page(request: Request, asked: Asked) -> dict[str, Any]:
+    store = AdminContext.of(request).store
+    query = request.query_params
+    filters = {k: query.get(k, "") for k in ("since", "cassette", "kind", "group")}
+    since = _given(filters["since"])
+    window = None if since is None else parse_duration(since)
+    group = _given(filters["group"])
+
+    def grouped() -> tuple[list[Group], dict[str, int]]:
+        numbered = group_numbers(store)
+        if group is not None:  # GROUP: a number, a signature or a unique prefix of one
+            return [find_group(store, group)], numbered
+        found = find_groups(
+            store,
+            since=window,
+            pattern=_given(filters["cassette"]),
+            kind=_given(filters["kind"]),
         )
-        return HTMLResponse(page, status_code=status)
+        return found, numbered
 
-    def page(
-        template: str, build: Callable[[Request, Asked], Awaitable[dict[str, Any]]], param: str = ""
-    ) -> View:
-        """A view answering ``build``'s ``document`` as JSON, or the page around it."""
+    found, numbered = await run_in_threadpool(grouped)
+    document = triage_document(found, detail=True, numbered=numbered)
+    document["timeline"] = timeline(found)
+    kept = await run_in_threadpool(store.rechecks)
+    for group in document["groups"]:
+        last = kept.get(group["signature"])
+        group["last_recheck"] = None if last is None else last_recheck(last)
+    return {"document": document, "filters": filters, "kinds": KINDS}
 
-        async def view(request: Request) -> Response:
-            raw = request.path_params.get(param, "") if param else ""
-            try:
-                asked = await _asked(raw, request, param)
-                context = await build(request, asked)
-            except (NotHere, CassetteNotFound, ExchangeNotFound) as exc:
-                return _problem(request, asked_json(request, raw), 404, str(exc))
-            except (ValueError, InvalidCassetteName) as exc:
-                return _problem(request, asked_json(request, raw), 400, str(exc))
-            if asked.json:
-                return JSONResponse(context["document"])
-            return render(request, template, **context)
 
-        return view
+async def misses_page(request: Request, asked: Asked) -> dict[str, Any]:
+    store = AdminContext.of(request).store
+    name = validate_cassette_name(asked.name)
+    found = await run_in_threadpool(store.misses, name)
+    return {"document": [miss_document(miss) for miss in found], "name": name}
 
-    def asked_json(request: Request, raw: str) -> bool:
-        return raw.endswith(".json") or request.url.path.endswith(".json") or wants_json(request)
 
-    def _problem(request: Request, as_json: bool, status: int, message: str) -> Response:
-        if as_json:
-            return JSONResponse({"error": message}, status_code=status)
-        return render(request, "problem.html", status=status, message=message)
+async def exchange_view(request: Request) -> Response:
+    admin = AdminContext.of(request)
+    store = admin.store
+    name = request.path_params["name"]
+    try:
+        validate_cassette_name(name)
+        seq, as_json = _seq(request)
+        found = await run_in_threadpool(store.exchange, name, seq)
+    except (NotHere, CassetteNotFound, ExchangeNotFound) as exc:
+        return _problem(request, _asked_json(request, request.path_params["seq"]), 404, str(exc))
+    except InvalidCassetteName as exc:
+        return _problem(request, wants_json(request), 400, str(exc))
+    notes = await run_in_threadpool(store.notes, name, seq)
+    document = with_notes(exchange_document(found), notes)
+    if as_json:
+        return JSONResponse(document)
+    context = await run_in_threadpool(_exchange_context, store, found, admin.config)
+    return render(request, "exchange.html", document=document, name=name, notes=notes, **context)
 
-    async def _asked(raw: str, request: Request, param: str) -> Asked:
-        as_json = request.url.path.endswith(".json") or wants_json(request)
-        if param != "name" or not raw.endswith(".json"):
-            return Asked(raw, as_json)
-        if await run_in_threadpool(store.has_cassette, raw):
-            return Asked(raw, wants_json(request))
-        return Asked(raw.removesuffix(".json"), True)
 
-    def _seq(request: Request) -> tuple[int, bool]:
-        raw = request.path_params["seq"]
-        number = raw.removesuffix(".json")
-        if not number.isdigit():
-            raise NotHere(f"no exchange {raw!r}: an exchange is named by its seq, a number")
-        return int(number), raw.endswith(".json") or wants_json(request)
+async def body_download(request: Request) -> Response:
+    store = AdminContext.of(request).store
+    name, side = request.path_params["name"], request.path_params["side"]
+    try:
+        validate_cassette_name(name)
+        seq, _ = _seq(request)
+        found = await run_in_threadpool(store.exchange, name, seq)
+    except (NotHere, CassetteNotFound, ExchangeNotFound, InvalidCassetteName) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    if side not in ("request", "response"):
+        problem = f"no body {side!r}: request or response"
+        return JSONResponse({"error": problem}, status_code=404)
+    if side == "request":
+        data, ref = found.recorded.request_body, found.recorded.request_body_ref
+    elif found.recorded.response is not None:
+        data, ref = found.recorded.response.body, found.recorded.response.body_ref
+    else:
+        return JSONResponse({"error": f"{name}#{seq} has no answer"}, status_code=404)
+    headers = {
+        "content-disposition": f'attachment; filename="{name}-{seq}-{side}.bin"',
+    }
+    if ref is None:
+        return Response(data, media_type="application/octet-stream", headers=headers)
+    headers["content-length"] = str(ref.size)
+    return StreamingResponse(
+        iterate_in_threadpool(store.read_blob(ref)),
+        media_type="application/octet-stream",
+        headers=headers,
+    )
 
-    async def cassettes_page(request: Request, asked: Asked) -> dict[str, Any]:
-        query = request.query_params
-        where = ExchangeFilter.parse(
-            _given(query.get("run_id")), _given(query.get("model")), _given(query.get("status"))
-        )
-        rows = await run_in_threadpool(store.cassettes, where)
-        health: list[dict[str, Any]] = [{} for _ in rows]
-        if not asked.json:  # the twin is /api/cassettes; misses.json and run.json say the rest
-            health = await run_in_threadpool(lambda: [_health(store, row) for row in rows])
-        return {
-            "document": [cassette_document(row) for row in rows],
-            "rows": list(zip(rows, health, strict=True)),
-            "filters": {k: query.get(k, "") for k in ("run_id", "model", "status")},
-        }
 
-    async def run_page(request: Request, asked: Asked) -> dict[str, Any]:
-        name = validate_cassette_name(asked.name)
-        query = request.query_params
-        status, outcome = _given(query.get("status")), _given(query.get("outcome"))
-        if status and outcome:
-            raise ValueError("filter by a status or by an outcome, not both")
-        where = ExchangeFilter.parse(
-            _given(query.get("run_id")),
-            _given(query.get("model")),
-            status or outcome,
-            _given(query.get("host")),
-        )
+async def search_page(request: Request, asked: Asked) -> dict[str, Any]:
+    store = AdminContext.of(request).store
+    query = request.query_params.get("q", "")
+    cassette = request.query_params.get("cassette") or None
+    if cassette is not None:
+        validate_cassette_name(cassette)
+    hits = await run_in_threadpool(store.search, query, cassette) if query else []
+    noted = await run_in_threadpool(store.search_notes, query, cassette) if query else []
+    return {
+        "document": [search_document(hit) for hit in hits] + [note_hit(n) for n in noted],
+        "q": query,
+        "cassette": cassette or "",
+    }
+
+
+async def compare_page(request: Request, asked: Asked) -> dict[str, Any]:
+    store = AdminContext.of(request).store
+    a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+    if not a or not b:
         if asked.json:
-            rows = await run_in_threadpool(store.exchanges, name, where)
-            return {"document": [summary_document(row) for row in rows]}
-        overview = await run_in_threadpool(store.overview, name, where)
-        whole = overview if where is None else await run_in_threadpool(store.overview, name)
-        pages = max((overview.exchanges + PAGE_ROWS - 1) // PAGE_ROWS, 1)
-        number = min(max(_int(query.get("page"), 1), 1), pages)
-        shown = await run_in_threadpool(
-            lambda: store.exchanges(name, where, offset=(number - 1) * PAGE_ROWS, limit=PAGE_ROWS)
-        )
-        span = (overview.first_at or 0.0, overview.last_end or 1.0)
-        said = await run_in_threadpool(_said, store, name, shown)
-        kept = await run_in_threadpool(store.tape, name)
-        return {
-            "name": name,
-            "said": said,
-            "tape": None if kept is None else {"at": kept.at, **json.loads(kept.document)},
-            "groups": _groups(present.waterfall(shown, span), query.get("group") == "run_id"),
-            "figures": overview,
-            "hosts": whole.hosts,
-            "outcomes": [o.value for o in Outcome],
-            "filters": {
-                k: query.get(k, "")
-                for k in ("run_id", "model", "status", "host", "outcome", "group")
-            },
-            "page": number,
-            "pages": pages,
-            "page_link": lambda n: "?" + urlencode({**dict(query), "page": str(n)}),
-            "tally": state.tally.document(),
-        }
-
-    async def steps_page(request: Request, asked: Asked) -> dict[str, Any]:
-        name = validate_cassette_name(asked.name)
-        exchanges = await run_in_threadpool(_whole_run, store, name)
-        document = steps_document(await run_in_threadpool(agent_steps, exchanges))
-        rows = await run_in_threadpool(lambda: store.triage_rows(cassettes=[name], traces=True))
-        document["triage"] = await run_in_threadpool(run_marks, rows, exchanges)
-        notes = await run_in_threadpool(store.notes, name)
-        document["notes"] = [note_document(n) for n in notes]
-        marked: dict[int, list[dict[str, Any]]] = {}
-        for failure in document["triage"]["failures"]:
-            for seq in failure["spans"]:
-                marked.setdefault(seq, []).append(failure)
-        return {"document": document, "name": name, "marked": marked}
-
-    async def triage_page(request: Request, asked: Asked) -> dict[str, Any]:
-        query = request.query_params
-        filters = {k: query.get(k, "") for k in ("since", "cassette", "kind", "group")}
-        since = _given(filters["since"])
-        window = None if since is None else parse_duration(since)
-        group = _given(filters["group"])
-
-        def grouped() -> tuple[list[Group], dict[str, int]]:
-            numbered = group_numbers(store)
-            if group is not None:  # GROUP: a number, a signature or a unique prefix of one
-                return [find_group(store, group)], numbered
-            found = find_groups(
-                store,
-                since=window,
-                pattern=_given(filters["cassette"]),
-                kind=_given(filters["kind"]),
-            )
-            return found, numbered
-
-        found, numbered = await run_in_threadpool(grouped)
-        document = triage_document(found, detail=True, numbered=numbered)
-        document["timeline"] = timeline(found)
-        kept = await run_in_threadpool(store.rechecks)
-        for group in document["groups"]:
-            last = kept.get(group["signature"])
-            group["last_recheck"] = None if last is None else last_recheck(last)
-        return {"document": document, "filters": filters, "kinds": KINDS}
-
-    async def misses_page(request: Request, asked: Asked) -> dict[str, Any]:
-        name = validate_cassette_name(asked.name)
-        found = await run_in_threadpool(store.misses, name)
-        return {"document": [miss_document(miss) for miss in found], "name": name}
-
-    async def exchange_view(request: Request) -> Response:
-        name = request.path_params["name"]
-        try:
-            validate_cassette_name(name)
-            seq, as_json = _seq(request)
-            found = await run_in_threadpool(store.exchange, name, seq)
-        except (NotHere, CassetteNotFound, ExchangeNotFound) as exc:
-            return _problem(request, asked_json(request, request.path_params["seq"]), 404, str(exc))
-        except InvalidCassetteName as exc:
-            return _problem(request, wants_json(request), 400, str(exc))
-        notes = await run_in_threadpool(store.notes, name, seq)
-        document = with_notes(exchange_document(found), notes)
-        if as_json:
-            return JSONResponse(document)
-        context = await run_in_threadpool(_exchange_context, store, found, config)
-        return render(
-            request, "exchange.html", document=document, name=name, notes=notes, **context
-        )
-
-    async def body_download(request: Request) -> Response:
-        name, side = request.path_params["name"], request.path_params["side"]
-        try:
-            validate_cassette_name(name)
-            seq, _ = _seq(request)
-            found = await run_in_threadpool(store.exchange, name, seq)
-        except (NotHere, CassetteNotFound, ExchangeNotFound, InvalidCassetteName) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=404)
-        if side not in ("request", "response"):
-            problem = f"no body {side!r}: request or response"
-            return JSONResponse({"error": problem}, status_code=404)
-        if side == "request":
-            data, ref = found.recorded.request_body, found.recorded.request_body_ref
-        elif found.recorded.response is not None:
-            data, ref = found.recorded.response.body, found.recorded.response.body_ref
-        else:
-            return JSONResponse({"error": f"{name}#{seq} has no answer"}, status_code=404)
-        headers = {
-            "content-disposition": f'attachment; filename="{name}-{seq}-{side}.bin"',
-        }
-        if ref is None:
-            return Response(data, media_type="application/octet-stream", headers=headers)
-        headers["content-length"] = str(ref.size)
-        return StreamingResponse(
-            iterate_in_threadpool(store.read_blob(ref)),
-            media_type="application/octet-stream",
-            headers=headers,
-        )
-
-    async def search_page(request: Request, asked: Asked) -> dict[str, Any]:
-        query = request.query_params.get("q", "")
-        cassette = request.query_params.get("cassette") or None
-        if cassette is not None:
-            validate_cassette_name(cassette)
-        hits = await run_in_threadpool(store.search, query, cassette) if query else []
-        noted = await run_in_threadpool(store.search_notes, query, cassette) if query else []
-        return {
-            "document": [search_document(hit) for hit in hits] + [note_hit(n) for n in noted],
-            "q": query,
-            "cassette": cassette or "",
-        }
-
-    async def compare_page(request: Request, asked: Asked) -> dict[str, Any]:
-        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        if not a or not b:
-            if asked.json:
-                raise ValueError("compare needs ?a=RUN&b=RUN (CASSETTE or CASSETTE@RUN_ID)")
-            names = await run_in_threadpool(store.cassette_names)
-            return {"document": None, "a": a, "b": b, "names": names}
-        left = await run_in_threadpool(read_run, store, a)
-        right = await run_in_threadpool(read_run, store, b)
-        document = diff_document(await run_in_threadpool(compare_runs, a, left, b, right))
+            raise ValueError("compare needs ?a=RUN&b=RUN (CASSETTE or CASSETTE@RUN_ID)")
         names = await run_in_threadpool(store.cassette_names)
-        return {"document": document, "a": a, "b": b, "names": names}
+        return {"document": None, "a": a, "b": b, "names": names}
+    left = await run_in_threadpool(read_run, store, a)
+    right = await run_in_threadpool(read_run, store, b)
+    document = diff_document(await run_in_threadpool(compare_runs, a, left, b, right))
+    names = await run_in_threadpool(store.cassette_names)
+    return {"document": document, "a": a, "b": b, "names": names}
 
-    async def favicon(request: Request) -> Response:
-        return Response(present.FAVICON, media_type="image/svg+xml")
 
-    return [
-        Route("/favicon.ico", favicon),
-        Route("/cassettes", page("cassettes.html", cassettes_page)),
-        Route("/cassettes.json", page("cassettes.html", cassettes_page)),
-        Route("/cassettes/{name}/steps", page("steps.html", steps_page, "name")),
-        Route("/cassettes/{name}/steps.json", page("steps.html", steps_page, "name")),
-        Route("/cassettes/{name}/misses", page("misses.html", misses_page, "name")),
-        Route("/cassettes/{name}/misses.json", page("misses.html", misses_page, "name")),
-        Route("/cassettes/{name}/{seq}/body/{side:str}", body_download),
-        Route("/cassettes/{name}/{seq}", exchange_view),
-        Route("/cassettes/{name}", page("run.html", run_page, "name")),
-        Route("/search", page("search.html", search_page)),
-        Route("/search.json", page("search.html", search_page)),
-        Route("/triage", page("triage.html", triage_page)),
-        Route("/triage.json", page("triage.html", triage_page)),
-        Route("/compare", page("compare.html", compare_page)),
-        Route("/compare.json", page("compare.html", compare_page)),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-    ]
+async def favicon(request: Request) -> Response:
+    return Response(present.FAVICON, media_type="image/svg+xml")
+
+
+PAGES: list[BaseRoute] = [
+    Route("/favicon.ico", favicon),
+    Route("/cassettes", _page("cassettes.html", cassettes_page)),
+    Route("/cassettes.json", _page("cassettes.html", cassettes_page)),
+    Route("/cassettes/{name}/steps", _page("steps.html", steps_page, "name")),
+    Route("/cassettes/{name}/steps.json", _page("steps.html", steps_page, "name")),
+    Route("/cassettes/{name}/misses", _page("misses.html", misses_page, "name")),
+    Route("/cassettes/{name}/misses.json", _page("misses.html", misses_page, "name")),
+    Route("/cassettes/{name}/{seq}/body/{side:str}", body_download),
+    Route("/cassettes/{name}/{seq}", exchange_view),
+    Route("/cassettes/{name}", _page("run.html", run_page, "name")),
+    Route("/search", _page("search.html", search_page)),
+    Route("/search.json", _page("search.html", search_page)),
+    Route("/triage", _page("triage.html", triage_page)),
+    Route("/triage.json", _page("triage.html", triage_page)),
+    Route("/compare", _page("compare.html", compare_page)),
+    Route("/compare.json", _page("compare.html", compare_page)),
+    Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+]
+"""The pages, their twins, body downloads and the static files."""
 
 
 def _given(text: str | None) -> str | None:

@@ -32,8 +32,8 @@ from sqlalchemy import ColumnElement, Connection, Engine, exists, func, select, 
 from sqlalchemy.engine.interfaces import DBAPICursor
 
 from freezeframe.storage import blobs
-from freezeframe.storage.records import FACT_KINDS, SearchHit, format_url
-from freezeframe.storage.search import Searchable, searchable
+from freezeframe.storage.records import FACT_KINDS, NewExchange, SearchHit, format_url
+from freezeframe.storage.search import Conversations, Searchable, Values
 from freezeframe.storage.sql import bodies
 from freezeframe.storage.sql.engine import exclusive
 from freezeframe.storage.sql.rows import to_exchange
@@ -76,6 +76,7 @@ class SearchIndex:
         self._postgresql = engine.dialect.name == "postgresql"
         self._known: OrderedDict[int, int] = OrderedDict()
         self._carried: OrderedDict[tuple[int, int], None] = OrderedDict()
+        self._conversations = Conversations()
         mark = "%s" if self._postgresql else "?"
         self._find = (
             f"SELECT id, digest FROM texts WHERE digest = ANY({mark})"
@@ -100,10 +101,18 @@ class SearchIndex:
             "WHERE CAST(meta.value AS BIGINT) < CAST(excluded.value AS BIGINT)"
         )
 
+    def values(self, exchange: NewExchange, cassette_id: int) -> Values:
+        """The values of ``exchange`` (of cassette row ``cassette_id``) to index: of a
+        request, what it adds to its conversation's last request indexed
+        (storage.search.Conversations)."""
+        return self._conversations.values(exchange, cassette_id)
+
     def add(
         self, cursor: DBAPICursor, held: Sequence[tuple[int, int, Sequence[Searchable]]]
     ) -> None:
-        """Index the values each exchange (by row id, with its cassette's id) holds."""
+        """Index the values each exchange (by row id, with its cassette's id) holds; the
+        requests they were read from (``values``) are then remembered, for the next
+        request of their conversation."""
         digests = {value.text: value_digest(value.text) for _, _, vs in held for value in vs}
         named = {digest: text for text, digest in digests.items()}
         ids = {digest: self._known[digest] for digest in named if digest in self._known}
@@ -148,6 +157,8 @@ class SearchIndex:
         while len(self._carried) > CARRIED:
             self._carried.popitem(last=False)
         self._remember(ids)
+        for _, _, values in held:
+            self._conversations.remember(values)
 
     def mark(self, cursor: DBAPICursor, exchange_id: int) -> None:
         """Note that exchanges up to ``exchange_id`` are indexed (the mark never goes back)."""
@@ -162,6 +173,7 @@ class SearchIndex:
         ids may be gone, and values noted as indexed may not be."""
         self._known.clear()
         self._carried.clear()
+        self._conversations.clear()
 
     def _remember(self, ids: dict[int, int]) -> None:
         for digest, row_id in ids.items():
@@ -395,7 +407,13 @@ def backfill(conn: Connection, after: int = 0) -> int:
         for row in rows:
             try:
                 exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
-                held.append((row["id"], row["cassette_id"], searchable(exchange.recorded)))
+                held.append(
+                    (
+                        row["id"],
+                        row["cassette_id"],
+                        index.values(exchange.recorded, row["cassette_id"]),
+                    )
+                )
             except Exception:
                 # One exchange that cannot be read for search must not keep the store shut.
                 log.exception(

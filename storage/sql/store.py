@@ -384,6 +384,15 @@ class SqlStore(Store):
         pieces = bodies.whole(ref.digest, stored) if parts == 0 else self._parts(ref, parts)
         return self._checked(ref, pieces)
 
+    def _settled(self, cassette: str) -> None:
+        """What this store submitted to ``cassette`` is written, so that a reader of the
+        cassette (its listing, the case file) sees everything recorded before it asked, as
+        ``lookup`` does; waits no longer than PENDING_WAIT_S, and not at all when nothing is
+        pending there."""
+        if self._counters.has_pending(cassette):
+            with suppress(StoreError):
+                self.flush(PENDING_WAIT_S)
+
     def has_cassette(self, name: str) -> bool:
         if self._counters.has_pending(name):
             return True
@@ -461,6 +470,7 @@ class SqlStore(Store):
         offset: int = 0,
         limit: int | None = None,
     ) -> list[ExchangeSummary]:
+        self._settled(cassette)
         with self._connect() as conn:
             found = listings.exchange_summaries(conn, cassette, where, offset, limit)
             if not found and conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
@@ -468,12 +478,14 @@ class SqlStore(Store):
         return found
 
     def overview(self, cassette: str, where: ExchangeFilter | None = None) -> RunOverview:
+        self._settled(cassette)
         with self._connect() as conn:
             if conn.scalar(_CASSETTE_ID, {"cassette": cassette}) is None:
                 raise CassetteNotFound(cassette, self._where)
             return listings.run_overview(conn, cassette, where)
 
     def exchange(self, cassette: str, seq: int) -> Exchange:
+        self._settled(cassette)
         found = self._read(self._reader.by_seq, cassette, seq)
         if found is not None:
             with self._connect() as conn:

@@ -92,7 +92,7 @@ from freezeframe.storage.records import (
     Slot,
     check_facts,
 )
-from freezeframe.storage.search import Searchable, searchable
+from freezeframe.storage.search import Searchable
 from freezeframe.storage.spool import SpooledBlob, SpoolWriter
 from freezeframe.storage.sql import jobs
 from freezeframe.storage.sql import search as search_index
@@ -1016,7 +1016,9 @@ class Writer:
                 cursor, {"cassette_id": tip.cassette_id, "seq": seq}
             )
             if found is not None:
-                indexed.append((found[0], tip.cassette_id, searchable(item.exchange)))
+                indexed.append(
+                    (found[0], tip.cassette_id, self._search.values(item.exchange, tip.cassette_id))
+                )
         self._search.add(cursor, indexed)
         return _Tip(tip.cassette_id, head)
 
@@ -1026,7 +1028,8 @@ class Writer:
         held: list[tuple[NewExchange, list[Searchable]]] = []
         for exchange in batch:
             try:
-                held.append((exchange, searchable(exchange)))
+                cassette_id = self._ids[exchange.cassette]
+                held.append((exchange, self._search.values(exchange, cassette_id)))
             except Exception:
                 log.exception(
                     "cannot index exchange %d of cassette %r for search",

@@ -31,13 +31,16 @@ with the process; and if that signal never comes, the channel's end tells it to 
 what it has and exit.
 """
 
+import contextlib
 import dataclasses
+import importlib
 import logging
 import os
 import pickle
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -57,6 +60,12 @@ QUEUE_LIMIT = 4096
 proxy waits (storage.sql.channel) instead of both processes growing without end."""
 
 _ROOM_WAIT_S = 0.005
+
+
+def _import(reader: str) -> None:
+    """The reader's module; the Writer says why at the first exchange if it cannot."""
+    with contextlib.suppress(Exception):
+        importlib.import_module(reader.partition(":")[0])
 
 
 class _Flushed:
@@ -244,4 +253,8 @@ def main() -> None:
         logger.error("the store's writer process cannot open %s: %s", where, exc)
         sys.exit(1)
     _send(channel, ("ready",))
+    if reader is not None:
+        # Imported now, beside serving the channel, so the first recording does not wait for
+        # it and neither does the proxy's start (its /health asks for a flush).
+        threading.Thread(target=_import, args=(reader,), daemon=True).start()
     served.serve()

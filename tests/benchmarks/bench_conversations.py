@@ -4,6 +4,7 @@
     .venv/bin/python tests/benchmarks/bench_conversations.py --turns 10 60 200 --json out.json
     .venv/bin/python tests/benchmarks/bench_conversations.py --turns 60 --turn-kb 20
     .venv/bin/python tests/benchmarks/bench_conversations.py --url postgresql+psycopg://postgres@127.0.0.1:5432/DB
+    .venv/bin/python tests/benchmarks/bench_conversations.py --cpu --turns 60 --turn-kb 20
 
 Each run records one conversation (tests/support/agent_traffic.py: a system prompt, six
 tool schemas, a user message and an answer per turn, every word drawn afresh, so nothing
@@ -22,6 +23,16 @@ form the proxy would key it by (canonicalize) and a chat-completion answer, then
 * ``read last``: reading the last exchange (the longest chain of bases) from a store just
   opened, so no body is cached, median of ``--reads`` runs; ``depth``: the longest chain.
 
+With ``--cpu`` it reports instead what the store's writer spends on each turn as the
+conversation grows: the thread CPU (``time.thread_time``, in the writer thread) of finding
+an exchange's search values (``values``), writing them into the index (``index add``),
+choosing a body's base (``base``), compressing bodies (``compress``: on their own and
+against a base) and the writer's whole commit and index (``commit``, ``index``), at the
+turns given by ``--at`` (the least of ``--repeat`` conversations, so that another process's
+load counts as little as it can). Each turn is flushed before the next is sent, as an
+agent's turns are seconds apart. The stages are timed by wrapping the functions the writer
+calls, so the numbers include a wrapper's few microseconds each.
+
 A script, not a test: it asserts nothing but that every body reads back as it was sent.
 """
 
@@ -29,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import sqlite3
 import statistics
@@ -175,6 +187,110 @@ def one_conversation(
     }
 
 
+STAGES = {
+    "values": (
+        "freezeframe.storage.sql.search:SearchIndex.values",
+        "freezeframe.storage.sql.writer:searchable",
+    ),
+    "index add": ("freezeframe.storage.sql.search:SearchIndex.add",),
+    "base": ("freezeframe.storage.deltas:Lines.base_for",),
+    "compress": (
+        "freezeframe.storage.blobs:compress",
+        "freezeframe.storage.blobs:compress_against",
+    ),
+    "commit": ("freezeframe.storage.sql.writer:Writer._commit",),
+    "index": ("freezeframe.storage.sql.writer:Writer._index",),
+}
+"""Each stage's functions, the first of a stage's alternatives that exists (a checkout from
+before ``SearchIndex.values`` finds an exchange's values with ``searchable``)."""
+
+
+class Stopwatch:
+    """Thread CPU spent in the wrapped functions, per stage, since the last ``lap``."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+        self._undo: list[tuple[object, str, object]] = []
+        for stage, places in STAGES.items():
+            for place in places:
+                owner, name = _owner(place)
+                if owner is None:
+                    continue
+                self._wrap(owner, name, stage)
+                if stage == "values":
+                    break
+
+    def _wrap(self, owner: object, name: str, stage: str) -> None:
+        inner = getattr(owner, name)
+        spent = self.spent
+        depth = [0]
+
+        def timed(*args: object, **kwargs: object) -> object:
+            if depth[0]:
+                return inner(*args, **kwargs)
+            depth[0] += 1
+            started = time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[stage] += time.thread_time() - started
+                depth[0] -= 1
+
+        setattr(owner, name, timed)
+        self._undo.append((owner, name, inner))
+
+    def lap(self) -> dict[str, float]:
+        took = dict(self.spent)
+        for stage in self.spent:
+            self.spent[stage] = 0.0
+        return took
+
+    def close(self) -> None:
+        for owner, name, inner in reversed(self._undo):
+            setattr(owner, name, inner)
+
+
+def _owner(place: str) -> tuple[object | None, str]:
+    """The object holding ``module:attr`` or ``module:Class.attr``, and the attribute."""
+    module_name, _, dotted = place.partition(":")
+    owner: object = importlib.import_module(module_name)
+    *path, name = dotted.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    return (owner if hasattr(owner, name) else None), name
+
+
+def cpu_per_turn(
+    url: str, turns: int, words: int, at: list[int], repeat: int
+) -> dict[int, dict[str, float]]:
+    """The least thread CPU of each stage at each turn in ``at``, over ``repeat`` runs."""
+    best: dict[int, dict[str, float]] = {}
+    for run in range(repeat):
+        conversation = (
+            Conversation(seed=turns, user_words=words // 3, answer_words=words - words // 3)
+            if words
+            else Conversation(seed=turns)
+        )
+        cassette = f"cpu-{run}"
+        watch = Stopwatch()
+        try:
+            with open_store(url) as store:
+                for n in range(turns):
+                    body = conversation.request()
+                    answer = answer_body(conversation.answer(), n)
+                    store.submit(exchange(store, cassette, n, body, answer))
+                    store.flush(120)
+                    took = watch.lap()
+                    if n + 1 in at:
+                        took["bytes"] = len(body)
+                        kept = best.setdefault(n + 1, took)
+                        for stage, seconds in took.items():
+                            kept[stage] = min(kept[stage], seconds)
+        finally:
+            watch.close()
+    return best
+
+
 def checkpointed_size(db_file: Path) -> int:
     """The SQLite file's size with its write-ahead log folded in."""
     with contextlib.closing(sqlite3.connect(db_file)) as db:
@@ -211,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="new text per turn, user message and answer together (default: about 2.7 KB)",
     )
+    parser.add_argument(
+        "--cpu", action="store_true", help="the writer's CPU per turn, stage by stage"
+    )
+    parser.add_argument("--at", type=int, nargs="+", default=[5, 20, 40, 60])
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+    if args.cpu:
+        return print_cpu(args)
     results = []
     header = (
         f"{'turns':>5} {'bodies':>10} {'distinct':>9} {'whole':>9} {'stored':>9} "
@@ -237,6 +360,24 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def print_cpu(args: argparse.Namespace) -> int:
+    """The ``--cpu`` table: milliseconds of writer thread CPU per turn, stage by stage."""
+    words = round(args.turn_kb * 1024 / WORD_BYTES) if args.turn_kb else 0
+    turns = max(max(args.turns), max(args.at))
+    with tempfile.TemporaryDirectory() as tmp:
+        url = args.url or f"sqlite:///{Path(tmp) / 'freezeframe.db'}"
+        best = cpu_per_turn(url, turns, words, args.at, args.repeat)
+    print(f"{'turn':>4} {'request':>10} " + " ".join(f"{stage:>9}" for stage in STAGES))
+    for turn, took in sorted(best.items()):
+        print(
+            f"{turn:>4} {took['bytes']:>10,.0f} "
+            + " ".join(f"{took[stage] * 1000:>7.2f}ms" for stage in STAGES)
+        )
+    if args.json:
+        args.json.write_text(json.dumps(best, indent=2))
     return 0
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import brotli
@@ -20,7 +21,7 @@ from support.exchanges import plausible_exchange, plausible_response
 
 from freezeframe.storage import NewExchange, Slot, Store, open_store
 from freezeframe.storage.encodings import decode
-from freezeframe.storage.search import searchable
+from freezeframe.storage.search import Conversations, Searchable, searchable
 from freezeframe.storage.sql.schema import SCHEMA_VERSION
 from freezeframe.storage.sql.search import value_digest
 from freezeframe.storage.sql.writer import INDEX_WAIT_S
@@ -201,6 +202,106 @@ def test_a_conversation_is_found_where_each_message_entered_it(store: Store) -> 
         (2, ("request",))
     ]
     assert sorted(hit.seq for hit in store.search("ord_8821", cassette="chat")) == [0, 1, 2, 3]
+
+
+def chat(history: list[dict[str, str]]) -> bytes:
+    return json.dumps({"model": "gpt-4o", "messages": history, "temperature": 0.2}).encode()
+
+
+def questions(turns: int) -> list[bytes]:
+    """A conversation's requests: each repeats the ones before and asks one more question."""
+    history = [{"role": "system", "content": "you track orders"}]
+    bodies = []
+    for turn in range(turns):
+        history.append({"role": "user", "content": f"question {turn} about ord_{1000 + turn}"})
+        bodies.append(chat(history))
+        history.append({"role": "assistant", "content": f"answer {turn}"})
+    return bodies
+
+
+def test_forty_turns_in_each_message_is_found_where_it_entered_or_changed(store: Store) -> None:
+    """The writer reads each request against its conversation's last one and indexes only
+    what it adds (#30); what search finds is what it found when every request was read
+    whole: the first turn's question at the first request, a later one where it was asked,
+    a message the agent rewrote in place where it was rewritten, and a first-turn value the
+    fortieth answer repeats at that answer."""
+    bodies = questions(40)
+    history = json.loads(bodies[-1])["messages"]
+    history[1] = {"role": "user", "content": "question zero was rewritten by the agent"}
+    bodies[-1] = chat(history)
+    quoted = json.dumps({"choices": [{"message": {"content": "question 0 about ord_1000"}}]})
+    for turn, body in enumerate(bodies):
+        answer = quoted if turn == 39 else json.dumps({"choices": [{"text": f"answer {turn}"}]})
+        record(store, "long", request_body=body, response=plausible_response(body=answer.encode()))
+
+    def found(query: str) -> list[tuple[int, tuple[str, ...]]]:
+        return sorted((hit.seq, hit.parts) for hit in store.search(query, cassette="long"))
+
+    assert found("question 0 about") == [(0, ("request",)), (39, ("response",))]
+    assert found("question 20 about") == [(20, ("request",))]
+    assert found("question 39 about") == [(39, ("request",))]
+    assert found("rewritten by the agent") == [(39, ("request",))]
+    assert found("answer 38") == [(38, ("response",)), (39, ("request",))]
+
+
+def test_a_conversation_recorded_again_after_its_cassette_was_removed_is_found_again(
+    store: Store,
+) -> None:
+    """A removed cassette's values are gone: a conversation recorded again under its name
+    (which SQLite may give the same row id) is indexed afresh, not read against requests
+    the writer remembered of the removed one."""
+    bodies = questions(6)
+    for body in bodies:
+        record(store, "again", request_body=body)
+    store.remove("again")
+    assert store.search("question 0 about") == []
+    for body in bodies[:3]:
+        record(store, "again", request_body=body)
+    assert [(hit.seq, hit.parts) for hit in store.search("question 0 about")] == [(0, ("request",))]
+    assert [hit.seq for hit in store.search("question 2 about")] == [2]
+
+
+def test_a_fork_recorded_on_finds_its_new_turns_and_its_copied_history(store: Store) -> None:
+    bodies = questions(6)
+    for body in bodies:
+        record(store, "source", request_body=body)
+    store.fork("source", "fork", upto=3)
+    history = json.loads(bodies[3])["messages"]
+    history += [{"role": "assistant", "content": "x"}, {"role": "user", "content": "a new ask"}]
+    record(store, "fork", request_body=chat(history))
+
+    assert [(hit.cassette, hit.seq) for hit in store.search("a new ask")] == [("fork", 4)]
+    assert ("fork", 1) in {(hit.cassette, hit.seq) for hit in store.search("question 1 about")}
+    assert [hit.seq for hit in store.search("question 5 about")] == [5]
+
+
+def texts(values: Sequence[Searchable]) -> set[str]:
+    return {value.text for value in values}
+
+
+def test_a_writer_reads_a_request_for_what_it_adds_within_its_memory_bound() -> None:
+    """What the writer remembers is bounded: a conversation it no longer holds has its
+    next request read whole; and a request is remembered only once its values are indexed
+    (``remember``), so one never indexed is not taken as listed."""
+    bodies = questions(5)
+
+    def asked(turn: int) -> NewExchange:
+        return plausible_exchange(Slot(turn, 0), request_body=bodies[turn])
+
+    kept = Conversations(budget=len(bodies[-1]) + len(bodies[-1]) // 2)
+    kept.remember(kept.values(asked(0), 1))
+    second = kept.values(asked(1), 1)
+    assert "question 1 about ord_1001" in texts(second)
+    assert not {"question 0 about ord_1000", "you track orders"} & texts(second)
+    # Not remembered (its index rolled back, say): the next request is read against turn 0.
+    third = kept.values(asked(2), 1)
+    assert "question 1 about ord_1001" in texts(third)
+    kept.remember(third)
+    # Another cassette's conversation fills the budget: this one's is dropped.
+    kept.remember(kept.values(asked(4), 2))
+    assert "question 0 about ord_1000" in texts(kept.values(asked(3), 1))
+    kept.clear()
+    assert "question 0 about ord_1000" in texts(kept.values(asked(4), 2))
 
 
 def test_a_tool_answer_carried_on_as_a_json_string_is_indexed_as_its_values_once(
