@@ -81,14 +81,14 @@ class LiveIds:
         view = ids.recorded_view(info.view) if info.view is not None else None
         key = canonical.key if view is None else canonicalize(view, self._key_config).key
         try:
-            recorded = self._store.lookup(info.cassette, key, ids.next_live(key))
+            found = self._store.lookup(info.cassette, key, ids.next_live(key))
         except StoreError as exc:
             log.warning("%s: cannot read the recorded answer to map its ids: %s", info.target, exc)
             return
-        body = response_body(recorded) if recorded is not None else None
-        if recorded is None or recorded.response is None or body is None:
+        body = response_body(found) if found is not None else None
+        if found is None or found.recorded.response is None or body is None:
             return
-        old = answer_ids(body.data, media_type(recorded.response.headers))
+        old = answer_ids(body.data, media_type(found.recorded.response.headers))
         for pair in ids.learn(pair_ids(old, live)):
             log.info(
                 "%s %s: live %s stands for %s of %s#%d",
@@ -97,5 +97,5 @@ class LiveIds:
                 pair.live,
                 pair.recorded,
                 info.cassette,
-                recorded.seq,
+                found.seq,
             )

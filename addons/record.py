@@ -299,15 +299,15 @@ class Record:
                     slot=slot,
                     request_body_ref=request_body_ref,
                     started_at=flow.request.timestamp_start,
-                    duration=served.duration,
-                    response=served.response,
-                    outcome=served.outcome,
-                    error=served.error,
+                    duration=served.recorded.duration,
+                    response=served.recorded.response,
+                    outcome=served.recorded.outcome,
+                    error=served.recorded.error,
                     context=info.context,
-                    messages=served.messages,
+                    messages=served.recorded.messages,
                     origin=Origin(
                         "replayed",
-                        served.cassette,
+                        served.recorded.cassette,
                         served.seq,
                         served.chain,
                         (f"perturbed: {info.perturbed.description}",) if info.perturbed else (),
@@ -323,9 +323,11 @@ class Record:
                 exc,
             )
             return
-        answer = served.response
+        answer = served.recorded.response
         self._state.tally.recorded(
-            served.outcome.value, served.host, None if answer is None else answer.status
+            served.recorded.outcome.value,
+            served.recorded.host,
+            None if answer is None else answer.status,
         )
         log.info(
             "recorded %s#%d %s %s as replayed from %s#%d",
@@ -333,7 +335,7 @@ class Record:
             slot.seq,
             flow.request.method,
             display_url(flow, info),
-            served.cassette,
+            served.recorded.cassette,
             served.seq,
         )
 

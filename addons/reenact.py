@@ -263,7 +263,9 @@ class Reenactor:
         if recorded is None:
             # A wait is the whole of what the client saw; it cannot be collapsed, so even at
             # instant pace it lasts as long as recorded.
-            await asyncio.sleep(min(staged.exchange.duration or 0.0, MAX_SILENCE) * (pace or 1.0))
+            await asyncio.sleep(
+                min(staged.exchange.recorded.duration or 0.0, MAX_SILENCE) * (pace or 1.0)
+            )
             return False
 
         await until(recorded.first_byte_at)
@@ -274,12 +276,12 @@ class Reenactor:
             await writer.drain()
         await writer.drain()
         exchange = staged.exchange
-        if exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED):
+        if exchange.recorded.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED):
             writer.write(conn.send(h11.EndOfMessage()) or b"")
             await writer.drain()
             return True
-        await until(exchange.duration)
-        if exchange.error and "reset" in exchange.error.lower():
+        await until(exchange.recorded.duration)
+        if exchange.recorded.error and "reset" in exchange.recorded.error.lower():
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

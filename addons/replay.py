@@ -258,7 +258,7 @@ class Replay:
         mint new Responses ids, which the agent names next while the fork's later requests,
         copied from the recording, name the old ones: the new ids stand for the old as a
         ``--live`` answer's do (addons.live_ids)."""
-        origin = exchange.origin
+        origin = exchange.recorded.origin
         assert origin is not None
         if flow.request.method != "POST" or not is_responses_path(info.target):
             return
@@ -340,13 +340,13 @@ class Replay:
             info.decision = forward
             return None
         info.served = exchange
-        if exchange.origin is not None and exchange.origin.kind == "edited":
+        if exchange.recorded.origin is not None and exchange.recorded.origin.kind == "edited":
             self._learn_replaced_ids(flow, info, exchange)
         drift, values = (
             ((), ()) if isinstance(canonical, str) else self._drift(flow, info, canonical, exchange)
         )
         self._state.tally.replayed(info.cassette, bool(drift))
-        recorded = exchange.response
+        recorded = exchange.recorded.response
         perturbed = self._perturb(flow, info, key, exchange, occurrence)
         if perturbed is not None:
             exchange, recorded = perturbed.exchange, perturbed.response
@@ -369,14 +369,16 @@ class Replay:
             flow.request.method,
             display_url(flow, info),
             recorded.status if recorded is not None else "-",
-            exchange.outcome.value,
+            exchange.recorded.outcome.value,
         )
         if recorded is None:
-            if exchange.error == CLIENT_GAVE_UP:
+            if exchange.recorded.error == CLIENT_GAVE_UP:
                 # No answer ever came and the client stopped waiting: be as silent again.
                 return Staged(exchange, None, (), self._state.pace)
-            address = f"{exchange.host}:{exchange.port}"
-            failure = answers.upstream_failure(FAILURE_STATUS, exchange.error or "", address)
+            address = f"{exchange.recorded.host}:{exchange.recorded.port}"
+            failure = answers.upstream_failure(
+                FAILURE_STATUS, exchange.recorded.error or "", address
+            )
             if self._state.annotate:
                 failure.headers.fields += annotate.hit(info.cassette, exchange.seq, drift)
             return failure
@@ -384,7 +386,7 @@ class Replay:
         if perturbed is not None and perturbed.pace != 1.0:
             pace = (pace or 1.0) * perturbed.pace
         recorded, rewritten = self._answer_as(info, exchange, recorded)
-        if exchange.outcome is Outcome.CLIENT_CLOSED:
+        if exchange.recorded.outcome is Outcome.CLIENT_CLOSED:
             recorded = _ended_where_read(recorded)
         headers = recorded.headers
         if pace == INSTANT_PACE:
@@ -409,7 +411,7 @@ class Replay:
     ) -> Perturbed | None:
         """The recording as ``--perturb`` changes it, if it does. A failure is served in
         place of the recording, which stays where it was for the client's retry."""
-        if self._perturber is None or exchange.response is None:
+        if self._perturber is None or exchange.recorded.response is None:
             return None
         request = PerturbedRequest(
             flow.request.host,
@@ -417,7 +419,7 @@ class Replay:
             info.target.partition("?")[0],
             anthropic="anthropic-version" in flow.request.headers,
         )
-        perturbed = self._perturber.perturb(exchange, exchange.response, request)
+        perturbed = self._perturber.perturb(exchange, exchange.recorded.response, request)
         if perturbed is None:
             return None
         if perturbed.failure:
@@ -447,15 +449,15 @@ class Replay:
         Recordings made before freezeframe kept stripped digests have nothing to compare
         with until ``freezeframe rekey`` computes them.
         """
-        if exchange.stripped is None:
+        if exchange.recorded.stripped is None:
             return (), ()
-        paths = drifted(canonical.stripped, exchange.stripped)
+        paths = drifted(canonical.stripped, exchange.recorded.stripped)
         if not paths:
             return (), ()
         live = info.view.body if info.view is not None else b""
         values = []
         for path in paths:
-            found = drift_values(path, live, exchange.request_body)
+            found = drift_values(path, live, exchange.recorded.request_body)
             if found is not None:
                 values.append((path, found[0], found[1]))
         shown = {path: (recorded, now) for path, recorded, now in values}
@@ -479,7 +481,7 @@ class Replay:
             return False  # a WebSocket's conversation is re-enacted (addons.wsreenact)
         in_memory = staged.response.body_ref is None
         paced = staged.pace != INSTANT_PACE and is_stream(staged.response)
-        served_whole = staged.exchange.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED)
+        served_whole = staged.exchange.recorded.outcome in (Outcome.COMPLETE, Outcome.CLIENT_CLOSED)
         return served_whole and in_memory and not paced
 
     def _answer_as(
@@ -490,7 +492,7 @@ class Replay:
 
         Returns the response to serve and the names of what was rewritten in it.
         """
-        original = jsonrpc_rewritable(exchange.request_body, recorded)
+        original = jsonrpc_rewritable(exchange.recorded.request_body, recorded)
         if original is None:
             return recorded, []
         live = jsonrpc_id(info.view.body if info.view is not None else b"")

@@ -114,7 +114,7 @@ class _Player:
 
     async def _converse(self, start: float) -> None:
         """Play the transcript, then end the connection as recorded."""
-        messages = self.c.exchange.messages or ()
+        messages = self.c.exchange.recorded.messages or ()
         anchor, anchor_at = start, 0.0  # the latest client message: loop time, recorded time
         for index, message in enumerate(messages):
             if message.from_client:
@@ -132,13 +132,13 @@ class _Player:
         await self._end(len(messages), anchor, anchor_at)
 
     async def _end(self, index: int, anchor: float, anchor_at: float) -> None:
-        close = Close.parse(self.c.exchange.error)
+        close = Close.parse(self.c.exchange.recorded.error)
         if close is not None and close.by_client:
             live = await self.inbox.get()
             if live is not None:
                 await self._diverge(index, None, live)
             return
-        ended = self.c.exchange.duration or 0.0
+        ended = self.c.exchange.recorded.duration or 0.0
         if not await self._until(anchor, ended - anchor_at):
             return
         if close is None or close.code == ABNORMAL_CLOSURE:
@@ -153,7 +153,7 @@ class _Player:
         log.warning(
             "WebSocket replay of %s#%d diverged at message %d: the client sent %s where the "
             "recording has %s; closing with %d",
-            exchange.cassette,
+            exchange.recorded.cassette,
             exchange.seq,
             index,
             _preview(live.text, self.c.scrub(live.data)),

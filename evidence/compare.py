@@ -169,9 +169,9 @@ def _minted_ids(
 
 def _answer_ids(exchange: Exchange) -> Minted:
     body = response_body(exchange)
-    if body is None or exchange.response is None:
+    if body is None or exchange.recorded.response is None:
         return ()
-    return answer_ids(body.data, media_type(exchange.response.headers))
+    return answer_ids(body.data, media_type(exchange.recorded.response.headers))
 
 
 def _signatures(steps: Sequence[Step], ids: IdMap | None = None) -> list[tuple[str, ...]]:
@@ -205,7 +205,7 @@ def _pair(
     left: Step, right: Step, a: Exchange, b: Exchange, roles: tuple[IdRoles, IdRoles] | None
 ) -> StepPair:
     readers = (roles[0].read_bytes, roles[1].read_bytes) if roles else None
-    request = _differing(differences, a.canonical, b.canonical, readers)
+    request = _differing(differences, a.recorded.canonical, b.recorded.canonical, readers)
     answer: list[Change] = []
     metadata: list[Change] = []
     if left.kind == MODEL and roles:
@@ -273,10 +273,10 @@ def _other_answers(
     """A tool's (or any non-model step's) answers: status, outcome and body paths. A client
     that closed an answer early read it all the same: that outcome and ``complete`` differ
     in metadata only."""
-    x, y = a.response, b.response
+    x, y = a.recorded.response, b.recorded.response
     answer += _changes(("status", str(x.status) if x else "-", str(y.status) if y else "-"))
-    outcome = _changes(("outcome", a.outcome.value, b.outcome.value))
-    read = {a.outcome, b.outcome} <= {Outcome.COMPLETE, Outcome.CLIENT_CLOSED}
+    outcome = _changes(("outcome", a.recorded.outcome.value, b.recorded.outcome.value))
+    read = {a.recorded.outcome, b.recorded.outcome} <= {Outcome.COMPLETE, Outcome.CLIENT_CLOSED}
     (metadata if read else answer).extend(outcome)
     old, new = response_body(a), response_body(b)
     if old is None or new is None:
@@ -347,7 +347,7 @@ def _ms(seconds: float | None) -> str:
 
 
 def _first_byte(exchange: Exchange) -> float | None:
-    return exchange.response.first_byte_at if exchange.response else None
+    return exchange.recorded.response.first_byte_at if exchange.recorded.response else None
 
 
 def _short(text: str) -> str:

@@ -85,7 +85,7 @@ def conversations_of(exchanges: Iterable[Exchange]) -> Iterator[Conversation | N
 def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversation | None:
     if is_realtime(exchange):
         return _realtime(exchange)
-    api = api_of(exchange.method, exchange.path)
+    api = api_of(exchange.recorded.method, exchange.recorded.path)
     if api is None:
         return None
     body = request_body(exchange)
@@ -98,17 +98,17 @@ def _conversation(exchange: Exchange, memos: dict[str, MessageMemo]) -> Conversa
         notes.append("the request body is not a JSON object")
     prompt = api.read_prompt(fields, memos.setdefault(api.api, MessageMemo()))
     answer, answer_notes = read_answer(api, exchange)
-    path, _, query = exchange.path.partition("?")
+    path, _, query = exchange.recorded.path.partition("?")
     asked = model_in_path(path) or prompt.model or _recorded(exchange, "model")
     answered = answer.model if answer is not None else None
-    beta = header(exchange.request_headers, b"anthropic-beta")
-    served_by = provider_of(api.api, exchange.host, path, parse_qsl(query))
+    beta = header(exchange.recorded.request_headers, b"anthropic-beta")
+    served_by = provider_of(api.api, exchange.recorded.host, path, parse_qsl(query))
     return Conversation(
         seq=exchange.seq,
         provider=served_by or api.provider,
         api=api.api,
         model=asked,
-        stream=prompt.stream or exchange.facts.get("stream") is True,
+        stream=prompt.stream or exchange.recorded.facts.get("stream") is True,
         system=prompt.system,
         messages=prompt.messages,
         tools=prompt.tools,
@@ -138,7 +138,7 @@ def _realtime(exchange: Exchange) -> Conversation:
 
 
 def _recorded(exchange: Exchange, name: str) -> str | None:
-    value = exchange.facts.get(name)
+    value = exchange.recorded.facts.get(name)
     return value if isinstance(value, str) else None
 
 

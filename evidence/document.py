@@ -34,28 +34,29 @@ from freezeframe.storage import (
 
 def exchange_document(exchange: Exchange) -> dict[str, Any]:
     """Everything the store holds about one exchange, and what replay would change in it."""
-    response = exchange.response
+    recorded = exchange.recorded
+    response = recorded.response
     return {
-        "cassette": exchange.cassette,
+        "cassette": recorded.cassette,
         "seq": exchange.seq,
-        "occurrence": exchange.occurrence,
-        "key": exchange.key,
-        "key_scheme": exchange.key_scheme,
-        "outcome": exchange.outcome.value,
-        "error": exchange.error,
-        "context": dict(exchange.context),
+        "occurrence": recorded.slot.occurrence,
+        "key": recorded.key,
+        "key_scheme": recorded.key_scheme,
+        "outcome": recorded.outcome.value,
+        "error": recorded.error,
+        "context": dict(recorded.context),
         "timing": {
-            "started_at": exchange.started_at,
+            "started_at": recorded.started_at,
             "first_byte_after": response.first_byte_at if response else None,
-            "duration": exchange.duration,
+            "duration": recorded.duration,
         },
         "request": {
-            "method": exchange.method,
+            "method": recorded.method,
             "url": exchange.url,
-            "http_version": exchange.http_version,
-            "headers": headers_document(exchange.request_headers),
-            "body": body_document(exchange.request_body, exchange.request_body_ref),
-            "canonical": canonical_document(exchange.canonical),
+            "http_version": recorded.http_version,
+            "headers": headers_document(recorded.request_headers),
+            "body": body_document(recorded.request_body, recorded.request_body_ref),
+            "canonical": canonical_document(recorded.canonical),
         },
         "response": None
         if response is None
@@ -68,17 +69,17 @@ def exchange_document(exchange: Exchange) -> dict[str, Any]:
             "body": body_document(response.body, response.body_ref),
             "chunks": [[c.offset, round(c.at, 6)] for c in response.chunks],
         },
-        "rewrites": [asdict(r) for r in replay_rewrites(exchange.request_body, response)],
-        "metadata": dict(exchange.facts),
-        "stripped": None if exchange.stripped is None else dict(exchange.stripped),
+        "rewrites": [asdict(r) for r in replay_rewrites(recorded.request_body, response)],
+        "metadata": dict(recorded.facts),
+        "stripped": None if recorded.stripped is None else dict(recorded.stripped),
         "drift": [
             {"at": d.at, "paths": list(d.paths), "context": dict(d.context)} for d in exchange.drift
         ],
         "messages": None
-        if exchange.messages is None
-        else [message_document(m) for m in exchange.messages],
+        if recorded.messages is None
+        else [message_document(m) for m in recorded.messages],
         "session": session_document(exchange),
-        "origin": None if exchange.origin is None else asdict(exchange.origin),
+        "origin": None if recorded.origin is None else asdict(recorded.origin),
         "chain": exchange.chain,
     }
 
@@ -87,9 +88,9 @@ def session_document(exchange: Exchange) -> dict[str, Any] | None:
     """A WebSocket's session: the key of the client's messages (canonicalize.realtime),
     and for an OpenAI Realtime session its transcript, turn by turn, the last response
     last. None for an exchange that is no WebSocket."""
-    if exchange.messages is None:
+    if exchange.recorded.messages is None:
         return None
-    clients = [(m.text, m.data) for m in exchange.messages if m.from_client]
+    clients = [(m.text, m.data) for m in exchange.recorded.messages if m.from_client]
     document: dict[str, Any] = {"key": session_key(clients), "transcript": None}
     if is_realtime(exchange):
         session = read_session(exchange)

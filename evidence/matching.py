@@ -64,20 +64,24 @@ class ContentMatch:
 
 
 def request_content(exchange: Exchange) -> RequestContent:
-    path, _, query = exchange.path.partition("?")
+    path, _, query = exchange.recorded.path.partition("?")
     segments = frozenset(unquote(s) for s in path.split("/") if s)
     fields: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
         fields.setdefault(value, f"query {name}")
     decoded = request_body(exchange)
     body = parse_json(decoded.data) if decoded.data else None
-    if media_type(exchange.request_headers) == _FORM:
+    if media_type(exchange.recorded.request_headers) == _FORM:
         form = decoded.data.decode("utf-8", "replace")
         for name, value in parse_qsl(form, keep_blank_values=True):
             fields.setdefault(value, f"form {name}")
     for place, value, _ in _leaves(body, "$"):
         fields.setdefault(value, f"body {place}")
-    text = unquote_plus(exchange.path) + "\n" + decoded.data[:TEXT_LIMIT].decode("utf-8", "replace")
+    text = (
+        unquote_plus(exchange.recorded.path)
+        + "\n"
+        + decoded.data[:TEXT_LIMIT].decode("utf-8", "replace")
+    )
     return RequestContent(segments, fields, body, text.casefold())
 
 

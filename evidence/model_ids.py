@@ -49,14 +49,14 @@ def _minted(exchange: Exchange) -> dict[str, str]:
     """The ids this exchange's answer minted, each with its kind, in the order they first
     appear."""
     body = response_body(exchange)
-    if body is None or exchange.response is None or not body.data:
+    if body is None or exchange.recorded.response is None or not body.data:
         return {}
-    if media_type(exchange.response.headers) == "text/event-stream":
+    if media_type(exchange.recorded.response.headers) == "text/event-stream":
         events = islice(sse_events(body.data), _MAX_EVENTS)
         values: Iterable[object] = (_parsed(data) for _, data in events)
     else:
         values = (_parsed(body.data),)
-    walk = _walk_cohere if exchange.path.endswith(_COHERE_CHAT) else _walk
+    walk = _walk_cohere if exchange.recorded.path.endswith(_COHERE_CHAT) else _walk
     found: dict[str, str] = {}
     for value in values:
         for minted, kind in walk(value):

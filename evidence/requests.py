@@ -38,14 +38,14 @@ class WireRequest:
     @classmethod
     def of_exchange(cls, exchange: Exchange) -> WireRequest:
         return cls(
-            exchange.method,
-            exchange.scheme,
-            exchange.host,
-            exchange.port,
-            exchange.path,
-            exchange.request_headers,
-            exchange.request_body,
-            exchange.http_version,
+            exchange.recorded.method,
+            exchange.recorded.scheme,
+            exchange.recorded.host,
+            exchange.recorded.port,
+            exchange.recorded.path,
+            exchange.recorded.request_headers,
+            exchange.recorded.request_body,
+            exchange.recorded.http_version,
         )
 
     def view(self, redact: Callable[[bytes], bytes] | None = None) -> RequestView:

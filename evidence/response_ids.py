@@ -116,12 +116,12 @@ def pair_ids(recorded: Minted, live: Minted) -> tuple[tuple[str, str], ...]:
 
 def exchange_ids(exchange: Exchange) -> Minted:
     """The ids a recorded Responses answer minted; () for another API's or no answer."""
-    if exchange.method != "POST" or not is_responses_path(exchange.path):
+    if exchange.recorded.method != "POST" or not is_responses_path(exchange.recorded.path):
         return ()
     body = response_body(exchange)
-    if body is None or exchange.response is None:
+    if body is None or exchange.recorded.response is None:
         return ()
-    return answer_ids(body.data, media_type(exchange.response.headers))
+    return answer_ids(body.data, media_type(exchange.recorded.response.headers))
 
 
 def replaced_ids(source: Exchange, replaced: Exchange) -> tuple[tuple[str, str], ...]:

@@ -98,7 +98,7 @@ class Failure:
 
 def signals_of(exchange: Exchange) -> Signals:
     """The exchange's failure (if any) and its trace (if a model call), to store with it."""
-    api = api_of(exchange.method, exchange.path)
+    api = api_of(exchange.recorded.method, exchange.recorded.path)
     conversation = conversation_of(exchange) if api is not None else None
     failure = _failure(exchange, conversation)
     trace = None if conversation is None else _trace(conversation)
@@ -112,51 +112,29 @@ def signals_of(exchange: Exchange) -> Signals:
 
 def with_signals(exchange: NewExchange) -> NewExchange:
     """``exchange`` carrying its signals, read from it as the store will read it back."""
-    recorded = Exchange(
-        cassette=exchange.cassette,
-        seq=exchange.slot.seq,
-        occurrence=exchange.slot.occurrence,
-        key=exchange.key,
-        key_scheme=exchange.key_scheme,
-        canonical=exchange.canonical,
-        method=exchange.method,
-        scheme=exchange.scheme,
-        host=exchange.host,
-        port=exchange.port,
-        path=exchange.path,
-        http_version=exchange.http_version,
-        request_headers=exchange.request_headers,
-        request_body=exchange.request_body,
-        started_at=exchange.started_at,
-        duration=exchange.duration,
-        response=exchange.response,
-        outcome=exchange.outcome,
-        error=exchange.error,
-        context=exchange.context,
-        chain="",
-        request_body_ref=exchange.request_body_ref,
-        facts=exchange.facts,
-    )
+    # Read without its WebSocket messages, as this has always read it.
+    recorded = Exchange(replace(exchange, messages=None), chain="")
     return replace(exchange, signals=signals_of(recorded))
 
 
 def endpoint(exchange: Exchange) -> str:
     """``METHOD host/path/{id}``: the call, its variable segments masked."""
-    return f"{exchange.method.upper()} {exchange.host}{path_template(exchange.path)}"
+    recorded = exchange.recorded
+    return f"{recorded.method.upper()} {recorded.host}{path_template(recorded.path)}"
 
 
 def _failure(exchange: Exchange, conversation: Conversation | None) -> Failure | None:
     where = endpoint(exchange)
     model = conversation is not None
-    response = exchange.response
-    if exchange.outcome is Outcome.FAILED or response is None:
-        why = mask_text(exchange.error or exchange.outcome.value)
+    response = exchange.recorded.response
+    if exchange.recorded.outcome is Outcome.FAILED or response is None:
+        why = mask_text(exchange.recorded.error or exchange.recorded.outcome.value)
         return Failure(UPSTREAM_FAILURE, f"{UPSTREAM_FAILURE} {where}: {why}")
     if response.status >= 400:
         kind = PROVIDER_ERROR if model else TOOL_ERROR
         return Failure(kind, f"{kind} {where} {response.status}{_error_detail(exchange)}")
-    if exchange.outcome is Outcome.TRUNCATED and not model:
-        why = mask_text(exchange.error or "the answer was cut off")
+    if exchange.recorded.outcome is Outcome.TRUNCATED and not model:
+        why = mask_text(exchange.recorded.error or "the answer was cut off")
         return Failure(UPSTREAM_FAILURE, f"{UPSTREAM_FAILURE} {where}: {why}")
     if conversation is None:
         return None
@@ -172,7 +150,9 @@ def _model_failure(exchange: Exchange, c: Conversation, where: str) -> Failure |
     if answer is not None and answer.finish_reason in LENGTH_REASONS:
         reason = f"finish_reason {answer.finish_reason}"
         return Failure(TRUNCATION, f"{TRUNCATION} {where}: {reason}")
-    if exchange.outcome is Outcome.TRUNCATED or (answer is not None and not answer.complete):
+    if exchange.recorded.outcome is Outcome.TRUNCATED or (
+        answer is not None and not answer.complete
+    ):
         return Failure(TRUNCATION, f"{TRUNCATION} {where}: the stream was cut")
     use = c.context
     if use is not None and use.input_tokens is not None:
@@ -214,7 +194,10 @@ def _error_detail(exchange: Exchange) -> str:
         return ""
     value = as_dict(parse_json(body.data))
     if not value:
-        if media_type(exchange.response.headers if exchange.response else ()) == "text/plain":
+        if (
+            media_type(exchange.recorded.response.headers if exchange.recorded.response else ())
+            == "text/plain"
+        ):
             line = body.data[:200].decode("utf-8", "replace").splitlines()
             return f": {mask_text(line[0])}" if line else ""
         return ""

@@ -355,14 +355,17 @@ def _assign(reads: list[_Read], requests: list[_Request]) -> dict[int, tuple[int
     candidates: list[_Candidate] = []
     for number, request in enumerate(requests):
         model = reads[request.model].exchange
-        began = model.started_at
-        if model.response is not None and model.response.first_byte_at is not None:
-            began += model.response.first_byte_at
+        began = model.recorded.started_at
+        if (
+            model.recorded.response is not None
+            and model.recorded.response.first_byte_at is not None
+        ):
+            began += model.recorded.response.first_byte_at
         for position in request.window:
             read = reads[position]
-            if read.conversation is not None or read.exchange.started_at < began:
+            if read.conversation is not None or read.exchange.recorded.started_at < began:
                 continue
-            if telemetry_profile(read.exchange.path.split("?", 1)[0]) is not None:
+            if telemetry_profile(read.exchange.recorded.path.split("?", 1)[0]) is not None:
                 continue  # a trace upload carries the call's values; it never runs a tool
             distance = position - request.model
             if read.mcp is not None:
@@ -429,9 +432,9 @@ def _within(asked: JsonValue, sent: JsonValue) -> bool:
 
 
 def _after(model: Exchange, tool: Exchange) -> str:
-    if model.duration is None:
+    if model.recorded.duration is None:
         return "after the answer began"
-    gap = tool.started_at - (model.started_at + model.duration)
+    gap = tool.recorded.started_at - (model.recorded.started_at + model.recorded.duration)
     if gap < 0:
         return "while the answer was still arriving"
     return f"{gap * 1000:.0f} ms after the answer ended"
@@ -443,12 +446,12 @@ def _step(read: _Read, calls: tuple[RequestedCall, ...], executes: Executes | No
     return Step(
         seq=exchange.seq,
         kind=kind,
-        method=exchange.method,
+        method=exchange.recorded.method,
         url=exchange.url,
-        status=exchange.response.status if exchange.response else None,
-        outcome=exchange.outcome.value,
-        started_at=exchange.started_at,
-        duration=exchange.duration,
+        status=exchange.recorded.response.status if exchange.recorded.response else None,
+        outcome=exchange.recorded.outcome.value,
+        started_at=exchange.recorded.started_at,
+        duration=exchange.recorded.duration,
         title=_title(read, calls),
         conversation=read.conversation,
         calls=calls,
@@ -471,7 +474,7 @@ def failure_of(
     exchange: Exchange, conversation: Conversation | None, mcp: McpMessage | None
 ) -> str | None:
     """Why an exchange failed, for a person reading the run; None when it did not."""
-    response = exchange.response
+    response = exchange.recorded.response
     said = None
     if conversation is not None and conversation.answer is not None:
         said = conversation.answer.error
@@ -480,9 +483,9 @@ def failure_of(
         said = error_text(parse_json(body.data)) if body is not None and body.data else None
     if mcp is not None and mcp.result is not None and mcp.result.is_error:
         said = said or f"the tool answered an error: {mcp.result.text}"
-    broken = _BROKEN.get(exchange.outcome)
+    broken = _BROKEN.get(exchange.recorded.outcome)
     if broken is not None:
-        why = f"{broken}: {exchange.error}" if exchange.error else broken
+        why = f"{broken}: {exchange.recorded.error}" if exchange.recorded.error else broken
         return _cut(f"{why}{f' ({said})' if said else ''}")
     if response is not None and response.status >= 400:
         return _cut(f"HTTP {response.status}{f': {said}' if said else ''}")
@@ -510,7 +513,7 @@ def _title(read: _Read, calls: tuple[RequestedCall, ...]) -> str:
         if mcp.resumed_after is not None:
             return f"MCP {mcp.method} after event {mcp.resumed_after}"
         return f"MCP {mcp.method}" + (f" {mcp.call.name}" if mcp.call else "")
-    return f"{exchange.method} {exchange.url}"
+    return f"{exchange.recorded.method} {exchange.url}"
 
 
 def _tool_calls(steps: tuple[Step, ...]) -> Iterator[tuple[int, ToolCall]]:

@@ -623,9 +623,9 @@ def sign_cassette(
     try:
         for summary in store.exchanges(cassette):
             exchange = store.exchange(cassette, summary.seq)
-            run_id = exchange.context.get("run-id")
+            run_id = exchange.recorded.context.get("run-id")
             found[exchange.seq] = readers.signals(
-                cassette, exchange.seq, run_id, exchange.started_at, signals_of(exchange)
+                cassette, exchange.seq, run_id, exchange.recorded.started_at, signals_of(exchange)
             )
             advance(1)
     except (CassetteNotFound, ExchangeNotFound):

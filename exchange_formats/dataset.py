@@ -62,7 +62,7 @@ def _row(cassette: str, exchange: Exchange, c: Conversation) -> dict[str, Any]:
         "metadata": {
             "cassette": cassette,
             "seq": exchange.seq,
-            "context": dict(exchange.context),
+            "context": dict(exchange.recorded.context),
             "provider": c.provider,
             "api": c.api,
             "model": c.model,
@@ -70,7 +70,7 @@ def _row(cassette: str, exchange: Exchange, c: Conversation) -> dict[str, Any]:
             "system_fingerprint": answer.system_fingerprint,
             "response_id": answer.response_id,
             "usage": dict(answer.usage),
-            "outcome": exchange.outcome.value,
+            "outcome": exchange.recorded.outcome.value,
             "chain": exchange.chain,
         },
     }

@@ -66,29 +66,33 @@ def export_har(store: Store, cassette: str, out: IO[bytes], progress: Progress) 
 
 def har_entry(exchange: Exchange, streamed: Streamed) -> dict[str, Any]:
     """One HAR entry for an exchange; large bodies become marks in ``streamed``."""
-    response = exchange.response
+    response = exchange.recorded.response
     split = urlsplit(exchange.url)
     request: dict[str, Any] = {
-        "method": exchange.method,
+        "method": exchange.recorded.method,
         "url": exchange.url,
-        "httpVersion": exchange.http_version,
+        "httpVersion": exchange.recorded.http_version,
         "cookies": [],
-        "headers": _headers(exchange.request_headers),
+        "headers": _headers(exchange.recorded.request_headers),
         "queryString": [
             {"name": name, "value": value}
             for name, value in parse_qsl(split.query, keep_blank_values=True)
         ],
         "headersSize": -1,
-        "bodySize": _size(exchange.request_body, exchange.request_body_ref),
+        "bodySize": _size(exchange.recorded.request_body, exchange.recorded.request_body_ref),
     }
-    if exchange.request_body or exchange.request_body_ref:
+    if exchange.recorded.request_body or exchange.recorded.request_body_ref:
         decoded = request_body(exchange)
         content = _content(
-            exchange.request_body, exchange.request_body_ref, decoded.data, decoded.whole, streamed
+            exchange.recorded.request_body,
+            exchange.recorded.request_body_ref,
+            decoded.data,
+            decoded.whole,
+            streamed,
         )
         # postData has no size or encoding in HAR 1.2: base64 is marked as freezeframe's own.
         request["postData"] = {
-            "mimeType": _header(exchange.request_headers, b"content-type"),
+            "mimeType": _header(exchange.recorded.request_headers, b"content-type"),
             "params": [],
             "text": content["text"],
         }
@@ -97,7 +101,7 @@ def har_entry(exchange: Exchange, streamed: Streamed) -> dict[str, Any]:
         if content.get("_undecoded"):
             request["postData"]["_undecoded"] = True
     entry: dict[str, Any] = {
-        "startedDateTime": datetime.fromtimestamp(exchange.started_at, UTC).isoformat(
+        "startedDateTime": datetime.fromtimestamp(exchange.recorded.started_at, UTC).isoformat(
             timespec="milliseconds"
         ),
         "time": 0,
@@ -106,32 +110,32 @@ def har_entry(exchange: Exchange, streamed: Streamed) -> dict[str, Any]:
         "cache": {},
         "timings": _timings(exchange),
         "_seq": exchange.seq,
-        "_key": exchange.key,
+        "_key": exchange.recorded.key,
         "_chain": exchange.chain,
-        "_outcome": exchange.outcome.value,
-        "_error": exchange.error,
-        "_context": dict(exchange.context),
+        "_outcome": exchange.recorded.outcome.value,
+        "_error": exchange.recorded.error,
+        "_context": dict(exchange.recorded.context),
         "_chunks": [] if response is None else [[c.offset, c.at] for c in response.chunks],
     }
     entry["time"] = sum(value for value in entry["timings"].values() if value > 0)
-    if exchange.messages is not None:
+    if exchange.recorded.messages is not None:
         entry["_resourceType"] = "websocket"
         entry["_webSocketMessages"] = [
             {
                 "type": "send" if message.from_client else "receive",
-                "time": exchange.started_at + message.at,
+                "time": exchange.recorded.started_at + message.at,
                 "opcode": 1 if message.text else 2,
                 "data": message.data.decode("utf-8", "replace")
                 if message.text
                 else base64.b64encode(message.data).decode("ascii"),
             }
-            for message in exchange.messages
+            for message in exchange.recorded.messages
         ]
     return entry
 
 
 def _response(exchange: Exchange, streamed: Streamed) -> dict[str, Any]:
-    response = exchange.response
+    response = exchange.recorded.response
     if response is None:
         return {
             "status": 0,
@@ -143,7 +147,7 @@ def _response(exchange: Exchange, streamed: Streamed) -> dict[str, Any]:
             "redirectURL": "",
             "headersSize": -1,
             "bodySize": -1,
-            "_error": exchange.error,
+            "_error": exchange.recorded.error,
         }
     decoded = response_body(exchange)
     assert decoded is not None
@@ -186,14 +190,14 @@ def _content(
 def _timings(exchange: Exchange) -> dict[str, float]:
     """Milliseconds; -1 where a proxy cannot tell (its own connection setup is not the
     client's)."""
-    response = exchange.response
+    response = exchange.recorded.response
     first = response.first_byte_at if response is not None else None
     wait = -1.0 if first is None else first * 1000
     receive = -1.0
-    if first is not None and exchange.duration is not None:
-        receive = max(0.0, (exchange.duration - first) * 1000)
-    elif first is None and exchange.duration is not None:
-        wait = exchange.duration * 1000
+    if first is not None and exchange.recorded.duration is not None:
+        receive = max(0.0, (exchange.recorded.duration - first) * 1000)
+    elif first is None and exchange.recorded.duration is not None:
+        wait = exchange.recorded.duration * 1000
     return {
         "blocked": -1,
         "dns": -1,

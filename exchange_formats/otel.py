@@ -153,8 +153,8 @@ def _spans(
 ) -> list[dict[str, Any]]:
     trace_id, parent = _trace(cassette, exchange)
     span_id = _id(f"{cassette}\0{exchange.seq}", 8)
-    start = _nanos(exchange.started_at)
-    end = _nanos(exchange.started_at + (exchange.duration or 0.0))
+    start = _nanos(exchange.recorded.started_at)
+    end = _nanos(exchange.recorded.started_at + (exchange.recorded.duration or 0.0))
     spans = []
     if conversation is not None:
         messages = conversation.messages
@@ -169,20 +169,22 @@ def _spans(
                     tool["endTimeUnixNano"] = str(max(start, int(tool["startTimeUnixNano"])))
                     spans.append(tool)
     attributes = [
-        _attribute("server.address", exchange.host),
-        _attribute("server.port", exchange.port),
-        _attribute("http.request.method", exchange.method),
+        _attribute("server.address", exchange.recorded.host),
+        _attribute("server.port", exchange.recorded.port),
+        _attribute("http.request.method", exchange.recorded.method),
         _attribute("url.full", exchange.url),
         _attribute("freezeframe.cassette", cassette),
         _attribute("freezeframe.seq", exchange.seq),
         _attribute("freezeframe.chain", exchange.chain),
-        _attribute("freezeframe.outcome", exchange.outcome.value),
+        _attribute("freezeframe.outcome", exchange.recorded.outcome.value),
     ]
-    if exchange.response is not None:
-        attributes.append(_attribute("http.response.status_code", exchange.response.status))
-    for name, value in exchange.context.items():
+    if exchange.recorded.response is not None:
+        attributes.append(
+            _attribute("http.response.status_code", exchange.recorded.response.status)
+        )
+    for name, value in exchange.recorded.context.items():
         attributes.append(_attribute(f"freezeframe.context.{name}", value))
-    name = exchange.method
+    name = exchange.recorded.method
     if conversation is not None:
         name = f"chat {conversation.model}" if conversation.model else "chat"
         attributes += _gen_ai(conversation)
@@ -221,10 +223,13 @@ def _oldest_by_name(pending: dict[str, dict[str, Any]], name: str) -> str:
 
 def _trace(cassette: str, exchange: Exchange) -> tuple[str, str | None]:
     """The agent's trace and span where it sent a traceparent; else a trace per run."""
-    trace_id, parent = exchange.facts.get("trace_id"), exchange.facts.get("parent_span_id")
+    trace_id, parent = (
+        exchange.recorded.facts.get("trace_id"),
+        exchange.recorded.facts.get("parent_span_id"),
+    )
     if isinstance(trace_id, str) and len(trace_id) == 32:
         return trace_id, parent if isinstance(parent, str) and len(parent) == 16 else None
-    run = exchange.context.get("run-id", "")
+    run = exchange.recorded.context.get("run-id", "")
     return _id(f"{cassette}\0{run}", 16), None
 
 
@@ -319,9 +324,12 @@ def _tool_span(trace_id: str, parent: str, seed: str, call: ToolCall, start: int
 
 
 def _status(exchange: Exchange) -> dict[str, Any]:
-    response = exchange.response
-    if exchange.outcome in (Outcome.FAILED, Outcome.TRUNCATED, Outcome.INCOMPLETE):
-        return {"code": _ERROR, "message": exchange.error or exchange.outcome.value}
+    response = exchange.recorded.response
+    if exchange.recorded.outcome in (Outcome.FAILED, Outcome.TRUNCATED, Outcome.INCOMPLETE):
+        return {
+            "code": _ERROR,
+            "message": exchange.recorded.error or exchange.recorded.outcome.value,
+        }
     if response is not None and response.status >= 400:
         return {"code": _ERROR, "message": f"HTTP {response.status}"}
     return {}

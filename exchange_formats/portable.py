@@ -109,25 +109,26 @@ def exchange_document(
     """Every field of ``exchange``; ``body`` makes the document of the request's and the
     response's body (from its bytes, or the reference of one the store keeps out of memory).
     The canonical form and WebSocket messages are always held inline."""
-    response = exchange.response
+    recorded = exchange.recorded
+    response = recorded.response
     return {
         "seq": exchange.seq,
-        "occurrence": exchange.occurrence,
-        "key": exchange.key,
-        "key_scheme": exchange.key_scheme,
-        "canonical": bytes_document(exchange.canonical),
+        "occurrence": recorded.slot.occurrence,
+        "key": recorded.key,
+        "key_scheme": recorded.key_scheme,
+        "canonical": bytes_document(recorded.canonical),
         "request": {
-            "method": exchange.method,
-            "scheme": exchange.scheme,
-            "host": exchange.host,
-            "port": exchange.port,
-            "path": exchange.path,
-            "http_version": exchange.http_version,
-            "headers": _headers(exchange.request_headers),
-            "body": body(exchange.request_body, exchange.request_body_ref),
+            "method": recorded.method,
+            "scheme": recorded.scheme,
+            "host": recorded.host,
+            "port": recorded.port,
+            "path": recorded.path,
+            "http_version": recorded.http_version,
+            "headers": _headers(recorded.request_headers),
+            "body": body(recorded.request_body, recorded.request_body_ref),
         },
-        "started_at": exchange.started_at,
-        "duration": exchange.duration,
+        "started_at": recorded.started_at,
+        "duration": recorded.duration,
         "response": None
         if response is None
         else {
@@ -140,13 +141,13 @@ def exchange_document(
             "chunks": [[chunk.offset, chunk.at] for chunk in response.chunks],
             "first_byte_at": response.first_byte_at,
         },
-        "outcome": exchange.outcome.value,
-        "error": exchange.error,
-        "context": dict(exchange.context),
-        "stripped": None if exchange.stripped is None else dict(exchange.stripped),
-        "metadata": {name: _plain(value) for name, value in exchange.facts.items()},
+        "outcome": recorded.outcome.value,
+        "error": recorded.error,
+        "context": dict(recorded.context),
+        "stripped": None if recorded.stripped is None else dict(recorded.stripped),
+        "metadata": {name: _plain(value) for name, value in recorded.facts.items()},
         "messages": None
-        if exchange.messages is None
+        if recorded.messages is None
         else [
             {
                 "from_client": message.from_client,
@@ -154,20 +155,20 @@ def exchange_document(
                 "at": message.at,
                 "data": bytes_document(message.data),
             }
-            for message in exchange.messages
+            for message in recorded.messages
         ],
         "drift": [
             {"at": note.at, "paths": list(note.paths), "context": dict(note.context)}
             for note in exchange.drift
         ],
         "origin": None
-        if exchange.origin is None
+        if recorded.origin is None
         else {
-            "kind": exchange.origin.kind,
-            "cassette": exchange.origin.cassette,
-            "seq": exchange.origin.seq,
-            "chain": exchange.origin.chain,
-            "changes": list(exchange.origin.changes),
+            "kind": recorded.origin.kind,
+            "cassette": recorded.origin.cassette,
+            "seq": recorded.origin.seq,
+            "chain": recorded.origin.chain,
+            "changes": list(recorded.origin.changes),
         },
         "chain": exchange.chain,
     }

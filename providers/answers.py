@@ -63,10 +63,12 @@ class Answer:
 def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tuple[str, ...]]:
     """The answer to a model call, and notes on what could not be read; None when no
     answer came at all."""
-    response = exchange.response
+    response = exchange.recorded.response
     body = response_body(exchange)
     if response is None or body is None:
-        return None, (f"no answer came ({exchange.error or exchange.outcome.value})",)
+        return None, (
+            f"no answer came ({exchange.recorded.error or exchange.recorded.outcome.value})",
+        )
     notes = [body.note] if body.note else []
     kind = media_type(response.headers)
     streamed = kind == "text/event-stream" or (
@@ -75,7 +77,7 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     if streamed:
         stream = _fed(api, body.data)
         whole, ended, error = stream.whole(), stream.ended, stream.error
-        if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
+        if not ended and body.whole and exchange.recorded.outcome is Outcome.COMPLETE:
             notes.append(f"the stream ended without {stream.end_marker}")
     elif eventstream.is_event_stream(kind) or _is_json_array(kind, body.data):
         # Bedrock's event stream, or Gemini's stream as one JSON array of whole answers.
@@ -91,12 +93,12 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
             if event:
                 stream.feed(event)
         whole, ended, error = stream.whole(), stream.ended, stream.error
-        if not ended and body.whole and exchange.outcome is Outcome.COMPLETE:
+        if not ended and body.whole and exchange.recorded.outcome is Outcome.COMPLETE:
             notes.append(f"the stream ended without {stream.end_marker}")
     else:
         value = parse_json(body.data)
         whole = as_dict(value)
-        arrived = exchange.outcome is Outcome.COMPLETE
+        arrived = exchange.recorded.outcome is Outcome.COMPLETE
         ended, error = bool(whole) or arrived, error_text(value)
         if body.data and not whole and body.whole and arrived:
             notes.append("the answer is not a JSON object")
@@ -107,7 +109,7 @@ def read_answer(api: ApiReader, exchange: Exchange) -> tuple[Answer | None, tupl
     message = api.read_answer(whole)
     headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers)
     view = ResponseView(response.status, headers, body.data, kind)
-    found = {**exchange.facts, **answer_facts(view)}
+    found = {**exchange.recorded.facts, **answer_facts(view)}
     answer = Answer(
         status=response.status,
         streamed=streamed,
@@ -155,12 +157,12 @@ def _items(value: JsonValue) -> list[JsonValue]:
 
 def _outcome_notes(exchange: Exchange) -> list[str]:
     """Why an answer that did not end was cut: the recorded outcome, in its own words."""
-    why = f": {exchange.error}" if exchange.error else ""
-    if exchange.outcome is Outcome.TRUNCATED:
+    why = f": {exchange.recorded.error}" if exchange.recorded.error else ""
+    if exchange.recorded.outcome is Outcome.TRUNCATED:
         return [f"the connection ended before the answer did{why}"]
-    if exchange.outcome is Outcome.INCOMPLETE:
+    if exchange.recorded.outcome is Outcome.INCOMPLETE:
         return [f"the proxy stopped while the answer was arriving{why}"]
-    if exchange.outcome is Outcome.CLIENT_CLOSED:
+    if exchange.recorded.outcome is Outcome.CLIENT_CLOSED:
         return ["the client closed the connection once it had read what it wanted"]
     return []
 

@@ -30,13 +30,13 @@ class Body:
 
 
 def request_body(exchange: Exchange) -> Body:
-    body, ref = exchange.request_body, exchange.request_body_ref
-    return _body("request", body, ref, exchange.request_headers)
+    body, ref = exchange.recorded.request_body, exchange.recorded.request_body_ref
+    return _body("request", body, ref, exchange.recorded.request_headers)
 
 
 def response_body(exchange: Exchange) -> Body | None:
     """The answer's body; None when no answer came."""
-    response = exchange.response
+    response = exchange.recorded.response
     if response is None:
         return None
     return _body("answer", response.body, response.body_ref, response.headers)

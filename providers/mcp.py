@@ -65,8 +65,8 @@ def mcp_of(exchange: Exchange) -> McpMessage | None:
     body = request_body(exchange)
     value = parse_json(body.data) if body.data else None
     if not body.data and _is_stream(exchange):
-        session = header(exchange.request_headers, b"mcp-session-id")
-        resumed = header(exchange.request_headers, b"last-event-id")
+        session = header(exchange.recorded.request_headers, b"mcp-session-id")
+        resumed = header(exchange.recorded.request_headers, b"last-event-id")
         return McpMessage(RESUMED if resumed else STREAM, None, None, session, resumed)
     if not is_json_rpc_request(value):
         return None
@@ -83,8 +83,10 @@ def mcp_of(exchange: Exchange) -> McpMessage | None:
 
 
 def _is_stream(exchange: Exchange) -> bool:
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in exchange.request_headers]
-    return is_stream_request(exchange.method, headers)
+    headers = [
+        (k.decode("latin-1"), v.decode("latin-1")) for k, v in exchange.recorded.request_headers
+    ]
+    return is_stream_request(exchange.recorded.method, headers)
 
 
 def _result(exchange: Exchange, request_id: JsonValue) -> ToolResult | None:
@@ -92,7 +94,10 @@ def _result(exchange: Exchange, request_id: JsonValue) -> ToolResult | None:
     body = response_body(exchange)
     if body is None or not body.data:
         return None
-    if media_type(exchange.response.headers if exchange.response else ()) == "text/event-stream":
+    if (
+        media_type(exchange.recorded.response.headers if exchange.recorded.response else ())
+        == "text/event-stream"
+    ):
         messages = [parse_json(data) for _, data in sse_events(body.data)]
     else:
         messages = [parse_json(body.data)]

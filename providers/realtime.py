@@ -67,8 +67,8 @@ then ``done``), typed by the client or heard by the server (voice activity detec
 
 def is_realtime(exchange: Exchange) -> bool:
     """A recorded WebSocket to a path ending in ``/realtime``."""
-    path = exchange.path.split("?", 1)[0].rstrip("/")
-    return exchange.messages is not None and path.endswith("/realtime")
+    path = exchange.recorded.path.split("?", 1)[0].rstrip("/")
+    return exchange.recorded.messages is not None and path.endswith("/realtime")
 
 
 @dataclass(slots=True)
@@ -100,8 +100,8 @@ class Session:
 
 def read_session(exchange: Exchange) -> Session:
     """The session of a recorded Realtime WebSocket (``is_realtime``)."""
-    messages: Sequence[WsMessage] = exchange.messages or ()
-    query = parse_qs(urlsplit(exchange.path).query)
+    messages: Sequence[WsMessage] = exchange.recorded.messages or ()
+    query = parse_qs(urlsplit(exchange.recorded.path).query)
     model: str | None = (query.get("model") or [""])[0] or None
     system = ""
     tools: tuple[Tool, ...] = ()
@@ -255,7 +255,7 @@ def _answer(exchange: Exchange, response: _Response, errors: list[str]) -> Answe
     done = response.done or {}
     status = as_str(done.get("status"))
     return Answer(
-        status=exchange.response.status if exchange.response else 0,
+        status=exchange.recorded.response.status if exchange.recorded.response else 0,
         streamed=True,
         complete=response.done is not None,
         text=joined_text(parts),

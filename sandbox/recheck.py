@@ -53,7 +53,6 @@ from freezeframe.storage import (
     ExchangeNotFound,
     Imported,
     Miss,
-    NewExchange,
     RecheckResult,
     Slot,
     Store,
@@ -241,10 +240,10 @@ def _recorded_cost(exchanges: Sequence[Exchange]) -> Estimate:
     calls, cost, unpriced = 0, 0.0, 0
     models: set[str] = set()
     for exchange in exchanges:
-        if api_of(exchange.method, exchange.path) is None:
+        if api_of(exchange.recorded.method, exchange.recorded.path) is None:
             continue
         calls += 1
-        model = exchange.facts.get("model")
+        model = exchange.recorded.facts.get("model")
         model = model if isinstance(model, str) else None
         if model:
             models.add(model)
@@ -258,8 +257,8 @@ def _recorded_cost(exchanges: Sequence[Exchange]) -> Estimate:
 
 def _cost(exchange: Exchange) -> float | None:
     """What one model call cost, from its model and its answer's token counts, or None."""
-    model = exchange.facts.get("model")
-    usage = exchange.facts.get("usage")
+    model = exchange.recorded.facts.get("model")
+    usage = exchange.recorded.facts.get("usage")
     tokens = tokens_of(usage if isinstance(usage, dict) else None)
     return None if tokens is None else cost_of(model if isinstance(model, str) else None, tokens)
 
@@ -456,9 +455,9 @@ def model_routes(exchanges: Sequence[Exchange]) -> tuple[Route, ...]:
     that the same calls go upstream and nothing else does: a tool on the model's host
     stays frozen."""
     found = dict.fromkeys(
-        (e.host.lower(), e.port, e.path.partition("?")[0])
+        (e.recorded.host.lower(), e.recorded.port, e.recorded.path.partition("?")[0])
         for e in exchanges
-        if api_of(e.method, e.path) is not None
+        if api_of(e.recorded.method, e.recorded.path) is not None
     )
     return tuple(
         Route(number=0, host=glob.escape(host), path=glob.escape(path), mode="record", port=port)
@@ -578,34 +577,21 @@ def _run_exchanges(store: Store, run: str) -> list[Exchange]:
 def _copies(store: Store, name: str, exchanges: Sequence[Exchange]) -> Iterator[Imported]:
     counts: dict[str, int] = {}
     for seq, e in enumerate(exchanges):
-        occurrence = counts.get(e.key, 0)
-        counts[e.key] = occurrence + 1
-        refs = [ref for ref in (e.request_body_ref, e.response and e.response.body_ref) if ref]
+        recorded = e.recorded
+        occurrence = counts.get(recorded.key, 0)
+        counts[recorded.key] = occurrence + 1
+        refs = [
+            ref
+            for ref in (recorded.request_body_ref, recorded.response and recorded.response.body_ref)
+            if ref
+        ]
         yield Imported(
-            NewExchange(
+            dataclasses.replace(
+                recorded,
                 cassette=name,
-                key=e.key,
-                key_scheme=e.key_scheme,
-                canonical=e.canonical,
-                method=e.method,
-                scheme=e.scheme,
-                host=e.host,
-                port=e.port,
-                path=e.path,
-                http_version=e.http_version,
-                request_headers=e.request_headers,
-                request_body=e.request_body,
-                started_at=e.started_at,
-                duration=e.duration,
-                response=e.response,
-                outcome=e.outcome,
-                error=e.error,
-                context=e.context,
                 slot=Slot(seq, occurrence),
-                request_body_ref=e.request_body_ref,
-                stripped=dict(e.stripped or {}),
-                facts=e.facts,
-                messages=e.messages,
+                stripped=recorded.stripped or {},
+                origin=None,
             ),
             streams=tuple((ref, lambda ref=ref: store.read_blob(ref)) for ref in refs),
         )

@@ -295,9 +295,11 @@ class NewExchange:
     slot: Slot
     request_body_ref: BlobRef | None = None
     """Set instead of ``request_body`` (then b"") for a body written through a blob writer."""
-    stripped: Mapping[str, str] = field(default_factory=dict)
+    stripped: Mapping[str, str] | None = field(default_factory=dict)
     """The parts the key left out, each as a 16-hex digest of its value (part -> digest),
-    so that a later replay can tell whether they drifted."""
+    so that a later replay can tell whether they drifted; None when they were not kept (an
+    exchange written before schema version 4, read back), which is stored as nothing
+    stripped."""
     facts: Mapping[str, FactValue] = field(default_factory=dict)
     """What the exchange says about the model API it used, by names from FACT_NAMES (see
     FACT_KINDS for each one's type); submit() raises ValueError for an unknown name or a
@@ -315,51 +317,42 @@ class NewExchange:
     (open_store's ``reader``): the proxy's recordings. A store opened without a reader
     stores such an exchange without them."""
 
-
-@dataclass(frozen=True, slots=True)
-class Exchange:
-    """A recorded exchange as read back: what was submitted, plus its chain link."""
-
-    cassette: str
-    seq: int
-    occurrence: int
-    key: str
-    key_scheme: int
-    canonical: bytes
-    method: str
-    scheme: str
-    host: str
-    port: int
-    path: str
-    http_version: str
-    request_headers: tuple[Header, ...]
-    request_body: bytes
-    started_at: float
-    duration: float | None
-    response: RecordedResponse | None
-    outcome: Outcome
-    error: str | None
-    context: Mapping[str, str]
-    chain: str
-    """Hex digest linking this exchange to the one written before it (see storage.chain)."""
-    request_body_ref: BlobRef | None = None
-    """Set instead of ``request_body`` (then b"") when the body is too large to load."""
-    stripped: Mapping[str, str] | None = None
-    """As submitted; None for an exchange written before schema version 4 (and not rekeyed
-    since), whose stripped parts were never kept."""
-    facts: Mapping[str, FactValue] = field(default_factory=dict)
-    """The facts that are known (not None), by name."""
-    messages: tuple[Message, ...] | None = None
-    """The WebSocket messages; None when not a WebSocket."""
-    drift: tuple[Drift, ...] = ()
-    """The drift noted on replays, oldest first; always () from lookup(), which the
-    replay path calls and which has no use for them."""
-    origin: Origin | None = None
-    """Where it was copied from, if it was (see Origin)."""
-
     @property
     def url(self) -> str:
         return format_url(self.scheme, self.host, self.port, self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """A recorded exchange as read back: what was submitted, and what storing it added.
+
+    The submitted exchange is held whole, as hishel's CompletePair holds the request it
+    completes, so each of its fields is declared once, in NewExchange. A copy of an exchange
+    (recheck's extracted run, a perturbed answer) is ``recorded`` with its cassette, slot or
+    answer changed (dataclasses.replace), never its fields copied one by one.
+    """
+
+    recorded: NewExchange
+    """What was submitted, as stored: its slot is where it sits in its cassette. Its
+    ``stripped`` is None for an exchange written before schema version 4 (and not rekeyed
+    since), whose stripped parts were never kept; its ``facts`` are those that are known
+    (not None); a body too large to load is a reference (``request_body_ref``, the
+    response's ``body_ref``); and its ``signals`` are not read back (None): triage reads
+    them from the store (Store.triage_rows)."""
+    chain: str
+    """Hex digest linking this exchange to the one written before it (see storage.chain)."""
+    drift: tuple[Drift, ...] = ()
+    """The drift noted on replays, oldest first; always () from lookup(), which the
+    replay path calls and which has no use for them."""
+
+    @property
+    def seq(self) -> int:
+        """0-based position in its cassette: how readers name an exchange."""
+        return self.recorded.slot.seq
+
+    @property
+    def url(self) -> str:
+        return self.recorded.url
 
 
 @dataclass(frozen=True, slots=True)

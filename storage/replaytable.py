@@ -28,10 +28,10 @@ TABLE_BYTES = 64 * 1024 * 1024
 
 def size_of(exchange: Exchange) -> int:
     """The bytes an exchange holds in memory: its bodies, canonical form and messages."""
-    size = len(exchange.request_body) + len(exchange.canonical)
-    if exchange.response is not None:
-        size += len(exchange.response.body)
-    for message in exchange.messages or ():
+    size = len(exchange.recorded.request_body) + len(exchange.recorded.canonical)
+    if exchange.recorded.response is not None:
+        size += len(exchange.recorded.response.body)
+    for message in exchange.recorded.messages or ():
         size += len(message.data)
     return size
 
@@ -78,12 +78,12 @@ class ReplayTable:
                 size = size_of(exchange)
                 if self._size + size > self._capacity:
                     continue
-                slot = (cassette, exchange.key, exchange.occurrence)
+                slot = (cassette, exchange.recorded.key, exchange.recorded.slot.occurrence)
                 if slot not in self._entries:
                     self._entries[slot] = exchange
                     self._size += size
                     held += 1
-                    if exchange.request_body_ref is None:
+                    if exchange.recorded.request_body_ref is None:
                         self._index_sent(cassette, exchange)
             self._loaded.add(cassette)
         return held
@@ -105,14 +105,14 @@ class ReplayTable:
 
     def _index_sent(self, cassette: str, exchange: Exchange) -> None:
         digest = sent_digest(
-            exchange.method,
-            exchange.scheme,
-            exchange.host,
-            exchange.port,
-            exchange.path,
-            exchange.request_headers,
-            exchange.request_body,
+            exchange.recorded.method,
+            exchange.recorded.scheme,
+            exchange.recorded.host,
+            exchange.recorded.port,
+            exchange.recorded.path,
+            exchange.recorded.request_headers,
+            exchange.recorded.request_body,
         )
-        known = self._sent.setdefault((cassette, digest), exchange.key)
-        if known != exchange.key:
+        known = self._sent.setdefault((cassette, digest), exchange.recorded.key)
+        if known != exchange.recorded.key:
             self._sent[(cassette, digest)] = None

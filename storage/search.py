@@ -32,7 +32,6 @@ from freezeframe.storage import boundedjson
 from freezeframe.storage.deltas import common_ends
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.records import (
-    Exchange,
     FactValue,
     Header,
     Message,
@@ -95,12 +94,12 @@ class Values(list[Searchable]):
         """The remembered request whose conversation ``request`` continues."""
 
 
-def searchable(exchange: NewExchange | Exchange) -> Values:
+def searchable(exchange: NewExchange) -> Values:
     """The distinct values of ``exchange`` that search finds it by."""
     return _searchable(exchange, None)
 
 
-def _searchable(exchange: NewExchange | Exchange, walk: _Walk | None) -> Values:
+def _searchable(exchange: NewExchange, walk: _Walk | None) -> Values:
     """The distinct values of ``exchange``; with ``walk``, of its request only those its
     conversation's last indexed request did not hold at the same place."""
     found: dict[tuple[str, str], None] = {}
@@ -186,7 +185,7 @@ class Conversations:
         self._size = 0
         self._groups: OrderedDict[_Group, list[_Request]] = OrderedDict()
 
-    def values(self, exchange: NewExchange | Exchange, cassette_id: int) -> Values:
+    def values(self, exchange: NewExchange, cassette_id: int) -> Values:
         """The distinct values of ``exchange`` (of cassette row ``cassette_id``), of its
         request only those its conversation's last indexed request did not hold at the same
         place; remember them once indexed."""
@@ -287,7 +286,7 @@ _OPENERS = ("{", "[")
 _CLOSERS = ("}", "]")
 
 
-def _metadata(exchange: NewExchange | Exchange) -> Iterator[str]:
+def _metadata(exchange: NewExchange) -> Iterator[str]:
     yield f"{exchange.method} {exchange.scheme}://{exchange.host}:{exchange.port}{exchange.path}"
     yield exchange.host
     # Apart as well: a full-text parser may read a URL as one token, and a query value is

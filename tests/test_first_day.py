@@ -360,7 +360,7 @@ def test_edit_with_a_json_error_body_on_a_streamed_answer_types_it_as_json(
     assert done.returncode == 0, done.stderr
     assert "content-type: text/event-stream -> application/json" in done.stdout
     with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
-        answer = store.exchange("limited", 0).response
+        answer = store.exchange("limited", 0).recorded.response
     assert answer is not None
     assert (answer.status, answer.reason) == (429, "Too Many Requests")
     assert [v for n, v in answer.headers if n.lower() == b"content-type"] == [b"application/json"]

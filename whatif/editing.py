@@ -93,15 +93,15 @@ class AnswerEdit:
 
 def edited(exchange: Exchange, edit: AnswerEdit, config: KeyConfig) -> Edit:
     """The Edit a fork applies to ``exchange``. Raises EditError."""
-    where = f"{exchange.cassette}#{exchange.seq}"
-    recorded = exchange.response
+    where = f"{exchange.recorded.cassette}#{exchange.seq}"
+    recorded = exchange.recorded.response
     if recorded is None:
-        raise EditError(f"{where} has no answer to edit ({exchange.outcome.value})")
+        raise EditError(f"{where} has no answer to edit ({exchange.recorded.outcome.value})")
     if recorded.body_ref is not None:
         raise EditError(f"{where}: the answer is {recorded.body_ref.size} bytes, too large to edit")
     if edit.body is not None and edit.sets:
         raise EditError("--response-body and --set cannot be combined: --set edits the recording")
-    if exchange.messages is not None and edit.sets:
+    if exchange.recorded.messages is not None and edit.sets:
         return _edited_session(exchange, recorded, edit, where)
     view = stored_view(exchange)
     profile = canonicalize(view, config).profile
@@ -160,13 +160,13 @@ def _edited_session(
     changes: list[str] = []
     try:
         messages, audio = edit_last_response(
-            exchange.messages or (), lambda found: _apply(found, edit.sets, where, changes)
+            exchange.recorded.messages or (), lambda found: _apply(found, edit.sets, where, changes)
         )
     except NotEditable as exc:
         raise EditError(f"{where}: --set cannot edit this session: {exc}") from None
     if audio:
         changes.append("its audio is left as recorded")
-    return Edit(recorded, dict(exchange.facts), tuple(changes), messages)
+    return Edit(recorded, dict(exchange.recorded.facts), tuple(changes), messages)
 
 
 def _stream_api(view: RequestView, profile: str) -> str:

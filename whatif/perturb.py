@@ -204,11 +204,11 @@ class Perturber:
         self, exchange: Exchange, response: RecordedResponse, request: Request
     ) -> Perturbed | None:
         """The perturbed answer for this request, or None: serve the recording."""
-        slot = (exchange.cassette, exchange.seq)
+        slot = (exchange.recorded.cassette, exchange.seq)
         with self._lock:
             attempt = self._asked[slot]
             self._asked[slot] = attempt + 1
-        rng = random.Random(f"{self.seed}/{exchange.cassette}/{exchange.seq}/{attempt}")
+        rng = random.Random(f"{self.seed}/{exchange.recorded.cassette}/{exchange.seq}/{attempt}")
         for perturbation in self.perturbations:
             if not perturbation.route.applies_to(request.host.lower(), request.path, request.port):
                 continue
@@ -315,13 +315,14 @@ def _cut_at(
         return None
     chunks = tuple(chunk for chunk in response.chunks if chunk.offset < at) if at else ()
     answer = dataclasses.replace(response, body=response.body[:at], chunks=chunks, trailers=())
-    ended = dataclasses.replace(
-        exchange,
+    cut = dataclasses.replace(
+        exchange.recorded,
         outcome=Outcome.TRUNCATED,
         error=error,
         duration=chunks[-1].at if chunks else response.first_byte_at,
         response=answer,
     )
+    ended = dataclasses.replace(exchange, recorded=cut)
     return Perturbed(p, description, ended, answer, failure=True, played=True)
 
 
@@ -356,7 +357,9 @@ def _split(
     if chunks == response.chunks:
         chunks = (*chunks[:-1], Chunk(chunks[-1].offset - 1 or 1, chunks[-1].at))
     answer = dataclasses.replace(response, chunks=chunks)
-    served = dataclasses.replace(exchange, response=answer)
+    served = dataclasses.replace(
+        exchange, recorded=dataclasses.replace(exchange.recorded, response=answer)
+    )
     return Perturbed(
         p, f"split in {len(chunks)} pieces", served, answer, failure=False, played=True
     )
@@ -434,7 +437,9 @@ def _json(mutate: DocumentMutation) -> Callable[..., Perturbed | None]:
             chunks=(Chunk(0, first),),
             trailers=(),
         )
-        served = dataclasses.replace(exchange, response=answer)
+        served = dataclasses.replace(
+            exchange, recorded=dataclasses.replace(exchange.recorded, response=answer)
+        )
         description = f"{p.kind} {'; '.join(done)}"
         return Perturbed(p, description, served, answer, failure=False)
 
@@ -529,13 +534,14 @@ def _error_answer(
 def _failed(
     p: Perturbation, description: str, exchange: Exchange, answer: RecordedResponse
 ) -> Perturbed:
-    served = dataclasses.replace(
-        exchange,
+    answered = dataclasses.replace(
+        exchange.recorded,
         response=answer,
         outcome=Outcome.COMPLETE,
         error=None,
         duration=answer.first_byte_at,
     )
+    served = dataclasses.replace(exchange, recorded=answered)
     return Perturbed(p, description, served, answer, failure=True)
 
 

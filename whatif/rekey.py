@@ -62,10 +62,15 @@ def rekey(store: Store, cassette: str, config: KeyConfig, *, dry_run: bool = Fal
 
 def _keyer(config: KeyConfig, kept: list[int]) -> Callable[[Exchange], Rekeyed]:
     def key(exchange: Exchange) -> Rekeyed:
-        if exchange.request_body_ref is not None:
+        if exchange.recorded.request_body_ref is not None:
             kept.append(exchange.seq)
-            stripped = exchange.stripped if exchange.stripped is not None else {}
-            return Rekeyed(exchange.key, exchange.key_scheme, exchange.canonical, stripped)
+            stripped = exchange.recorded.stripped if exchange.recorded.stripped is not None else {}
+            return Rekeyed(
+                exchange.recorded.key,
+                exchange.recorded.key_scheme,
+                exchange.recorded.canonical,
+                stripped,
+            )
         canonical = canonicalize(stored_view(exchange), config)
         return Rekeyed(canonical.key, SCHEME_VERSION, canonical.form, digests(canonical.stripped))
 

@@ -90,11 +90,11 @@ def resend(
     ``edit`` makes one), so the rest of the run replays around the new answer. A Responses
     answer's new ids are paired with the recorded ones; a replay of the fork keys the
     later requests that name the new ids as the recorded requests that named the old."""
-    where = f"{exchange.cassette}#{exchange.seq}"
-    if exchange.request_body_ref is not None:
+    where = f"{exchange.recorded.cassette}#{exchange.seq}"
+    if exchange.recorded.request_body_ref is not None:
         raise EditError(f"{where}: the request body is too large to resend from here")
     sent_headers, body = _request(exchange, sets, headers, where)
-    secrets = redactor.secret_values(sent_headers, exchange.path)
+    secrets = redactor.secret_values(sent_headers, exchange.recorded.path)
     started = time.time()
     chunks: list[Chunk] = []
     received = bytearray()
@@ -102,7 +102,7 @@ def resend(
     outcome, error = Outcome.COMPLETE, None
     with httpx.Client(verify=verify, proxy=proxy, timeout=TIMEOUT_S, trust_env=False) as client:
         request = client.build_request(
-            exchange.method,
+            exchange.recorded.method,
             exchange.url,
             headers=[(n.decode("latin-1"), v.decode("latin-1")) for n, v in sent_headers],
             content=body,
@@ -126,7 +126,9 @@ def resend(
                     reason=redactor.reason(answer.reason_phrase, secrets),
                     http_version=answer.http_version,
                     headers=landed.headers(redactor.headers(answer.headers.raw, secrets)),
-                    body=redactor.answer(exchange.method, exchange.path, landed.stored),
+                    body=redactor.answer(
+                        exchange.recorded.method, exchange.recorded.path, landed.stored
+                    ),
                     chunks=tuple(chunks),
                     first_byte_at=first,
                 )
@@ -134,18 +136,22 @@ def resend(
                 answer.close()
     sent = _landed(redactor, secrets, sent_headers, body)
     stored = WireRequest(
-        exchange.method,
-        exchange.scheme,
-        exchange.host,
-        exchange.port,
-        exchange.path,
+        exchange.recorded.method,
+        exchange.recorded.scheme,
+        exchange.recorded.host,
+        exchange.recorded.port,
+        exchange.recorded.path,
         sent.headers(redactor.headers(sent_headers, secrets)),
         sent.stored,
-        exchange.http_version,
+        exchange.recorded.http_version,
     )
     keyed = stored.view()
     canonical = canonicalize(keyed, config)
-    differences = _differences(exchange.response, response, api_of(exchange.method, exchange.path))
+    differences = _differences(
+        exchange.recorded.response,
+        response,
+        api_of(exchange.recorded.method, exchange.recorded.path),
+    )
     if fork:
         return _forked(store, exchange, into, response, outcome, sets, differences, config)
     slot = store.reserve(into, canonical.key)
@@ -161,8 +167,8 @@ def resend(
             response=response,
             outcome=outcome,
             error=redactor.text(error) if error else None,
-            context=dict(exchange.context),
-            origin=Origin("resent", exchange.cassette, exchange.seq, exchange.chain),
+            context=dict(exchange.recorded.context),
+            origin=Origin("resent", exchange.recorded.cassette, exchange.seq, exchange.chain),
         )
     )
     store.flush(30)
@@ -188,7 +194,7 @@ def _forked(
 ) -> Resent:
     """``into`` as a fork of the source with the new answer in ``exchange``'s place; the
     request stays the recorded one (it is what the agent sends on replay)."""
-    where = f"{exchange.cassette}#{exchange.seq}"
+    where = f"{exchange.recorded.cassette}#{exchange.seq}"
     if response is None or outcome is not Outcome.COMPLETE:
         raise EditError(f"{where}: the resent request got no whole answer ({outcome.value}), "
                         "so there is none to fork with")  # fmt: skip
@@ -198,7 +204,9 @@ def _forked(
         *(f"{what}: {recorded} -> {new}" for what, recorded, new in differences),
     )
     facts = exchange_facts(view, response, canonicalize(view, config).profile)
-    store.fork(exchange.cassette, into, edits={exchange.seq: Edit(response, facts, changes)})
+    store.fork(
+        exchange.recorded.cassette, into, edits={exchange.seq: Edit(response, facts, changes)}
+    )
     copy = store.exchange(into, exchange.seq)
     return Resent(
         cassette=into,
@@ -221,13 +229,13 @@ def _request(
     replaced = {name.lower().encode("latin-1") for name, _ in headers}
     sent = [
         (name, value)
-        for name, value in exchange.request_headers
+        for name, value in exchange.recorded.request_headers
         if name.lower() not in _HOP_BY_HOP and name.lower() not in replaced
     ]
     given = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-    body = exchange.request_body
+    body = exchange.recorded.request_body
     if sets:
-        found = decode_body(body, exchange.request_headers)
+        found = decode_body(body, exchange.recorded.request_headers)
         try:
             document: Any = boundedjson.loads(found.data if found.whole else b"")
         except ValueError:
@@ -240,7 +248,7 @@ def _request(
             for location, _ in places:
                 document = put_at(document, location, assignment.value)
         raw = json.dumps(document, ensure_ascii=False).encode()
-        body = encode(raw, content_codings(exchange.request_headers))
+        body = encode(raw, content_codings(exchange.recorded.request_headers))
         if is_json_rpc_request(recorded):
             try:  # MCP's mirrored headers (Mcp-Method, Mcp-Name, Mcp-Param-*) follow the body
                 sent = mirror(sent, recorded, document)

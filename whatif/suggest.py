@@ -146,12 +146,17 @@ def suggest(exchanges: Sequence[Exchange]) -> list[Suggestion]:
     """The rules the recordings give evidence for, most evidence first."""
     calls: dict[tuple[str, str, int, str], list[Exchange]] = {}
     for exchange in exchanges:
-        call = (exchange.method, exchange.host.lower(), exchange.port, _path(exchange.path))
+        call = (
+            exchange.recorded.method,
+            exchange.recorded.host.lower(),
+            exchange.recorded.port,
+            _path(exchange.recorded.path),
+        )
         calls.setdefault(call, []).append(exchange)
     found: dict[tuple[str, str, str], list[Pair]] = {}
     for (_, host, _, path), recorded in calls.items():
         for a, b in itertools.combinations(recorded[:MAX_RECORDINGS], 2):
-            differing = differences(b.canonical, a.canonical)
+            differing = differences(b.recorded.canonical, a.recorded.canonical)
             if not differing or len(differing) > FEW_PATHS:
                 continue
             same = _same_answer(a, b)
@@ -204,13 +209,13 @@ def _path(path: str) -> str:
 
 def _same_answer(a: Exchange, b: Exchange) -> bool:
     """Whether two recordings were answered alike: the same status and body bytes."""
-    if a.response is None or b.response is None:
+    if a.recorded.response is None or b.recorded.response is None:
         return False
-    if a.response.status != b.response.status:
+    if a.recorded.response.status != b.recorded.response.status:
         return False
-    if a.response.body_ref is not None or b.response.body_ref is not None:
-        return a.response.body_ref == b.response.body_ref
-    return a.response.body == b.response.body
+    if a.recorded.response.body_ref is not None or b.recorded.response.body_ref is not None:
+        return a.recorded.response.body_ref == b.recorded.response.body_ref
+    return a.recorded.response.body == b.recorded.response.body
 
 
 def _cut(value: str) -> str:

@@ -467,7 +467,7 @@ def _from_form(exchange: Exchange, change: AnswerEdit) -> AnswerEdit:
     """A form's edit as meant: its body field shows the recorded answer, so an unchanged one
     is no change; a browser sends a textarea's lines ended by CRLF, which go back to LF
     when the recording had none; and a new body for a JSON answer must be JSON."""
-    response = exchange.response
+    response = exchange.recorded.response
     if response is None or change.body is None:
         return change
     recorded = decode_body(response.body, response.headers).data

@@ -394,9 +394,9 @@ async def body_download(request: Request) -> Response:
         problem = f"no body {side!r}: request or response"
         return JSONResponse({"error": problem}, status_code=404)
     if side == "request":
-        data, ref = found.request_body, found.request_body_ref
-    elif found.response is not None:
-        data, ref = found.response.body, found.response.body_ref
+        data, ref = found.recorded.request_body, found.recorded.request_body_ref
+    elif found.recorded.response is not None:
+        data, ref = found.recorded.response.body, found.recorded.response.body_ref
     else:
         return JSONResponse({"error": f"{name}#{seq} has no answer"}, status_code=404)
     headers = {
@@ -527,17 +527,20 @@ def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> di
     """What the exchange page shows beside the document: the conversation, body previews,
     the stream chart; bodies kept in the store are read only as far as a preview goes."""
     conversation = conversation_of(exchange)
-    response = exchange.response
+    response = exchange.recorded.response
     content_type = "" if response is None else present.content_type(response.headers)
     chart = None
-    cut = exchange.outcome is Outcome.TRUNCATED  # the chart shows where
+    cut = exchange.recorded.outcome is Outcome.TRUNCATED  # the chart shows where
     if response is not None and (cut or present.streamed(response, content_type)):
         size = response.body_ref.size if response.body_ref is not None else len(response.body)
         chart = present.stream_chart([[c.offset, c.at] for c in response.chunks], size)
     return {
         "conversation": None if conversation is None else conversation_document(conversation),
         "request_preview": present.preview(
-            store, exchange.request_body, exchange.request_body_ref, exchange.request_headers
+            store,
+            exchange.recorded.request_body,
+            exchange.recorded.request_body_ref,
+            exchange.recorded.request_headers,
         ),
         "response_preview": None
         if response is None
@@ -549,7 +552,7 @@ def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> di
         "edit_body": _editable_text(response),
         "edit_example": present.example_path(exchange),
         "stripped": canonicalize(stored_view(exchange), config).stripped,
-        "shown_metadata": present.shown_facts(exchange.facts),
+        "shown_metadata": present.shown_facts(exchange.recorded.facts),
     }
 
 

@@ -249,7 +249,9 @@ _NORMAL_CLOSE = re.compile(r"closed by (?:client|server): 100[01](?: .*)?", re.D
 def closed_normally(exchange: Exchange) -> bool:
     """Whether this is a WebSocket whose close was the ordinary end of its session: a fact
     to state, not a problem to show in red."""
-    return exchange.messages is not None and bool(_NORMAL_CLOSE.fullmatch(exchange.error or ""))
+    return exchange.recorded.messages is not None and bool(
+        _NORMAL_CLOSE.fullmatch(exchange.recorded.error or "")
+    )
 
 
 def content_type(headers: Sequence[Header]) -> str:
@@ -286,7 +288,7 @@ def example_path(exchange: Exchange) -> str:
     """A ``--set`` line valid for this answer, for the edit form's example: the model's text
     where the answer has one, else its first string member, else its first member."""
     fallback = '$.answer="new value"'
-    response = exchange.response
+    response = exchange.recorded.response
     if response is None or response.body_ref is not None:
         return fallback
     decoded = decode_body(response.body, response.headers)

@@ -37,6 +37,7 @@ from freezeframe.storage.records import (
     Outcome,
     RecordedResponse,
     Signals,
+    Slot,
     format_url,
 )
 from freezeframe.storage.sql.schema import CHAINED
@@ -183,8 +184,9 @@ _CONVERTED = frozenset(
 )
 
 
-def stripped_json(stripped: Mapping[str, str]) -> str:
-    """Sorted, so that equal digests are stored as equal text."""
+def stripped_json(stripped: Mapping[str, str] | None) -> str:
+    """Sorted, so that equal digests are stored as equal text; None (not kept) as nothing
+    stripped."""
     return json_text(dict(sorted(stripped.items()))) if stripped else "{}"
 
 
@@ -245,10 +247,8 @@ def to_exchange(
             body_ref=body_ref,
         )
     request_body, request_body_ref = _body(row["request_body_digest"], bodies)
-    return Exchange(
+    recorded = NewExchange(
         cassette=cassette,
-        seq=row["seq"],
-        occurrence=row["occurrence"],
         key=row["key"],
         key_scheme=row["key_scheme"],
         canonical=canonical_of(row, bodies),
@@ -266,13 +266,14 @@ def to_exchange(
         outcome=Outcome(row["outcome"]),
         error=row["error"],
         context=stored_map(row, "context"),
-        chain=row["chain"],
+        slot=Slot(row["seq"], row["occurrence"]),
         request_body_ref=request_body_ref,
         stripped=_stripped(row["stripped"]),
         facts=facts_of(row),
         messages=_messages(row["messages_digest"], bodies),
         origin=origin_of(row["origin"]),
     )
+    return Exchange(recorded, chain=row["chain"])
 
 
 def to_summary(row: RowMapping, cassette: str) -> ExchangeSummary:

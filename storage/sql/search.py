@@ -32,7 +32,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, exists, func, select, 
 from sqlalchemy.engine.interfaces import DBAPICursor
 
 from freezeframe.storage import blobs
-from freezeframe.storage.records import FACT_KINDS, Exchange, NewExchange, SearchHit, format_url
+from freezeframe.storage.records import FACT_KINDS, NewExchange, SearchHit, format_url
 from freezeframe.storage.search import Conversations, Searchable, Values
 from freezeframe.storage.sql import bodies
 from freezeframe.storage.sql.engine import exclusive
@@ -101,7 +101,7 @@ class SearchIndex:
             "WHERE CAST(meta.value AS BIGINT) < CAST(excluded.value AS BIGINT)"
         )
 
-    def values(self, exchange: NewExchange | Exchange, cassette_id: int) -> Values:
+    def values(self, exchange: NewExchange, cassette_id: int) -> Values:
         """The values of ``exchange`` (of cassette row ``cassette_id``) to index: of a
         request, what it adds to its conversation's last request indexed
         (storage.search.Conversations)."""
@@ -408,7 +408,11 @@ def backfill(conn: Connection, after: int = 0) -> int:
             try:
                 exchange = to_exchange({**row, "messages_digest": None}, row["name"], loaded)
                 held.append(
-                    (row["id"], row["cassette_id"], index.values(exchange, row["cassette_id"]))
+                    (
+                        row["id"],
+                        row["cassette_id"],
+                        index.values(exchange.recorded, row["cassette_id"]),
+                    )
                 )
             except Exception:
                 # One exchange that cannot be read for search must not keep the store shut.

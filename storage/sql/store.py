@@ -518,7 +518,13 @@ class SqlStore(Store):
             if exchange is None:
                 raise StoreError(f"cassette {cassette!r} changed while it was being rekeyed")
             planned.append(
-                Planned(seq, exchange.key, exchange.occurrence, exchange.canonical, keyer(exchange))
+                Planned(
+                    seq,
+                    exchange.recorded.key,
+                    exchange.recorded.slot.occurrence,
+                    exchange.recorded.canonical,
+                    keyer(exchange),
+                )
             )
         if dry_run:
             return rekey.plan(planned)

@@ -126,5 +126,7 @@ async def test_a_compressed_request_with_a_secret_is_stored_re_encoded(store: St
     store.flush(10)
 
     stored = store.exchange("default", 0)
-    assert TOKEN.encode() not in gzip.decompress(stored.request_body)
-    assert stored.facts == {} or all(TOKEN not in str(v) for v in stored.facts.values())
+    assert TOKEN.encode() not in gzip.decompress(stored.recorded.request_body)
+    assert stored.recorded.facts == {} or all(
+        TOKEN not in str(v) for v in stored.recorded.facts.values()
+    )

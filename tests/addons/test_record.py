@@ -40,13 +40,13 @@ async def test_a_forwarded_answer_reaches_the_client_unchanged_and_is_stored_wit
 
     assert received.status == 200 and received.body == b"".join(pieces)
     stored = only(store)
-    assert stored.method == "POST" and stored.url == "https://api.example.com/v1/items"
-    assert stored.request_body == body and stored.outcome is Outcome.COMPLETE
-    answer = stored.response
+    assert stored.recorded.method == "POST" and stored.url == "https://api.example.com/v1/items"
+    assert stored.recorded.request_body == body and stored.recorded.outcome is Outcome.COMPLETE
+    answer = stored.recorded.response
     assert answer is not None and answer.status == 200
     assert TOKEN.encode() not in answer.body and len(answer.body) == len(b"".join(pieces))
     assert [chunk.offset for chunk in answer.chunks] == [0, len(pieces[0])]
-    authorization = dict(stored.request_headers)[b"authorization"]
+    authorization = dict(stored.recorded.request_headers)[b"authorization"]
     assert authorization.startswith(b"Bearer [redacted:") and TOKEN.encode() not in authorization
 
 
@@ -62,7 +62,7 @@ async def test_a_secret_inside_a_gzip_answer_is_stored_re_encoded(store: Store) 
         received = await chain.send(request(), answer=answer)
 
     assert received.body == compressed  # the client gets the bytes as sent
-    response = only(store).response
+    response = only(store).recorded.response
     assert response is not None
     assert TOKEN.encode() not in gzip.decompress(response.body)
     assert b"[redacted:" in gzip.decompress(response.body)
@@ -77,8 +77,8 @@ async def test_an_upstream_that_cannot_be_reached_is_recorded_as_failed(store: S
 
     assert received.status is None
     stored = only(store)
-    assert stored.outcome is Outcome.FAILED and stored.response is None
-    assert stored.error == "connection refused"
+    assert stored.recorded.outcome is Outcome.FAILED and stored.recorded.response is None
+    assert stored.recorded.error == "connection refused"
 
 
 @pytest.mark.asyncio
@@ -88,8 +88,11 @@ async def test_an_answer_cut_off_is_recorded_truncated_with_what_arrived(store: 
         await chain.send(request(), answer=answer)
 
     stored = only(store)
-    assert stored.outcome is Outcome.TRUNCATED and stored.error == "peer reset the stream"
-    assert stored.response is not None and stored.response.body == b'{"partial": '
+    assert (
+        stored.recorded.outcome is Outcome.TRUNCATED
+        and stored.recorded.error == "peer reset the stream"
+    )
+    assert stored.recorded.response is not None and stored.recorded.response.body == b'{"partial": '
 
 
 @pytest.mark.asyncio
@@ -114,8 +117,8 @@ async def test_an_annotated_answer_names_where_it_is_recorded(store: Store) -> N
     assert second.header("x-freezeframe-recorded") == "runs#1"
     store.flush(10)
     stored = store.exchange("runs", 0)
-    assert stored.response is not None
-    assert b"x-freezeframe-recorded" not in dict(stored.response.headers)
+    assert stored.recorded.response is not None
+    assert b"x-freezeframe-recorded" not in dict(stored.recorded.response.headers)
 
 
 @pytest.mark.asyncio
@@ -130,7 +133,7 @@ async def test_strict_durability_commits_before_the_answer_ends(store: Store) ->
     # The client learns the answer is whole only from its end, sent after the hook.
     assert received.header("transfer-encoding") == "chunked"
     assert received.header("content-length") is None
-    stored = store.exchange("default", summary.seq).response
+    stored = store.exchange("default", summary.seq).recorded.response
     assert stored is not None and dict(stored.headers)[b"content-length"] == b"12"
 
 
@@ -166,8 +169,8 @@ async def test_a_large_upload_streams_into_the_store(store: Store) -> None:
 
     assert received.status == 200
     stored = only(store)
-    ref = stored.request_body_ref
-    kept = stored.request_body if ref is None else b"".join(store.read_blob(ref))
+    ref = stored.recorded.request_body_ref
+    kept = stored.recorded.request_body if ref is None else b"".join(store.read_blob(ref))
     assert len(kept) == size and kept.startswith(block) and TOKEN.encode() not in kept
 
 
@@ -182,7 +185,7 @@ async def test_a_secret_split_across_chunks_of_a_large_answer_is_not_stored(
         received = await chain.send(request(), answer=Answer(pieces=pieces))
 
     assert received.body == b"".join(pieces)  # the client gets every byte as sent
-    answer = only(store).response
+    answer = only(store).recorded.response
     assert answer is not None
     ref = answer.body_ref
     kept = answer.body if ref is None else b"".join(store.read_blob(ref))
@@ -203,8 +206,8 @@ async def test_a_secret_across_a_block_boundary_of_a_large_upload_is_not_stored(
 
     assert received.status == 200
     stored = only(store)
-    ref = stored.request_body_ref
-    kept = stored.request_body if ref is None else b"".join(store.read_blob(ref))
+    ref = stored.recorded.request_body_ref
+    kept = stored.recorded.request_body if ref is None else b"".join(store.read_blob(ref))
     assert len(kept) == len(body) and secret not in kept
 
 
@@ -229,9 +232,12 @@ async def test_a_websocket_is_stored_with_its_transcript_when_it_ends(store: Sto
         await chain.hook("websocket_end", flow)
 
     stored = only(store)
-    assert stored.outcome is Outcome.COMPLETE and stored.error == "closed by client: 1000"
-    assert stored.messages is not None
-    assert [(m.from_client, m.data) for m in stored.messages] == [
+    assert (
+        stored.recorded.outcome is Outcome.COMPLETE
+        and stored.recorded.error == "closed by client: 1000"
+    )
+    assert stored.recorded.messages is not None
+    assert [(m.from_client, m.data) for m in stored.recorded.messages] == [
         (True, b"hello binary"),
         (True, b"hello text"),
         (False, b"it's me"),
@@ -258,8 +264,8 @@ async def test_what_is_in_flight_when_the_proxy_stops_is_stored_incomplete(
     await chain.hook("request", later)
 
     stored = only(store)
-    assert stored.outcome is Outcome.INCOMPLETE and stored.error == STOPPED
-    assert stored.response is not None and stored.response.body == b"data: 1\n\n"
+    assert stored.recorded.outcome is Outcome.INCOMPLETE and stored.recorded.error == STOPPED
+    assert stored.recorded.response is not None and stored.recorded.response.body == b"data: 1\n\n"
 
 
 @pytest.mark.asyncio
@@ -273,6 +279,8 @@ async def test_a_replayed_answer_is_copied_into_the_new_run(store: Store) -> Non
 
     assert received.body == b'{"recorded": 1}'
     copied = only(store, "new")
-    assert copied.origin is not None and copied.origin.kind == "replayed"
-    assert (copied.origin.cassette, copied.origin.seq) == ("default", 0)
-    assert copied.response is not None and copied.response.body == b'{"recorded": 1}'
+    assert copied.recorded.origin is not None and copied.recorded.origin.kind == "replayed"
+    assert (copied.recorded.origin.cassette, copied.recorded.origin.seq) == ("default", 0)
+    assert (
+        copied.recorded.response is not None and copied.recorded.response.body == b'{"recorded": 1}'
+    )

@@ -17,7 +17,16 @@ from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessa
 from freezeframe.addons import answers
 from freezeframe.addons.reenact import TOKEN_HEADER, Reenactor, Staged
 from freezeframe.addons.uploads import RequestBody
-from freezeframe.storage import Chunk, Exchange, Message, Outcome, RecordedResponse, Store
+from freezeframe.storage import (
+    Chunk,
+    Exchange,
+    Message,
+    NewExchange,
+    Outcome,
+    RecordedResponse,
+    Slot,
+    Store,
+)
 from freezeframe.storage.redaction import Redactor
 
 INSTANT = 0.0
@@ -46,10 +55,8 @@ def exchange(
     error: str | None = None,
     duration: float = 0.0,
 ) -> Exchange:
-    return Exchange(
+    recorded = NewExchange(
         cassette="default",
-        seq=0,
-        occurrence=0,
         key="k",
         key_scheme=1,
         canonical=b"{}",
@@ -67,8 +74,9 @@ def exchange(
         outcome=outcome,
         error=error,
         context={},
-        chain="0" * 64,
+        slot=Slot(0, 0),
     )
+    return Exchange(recorded, chain="0" * 64)
 
 
 @contextlib.asynccontextmanager
@@ -282,8 +290,9 @@ async def test_a_websocket_conversation_is_played_back_and_a_divergence_closes_i
         Message(from_client=True, text=True, at=0.0, data=b'{"type": "bye"}'),
         Message(from_client=False, text=True, at=0.0, data=b'{"type": "never sent"}'),
     )
+    closed = exchange(upgrade, error="closed by server: 1000")
     recording = dataclasses.replace(
-        exchange(upgrade, error="closed by server: 1000"), messages=transcript
+        closed, recorded=dataclasses.replace(closed.recorded, messages=transcript)
     )
     async with reenactor(store) as addon:
         client = WSConnection(ConnectionType.CLIENT)

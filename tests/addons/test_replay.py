@@ -132,7 +132,7 @@ async def test_auto_mode_answers_what_it_has_and_records_what_it_has_not(store: 
     assert (old.body, new.body) == (b'{"old": 1}', b'{"new": 1}')
     store.flush(10)
     assert [e.seq for e in store.exchanges("default")] == [0, 1]
-    new_answer = store.exchange("default", 1).response
+    new_answer = store.exchange("default", 1).recorded.response
     assert new_answer is not None and new_answer.body == b'{"new": 1}'
 
 

@@ -67,7 +67,7 @@ async def test_a_small_chunked_body_is_keyed_as_a_held_one(store: Store) -> None
         assert callable(flow.request.stream)
     store.flush(10)
     (summary,) = store.exchanges("default")
-    assert store.exchange("default", summary.seq).request_body == body
+    assert store.exchange("default", summary.seq).recorded.request_body == body
     async with Chain(store, Mode.REPLAY) as chain:
         held = request("POST", body=body, headers=[("content-type", "application/json")])
         received = await chain.send(held, [body], NEVER)

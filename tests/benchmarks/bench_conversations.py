@@ -166,11 +166,11 @@ def one_conversation(
             started = time.perf_counter()
             last = store.exchange(cassette, turns - 1)
             timings.append(time.perf_counter() - started)
-        if last.request_body != bodies[-1]:
+        if last.recorded.request_body != bodies[-1]:
             raise SystemExit("the last request did not read back as it was sent")
     with open_store(url, create=False) as store:
         for n, body in enumerate(bodies):
-            if store.exchange(cassette, n).request_body != body:
+            if store.exchange(cassette, n).recorded.request_body != body:
                 raise SystemExit(f"request {n} did not read back as it was sent")
     whole = sum(len(blobs.compress(part)) for part in (*set(bodies), *set(forms), *answers))
     return {

@@ -120,9 +120,9 @@ def one_round(
                     continue
                 checked.add(row.seq)
                 exchange = opened.exchange(CASSETTE, row.seq)
-                tag = exchange.path.partition("tag=")[2]
-                response = exchange.response
-                complete = exchange.outcome.value == "complete"
+                tag = exchange.recorded.path.partition("tag=")[2]
+                response = exchange.recorded.response
+                complete = exchange.recorded.outcome.value == "complete"
                 if complete and (response is None or response.body.count(b"data: ") != EVENTS):
                     damaged += 1
                 if complete:

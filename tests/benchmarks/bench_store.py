@@ -197,7 +197,11 @@ def one_run(url: str, count: int) -> dict[str, float]:
         results["verify ms"] = (time.perf_counter() - started) * 1e3
         assert report.ok, report.detail
         hit = store.lookup("bench", KEY, count - 1)
-        assert hit is not None and hit.canonical == CANONICAL and hit.request_body == BODY
+        assert (
+            hit is not None
+            and hit.recorded.canonical == CANONICAL
+            and hit.recorded.request_body == BODY
+        )
     return results
 
 

@@ -680,15 +680,17 @@ def replay(
         times["replay start (to /health)"] = time.perf_counter() - began
         if warm_up:
             return times
-        url = f"http://{HOST}:{first.port}{first.path}"
-        headers = {n.decode(): v.decode() for n, v in first.request_headers}
+        url = f"http://{HOST}:{first.recorded.port}{first.recorded.path}"
+        headers = {n.decode(): v.decode() for n, v in first.recorded.request_headers}
         with httpx.Client(proxy=f"http://127.0.0.1:{listen}", timeout=60, trust_env=False) as c:
             sent = time.perf_counter()
-            answer = c.request(first.method, url, content=first.request_body, headers=headers)
+            answer = c.request(
+                first.recorded.method, url, content=first.recorded.request_body, headers=headers
+            )
             times["replay first answer"] = time.perf_counter() - sent
         times["replay start + first answer"] = time.perf_counter() - began
-        assert first.response is not None
-        if answer.content != first.response.body:
+        assert first.recorded.response is not None
+        if answer.content != first.recorded.response.body:
             raise SystemExit(f"replay answered {answer.status_code} {answer.content[:200]!r}")
         pages = {
             "case file index": "/cassettes",

@@ -205,7 +205,9 @@ def test_node_fetch_retrying_a_421_gets_what_it_gets_directly_and_both_are_recor
     assert [r.json() for r in upstream.requests] == [sent, sent]
     with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}", create=False) as store:
         store.flush(10)
-        bodies = [json.loads(store.exchange("retried", seq).request_body) for seq in (0, 1)]
+        bodies = [
+            json.loads(store.exchange("retried", seq).recorded.request_body) for seq in (0, 1)
+        ]
     assert bodies == [sent, sent]
 
 

@@ -499,10 +499,12 @@ def test_edit_set_on_bedrock_and_gemini_answers_replays_through_the_sdks(
     recorded: Recorded, upstream_ca_file: Path
 ) -> None:
     stored = exchanges(recorded.data_dir)
-    rows = {e.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in stored}
-    rows = {e.path.split("?")[0][1:]: e.seq for e in stored[::-1]} | rows  # first Braga
+    rows = {e.recorded.path.split("?")[0].rsplit("/", 1)[-1]: e.seq for e in stored}
+    rows = {e.recorded.path.split("?")[0][1:]: e.seq for e in stored[::-1]} | rows  # first Braga
     streams = {
-        model: next(e.seq for e in stored if e.path == f"/model/{quote(model, safe='')}/{STREAM}")
+        model: next(
+            e.seq for e in stored if e.recorded.path == f"/model/{quote(model, safe='')}/{STREAM}"
+        )
         for model in (CLAUDE, NOVA_PROFILE, LLAMA)
     }
     edits = [
@@ -573,7 +575,7 @@ def test_no_credential_reaches_the_store_or_any_export(recorded: Recorded, tmp_p
     everything = [path.read_bytes() for path in recorded.data_dir.glob("freezeframe.db*")]
     for exchange in exchanges(recorded.data_dir):
         everything.append(repr(exchange).encode())
-        everything.append(json.dumps(exchange.facts).encode())
+        everything.append(json.dumps(exchange.recorded.facts).encode())
     for n, (format_, *options) in enumerate(EXPORTS):
         path = tmp_path / f"cloud-{n}.{format_}"
         done = freezeframe(
@@ -599,15 +601,17 @@ def test_the_imds_session_token_is_one_fingerprint_in_its_answer_and_its_header(
     """IMDSv2's token is stored as the marker of the token, in the answer that hands it out
     and in each request that sends it back, so a reader can still follow it."""
     stored = exchanges(recorded.data_dir)
-    (put,) = [e for e in stored if e.method == "PUT" and e.path == "/latest/api/token"]
-    assert put.response is not None
-    handed_out = put.response.body.rstrip(b"*")
+    (put,) = [
+        e for e in stored if e.recorded.method == "PUT" and e.recorded.path == "/latest/api/token"
+    ]
+    assert put.recorded.response is not None
+    handed_out = put.recorded.response.body.rstrip(b"*")
     assert handed_out.startswith(b"[redacted:") and handed_out.endswith(b"]")
     sent_back = [
         value
         for e in stored
-        if e.path.startswith("/latest/meta-data/")
-        for name, value in e.request_headers
+        if e.recorded.path.startswith("/latest/meta-data/")
+        for name, value in e.recorded.request_headers
         if name.lower() == b"x-aws-ec2-metadata-token"
     ]
     assert sent_back == [handed_out, handed_out]
@@ -662,7 +666,9 @@ def test_otel_spans_and_dataset_rows_name_each_provider(recorded: Recorded, tmp_
 def test_show_reads_a_bedrock_event_stream_as_its_events_without_padding(
     recorded: Recorded,
 ) -> None:
-    seq = next(e.seq for e in exchanges(recorded.data_dir) if e.path.endswith("/converse-stream"))
+    seq = next(
+        e.seq for e in exchanges(recorded.data_dir) if e.recorded.path.endswith("/converse-stream")
+    )
     done = freezeframe(recorded.data_dir, "show", "cloud", str(seq))
     assert done.returncode == 0, done.stderr
     assert "10 events, application/vnd.amazon.eventstream" in done.stdout
@@ -675,7 +681,7 @@ def test_resend_names_what_changed_in_an_answer_and_not_its_fresh_ids(
 ) -> None:
     """A Gemini answer resent differs in its text, not in the responseId every call gets; a
     ConverseStream's differences name the event that changed, not "body"."""
-    found = {e.path: e.seq for e in exchanges(recorded.data_dir)[::-1]}
+    found = {e.recorded.path: e.seq for e in exchanges(recorded.data_dir)[::-1]}
     gemini = found["/v1beta/models/gemini-2.0-flash:generateContent"]
     converse = next(seq for path, seq in found.items() if path.endswith("/converse-stream"))
     signed = (
@@ -713,7 +719,7 @@ def test_the_case_file_pages_show_each_call_and_its_steps(recorded: Recorded) ->
     try:
         with TestClient(app, base_url=f"http://{ADMIN}", follow_redirects=False) as client:
             pages = {
-                e.path: client.get(f"/cassettes/cloud/{e.seq}")
+                e.recorded.path: client.get(f"/cassettes/cloud/{e.seq}")
                 for e in exchanges(recorded.data_dir)
             }
             steps = client.get("/cassettes/cloud/steps")

@@ -114,7 +114,7 @@ def test_an_encoded_answer_is_stored_raw_and_replayed_raw_under_the_same_headers
     shown_response = shown(data_dir, "0")["response"]
     assert body_of(shown_response) == sent[0][0], "show did not print the bytes as sent"
     assert ["content-encoding", coding] in shown_response["headers"]
-    kept = [exchange.response for exchange in stored(data_dir)]
+    kept = [exchange.recorded.response for exchange in stored(data_dir)]
     assert [r.body if r else None for r in kept] == [wire for wire, _ in sent]
     assert {header(r.headers, "content-encoding") if r else None for r in kept} == {coding}
 
@@ -161,7 +161,7 @@ def test_a_compressed_request_body_is_forwarded_as_sent_and_keyed_by_what_it_dec
     assert len({row["key"] for row in rows}) == 1, "one JSON, compressed five ways, is one key"
     assert [row["occurrence"] for row in rows] == [0, 1, 2, 3, 4]
     for exchange, coding in zip(stored(data_dir), ("identity", *CODINGS), strict=True):
-        assert exchange.request_body == ENCODERS[coding](payload), "not stored as sent"
+        assert exchange.recorded.request_body == ENCODERS[coding](payload), "not stored as sent"
 
     connections = upstream.connections
     replayer = start_proxy(mode="replay")
@@ -201,9 +201,9 @@ def test_a_secret_in_a_compressed_answer_to_a_resent_request_is_never_stored(
     assert resent.returncode == 0, resent.stderr
     with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
         exchange = store.exchange("resent", 0)
-    assert exchange.response is not None
-    assert header(exchange.response.headers, "content-encoding") == "gzip"
-    answer = gzip.decompress(exchange.response.body)
+    assert exchange.recorded.response is not None
+    assert header(exchange.recorded.response.headers, "content-encoding") == "gzip"
+    answer = gzip.decompress(exchange.recorded.response.body)
     assert json.loads(answer)["coding"] == "gzip", "the answer is the live one, readable"
     assert b"[redacted:" in answer and secret.encode() not in answer
-    assert secret.encode() not in exchange.request_body
+    assert secret.encode() not in exchange.recorded.request_body

@@ -95,8 +95,8 @@ def test_unreachable_upstream_is_recorded_and_replayed_as_that_failure(
     assert (replayed.status_code, replayed.text) == (recorded.status_code, recorded.text)
     with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
         exchange = store.exchange("default", 0)
-    assert exchange.outcome is Outcome.FAILED
-    assert exchange.response is None and exchange.error
+    assert exchange.recorded.outcome is Outcome.FAILED
+    assert exchange.recorded.response is None and exchange.recorded.error
 
 
 def test_a_refused_upstream_reaches_the_sdks_as_their_error_with_the_cause(
@@ -151,7 +151,7 @@ def test_sigterm_mid_stream_keeps_the_store_whole(
         first, streamed = store.exchanges("default")
         assert first.outcome is Outcome.COMPLETE
         assert streamed.outcome in (Outcome.INCOMPLETE, Outcome.COMPLETE)
-        partial = store.exchange("default", 1).response
+        partial = store.exchange("default", 1).recorded.response
         assert partial is not None and partial.body.startswith(b"data: ")
 
     replayer = start_proxy(mode="replay")

@@ -282,11 +282,11 @@ def test_a_fleet_with_one_replica_killed_under_strict_loses_nothing_it_acknowled
         stored: dict[str, list[int]] = {}
         for row in rows:
             exchange = store.exchange(CASSETTE, row.seq)
-            rid = request_id(exchange.path, exchange.request_body)
+            rid = request_id(exchange.recorded.path, exchange.recorded.request_body)
             stored.setdefault(rid, []).append(row.seq)
             if rid in acknowledged and rid != "large":
-                assert exchange.response is not None
-                assert exchange.response.body == acknowledged[rid][1], rid
+                assert exchange.recorded.response is not None
+                assert exchange.recorded.response.body == acknowledged[rid][1], rid
         assert not {rid: seqs for rid, seqs in stored.items() if len(seqs) > 1}, "stored twice"
         assert sorted(set(acknowledged) - set(stored)) == [], "acknowledged, not stored"
         assert len({row.seq for row in rows}) == len(rows)

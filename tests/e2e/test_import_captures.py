@@ -161,7 +161,7 @@ def test_a_capture_imports_safe_and_replays_what_the_client_saw(
     with open_store(f"sqlite:///{data_dir / 'freezeframe.db'}") as store:
         assert store.verify("brought").ok
         chat = store.exchange("brought", 0)
-    assert chat.facts.get("model") == "gpt-4o-mini", "facts are read as for a recording"
+    assert chat.recorded.facts.get("model") == "gpt-4o-mini", "facts are read as for a recording"
 
     capture.upstream.reset_counters()
     sessions = capture.ws.connections

@@ -45,7 +45,7 @@ def test_a_large_download_is_recorded_and_replayed_with_flat_memory(
     assert rss[1] - rss[0] < GROWTH_LIMIT, f"recording grew the proxy by {rss[1] - rss[0]} bytes"
     recorder.stop()
     with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
-        response = store.exchange("default", 0).response
+        response = store.exchange("default", 0).recorded.response
         assert response is not None and response.body_ref is not None
         assert response.body_ref.size == SIZE
         assert store.verify("default").ok

@@ -99,16 +99,16 @@ def test_a_large_upload_is_recorded_and_replayed_with_flat_memory(
 
     with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
         first, second, third = (store.exchange("default", seq) for seq in range(3))
-        assert first.request_body == b""
-        assert first.request_body_ref is not None
-        assert first.request_body_ref.size == SIZE
-        assert first.request_body_ref.digest == expected  # nothing in it to redact
-        assert first.key == expected_key(url, SIZE, 11)
-        assert b'"body_kind":"bytes"' in first.canonical
-        assert second.request_body_ref is not None
-        assert second.request_body_ref.size == CHUNKED_SIZE
-        assert third.request_body == b"".join(random_chunks(SMALL_SIZE, 13))
-        assert third.key == expected_key(url, SMALL_SIZE, 13)
+        assert first.recorded.request_body == b""
+        assert first.recorded.request_body_ref is not None
+        assert first.recorded.request_body_ref.size == SIZE
+        assert first.recorded.request_body_ref.digest == expected  # nothing in it to redact
+        assert first.recorded.key == expected_key(url, SIZE, 11)
+        assert b'"body_kind":"bytes"' in first.recorded.canonical
+        assert second.recorded.request_body_ref is not None
+        assert second.recorded.request_body_ref.size == CHUNKED_SIZE
+        assert third.recorded.request_body == b"".join(random_chunks(SMALL_SIZE, 13))
+        assert third.recorded.key == expected_key(url, SMALL_SIZE, 13)
         assert store.verify("default").ok
 
     upstream.reset_counters()
@@ -346,9 +346,9 @@ def test_a_large_multipart_upload_replays_under_a_fresh_boundary(
     assert recorder.stop() == 0
     with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
         exchange = store.exchange("default", 0)
-        assert exchange.request_body_ref is not None
-        assert b'"body_kind":"multipart"' in exchange.canonical
-        assert digest_of(3 * LARGE_BODY, 21).encode() in exchange.canonical
+        assert exchange.recorded.request_body_ref is not None
+        assert b'"body_kind":"multipart"' in exchange.recorded.canonical
+        assert digest_of(3 * LARGE_BODY, 21).encode() in exchange.recorded.canonical
 
     upstream.reset_counters()
     replayer = start_proxy(mode="replay")

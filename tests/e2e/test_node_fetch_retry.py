@@ -72,10 +72,10 @@ def test_a_421_retried_by_node_fetch_is_clean_through_the_proxy_and_recorded_as_
         store.flush(10)
         exchanges = [store.exchange("default", seq) for seq in (0, 1)]
     for exchange in exchanges:
-        headers = [(k.decode().lower(), v.decode()) for k, v in exchange.request_headers]
+        headers = [(k.decode().lower(), v.decode()) for k, v in exchange.recorded.request_headers]
         assert ("content-length", length) in headers
-        assert json.loads(exchange.request_body) == SENT
-        assert exchange.response is not None and exchange.response.status == 421
+        assert json.loads(exchange.recorded.request_body) == SENT
+        assert exchange.recorded.response is not None and exchange.recorded.response.status == 421
     proxy.stop()
 
     replay = start_proxy(mode="replay")

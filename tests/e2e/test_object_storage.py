@@ -147,7 +147,7 @@ def test_an_object_store_outage_under_strict_loses_nothing_acknowledged(
         with open_store(postgres_url, blobs=blobs_url, outbox=tmp_path / "reader") as store:
             rows = store.exchanges("away")
             kept = [store.exchange("away", row.seq) for row in rows]
-            assert [e.response.body for e in kept if e.response] == received
+            assert [e.recorded.response.body for e in kept if e.recorded.response] == received
             assert store.verify("away").ok
         assert not (proxy.data_dir / "outbox").exists() or not os.listdir(proxy.data_dir / "outbox")
     finally:

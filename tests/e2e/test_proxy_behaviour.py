@@ -135,7 +135,7 @@ def test_a_stream_reaches_the_client_as_it_arrives_while_being_recorded(
     assert len(arrivals) >= 5, "the stream was delivered in one piece"
     assert arrivals[-1] - arrivals[0] > 0.9, "the proxy buffered the stream"
     with open_store(f"sqlite:///{proxy.data_dir / 'freezeframe.db'}") as store:
-        response = store.exchange("default", 0).response
+        response = store.exchange("default", 0).recorded.response
     assert response is not None
     assert len(response.chunks) == 5
     assert response.body.count(b"data: ") == 5

@@ -90,7 +90,7 @@ def test_an_answer_in_one_byte_chunks_costs_memory_by_its_duration_not_its_chunk
         took = time.monotonic() - began
         with open_store(f"sqlite:///{proxy.data_dir / 'freezeframe.db'}", create=False) as store:
             store.flush(30)
-            response = store.exchange("default", 0).response
+            response = store.exchange("default", 0).recorded.response
     assert got.status_code == 200 and got.content == b"x" * ONE_BYTE_CHUNKS
     assert response is not None and response.body == got.content
     assert len(response.chunks) <= TIMED_CHUNKS + took / PACED_GAP + 1

@@ -78,7 +78,7 @@ def test_replicas_recording_one_cassette_keep_every_exchange_once_in_one_chain(
         assert [row.seq for row in rows] == list(range(REPLICAS * CLIENTS * REQUESTS))
         sent = set()
         for row in rows:
-            body = json.loads(opened.exchange("shared", row.seq).request_body)
+            body = json.loads(opened.exchange("shared", row.seq).recorded.request_body)
             sent.add((body["replica"], body["client"], body["n"]))
         assert len(sent) == len(rows), "no exchange stored twice"
         report = opened.verify("shared")

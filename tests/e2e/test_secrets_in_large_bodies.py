@@ -58,8 +58,8 @@ def test_a_secret_cut_by_chunks_and_blocks_of_a_large_upload_is_never_stored(
     assert recorder.stop() == 0
     with open_store(f"sqlite:///{recorder.data_dir / 'freezeframe.db'}") as store:
         stored = store.exchange("default", 0)
-        ref = stored.request_body_ref
-        kept = stored.request_body if ref is None else b"".join(store.read_blob(ref))
+        ref = stored.recorded.request_body_ref
+        kept = stored.recorded.request_body if ref is None else b"".join(store.read_blob(ref))
         assert len(kept) == len(body)
         assert SECRET not in kept and kept.count(b"[redacted:") == 2
         assert store.verify("default").ok

@@ -87,7 +87,7 @@ def test_recording_forwards_through_an_outage_and_stores_again_after_it(
     assert proxy.health(lambda health: health["store_problem"] is None)["store_problem"] is None
     proxy.stop()
     with open_store(postgres_url) as store:
-        kept = [store.exchange("outage", r.seq).path for r in store.exchanges("outage")]
+        kept = [store.exchange("outage", r.seq).recorded.path for r in store.exchanges("outage")]
     assert kept == ["/tool/counter?n=before", "/tool/counter?n=after"]
 
 

@@ -64,8 +64,8 @@ def test_headers_then_silence_is_recorded_as_what_the_client_got_and_replayed_so
     still_serving(proxy, misbehaving.base_url)
     proxy.stop()
     exchange = stored(proxy, 0)
-    assert exchange.response is not None and exchange.response.body == FIRST_EVENT
-    assert exchange.outcome.value != "complete"
+    assert exchange.recorded.response is not None and exchange.recorded.response.body == FIRST_EVENT
+    assert exchange.recorded.outcome.value != "complete"
 
     replay = start_proxy(mode="replay", args=("--replay-pace", "instant"))
     client_env(replay)
@@ -94,8 +94,8 @@ def test_a_broken_body_is_recorded_truncated_and_replayed_as_the_same_error(
     still_serving(proxy, misbehaving.base_url)
     proxy.stop()
     exchange = stored(proxy, 0)
-    assert exchange.outcome.value == "truncated"
-    assert exchange.response is not None and exchange.response.body == got
+    assert exchange.recorded.outcome.value == "truncated"
+    assert exchange.recorded.response is not None and exchange.recorded.response.body == got
 
     replay = start_proxy(mode="replay", args=("--replay-pace", "instant"))
     client_env(replay)

@@ -157,7 +157,7 @@ def test_a_request_copied_byte_for_byte_into_an_edited_fork_compares_identical()
     limited = {"error": {"message": "Rate limit reached", "type": "rate_limit"}}
     recorded = order_run()
     fork = order_run(first_answer=limited, status=429)
-    assert fork[2].canonical == recorded[2].canonical
+    assert fork[2].recorded.canonical == recorded[2].recorded.canonical
     compared = compare_runs("first-run", recorded, "first-run-429", fork)  # type: ignore[arg-type]
     assert [pair.request for pair in compared.steps] == [(), (), ()]
     assert compared.first_divergence == 0, "the edited answer is where they part"

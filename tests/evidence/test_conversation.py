@@ -11,7 +11,7 @@ import json
 
 import pytest
 from openai.types.responses import Response
-from support.exchanges import stored_exchange
+from support.exchanges import changed, stored_exchange
 from support.recorded import RecordingSdk
 from support.streams import CALL, RESPONSE, anthropic_stream, responses_stream
 from support.upstream import ENCODERS, Upstream
@@ -105,8 +105,8 @@ def test_a_streamed_chat_call_reassembles_each_calls_arguments_from_many_deltas(
     ) as stream:
         final = stream.get_final_completion()
     exchange = sdk.exchanges[0]
-    assert exchange.response is not None
-    assert exchange.response.body.count(b'"arguments":') > 6  # many pieces per call
+    assert exchange.recorded.response is not None
+    assert exchange.recorded.response.body.count(b'"arguments":') > 6  # many pieces per call
     conversation = read(exchange)
 
     got = conversation.answer
@@ -356,20 +356,20 @@ def test_an_anthropic_stream_that_dies_with_an_error_event_says_so(upstream: Ups
 
 
 def truncated(exchange: Exchange, keep: int) -> Exchange:
-    assert exchange.response is not None
-    response = dataclasses.replace(exchange.response, body=exchange.response.body[:keep])
-    return dataclasses.replace(
-        exchange, response=response, outcome=Outcome.TRUNCATED, error="connection reset"
+    assert exchange.recorded.response is not None
+    response = dataclasses.replace(
+        exchange.recorded.response, body=exchange.recorded.response.body[:keep]
     )
+    return changed(exchange, response=response, outcome=Outcome.TRUNCATED, error="connection reset")
 
 
 def test_a_stream_cut_off_in_the_middle_of_a_tool_calls_arguments(upstream: Upstream) -> None:
     sdk = RecordingSdk(upstream)
     sdk.openai.chat.completions.create(model="gpt-4o", messages=CHAT, tools=[WEATHER], stream=True)  # type: ignore[arg-type, list-item, call-overload]
     whole = sdk.exchanges[0]
-    assert whole.response is not None
+    assert whole.recorded.response is not None
     # The pieces are '{"ci', 'ty":', ' "Pa', 'ris"', '}': cut inside the chunk of the fourth.
-    cut = whole.response.body.index(b'"arguments":"ris') + 5
+    cut = whole.recorded.response.body.index(b'"arguments":"ris') + 5
     conversation = read(truncated(whole, cut))
 
     got = conversation.answer
@@ -385,9 +385,7 @@ def test_a_client_that_stopped_reading_at_the_end_event_got_a_complete_answer(
 ) -> None:
     sdk = RecordingSdk(upstream)
     sdk.openai.chat.completions.create(model="gpt-4o", messages=CHAT, stream=True)  # type: ignore[arg-type, call-overload]
-    left = dataclasses.replace(
-        sdk.exchanges[0], outcome=Outcome.TRUNCATED, error="Client disconnected."
-    )
+    left = changed(sdk.exchanges[0], outcome=Outcome.TRUNCATED, error="Client disconnected.")
     conversation = read(left)
     assert conversation.answer is not None and conversation.answer.complete
     assert conversation.notes == ()
@@ -416,13 +414,13 @@ def test_an_encoded_answer_reads_as_the_same_answer(upstream: Upstream, coding: 
     sdk = RecordingSdk(upstream)
     sdk.openai.chat.completions.create(model="gpt-4o", messages=CHAT, tools=[WEATHER])  # type: ignore[arg-type, list-item]
     plain = sdk.exchanges[0]
-    assert plain.response is not None
+    assert plain.recorded.response is not None
     response = dataclasses.replace(
-        plain.response,
-        body=ENCODERS[coding](plain.response.body),
-        headers=(*plain.response.headers, (b"content-encoding", coding.encode())),
+        plain.recorded.response,
+        body=ENCODERS[coding](plain.recorded.response.body),
+        headers=(*plain.recorded.response.headers, (b"content-encoding", coding.encode())),
     )
-    assert read(dataclasses.replace(plain, response=response)) == read(plain)
+    assert read(changed(plain, response=response)) == read(plain)
 
 
 def test_a_gzip_request_body_is_read_too() -> None:
@@ -455,11 +453,11 @@ def test_bodies_kept_in_the_store_give_what_the_recorded_metadata_knows() -> Non
             "usage": {"prompt_tokens": 100_000, "completion_tokens": 28_000},
         },
     )
-    assert exchange.response is not None
-    exchange = dataclasses.replace(
+    assert exchange.recorded.response is not None
+    exchange = changed(
         exchange,
         response=dataclasses.replace(
-            exchange.response, body=b"", body_ref=BlobRef("cd" * 32, 20_000_000)
+            exchange.recorded.response, body=b"", body_ref=BlobRef("cd" * 32, 20_000_000)
         ),
     )
     conversation = read(exchange)

@@ -72,9 +72,9 @@ def test_the_writer_reads_the_facts_and_signals_the_proxy_left_to_it(
         model_call(store, "", status=429)
         store.flush(30)
         first = store.exchange("c", 0)
-        assert first.facts["model"] == "gpt-4o"
-        assert first.facts["answered_model"] == "gpt-4o-2024-08-06"
-        assert first.facts["finish_reason"] == "stop" and first.facts["usage"]
+        assert first.recorded.facts["model"] == "gpt-4o"
+        assert first.recorded.facts["answered_model"] == "gpt-4o-2024-08-06"
+        assert first.recorded.facts["finish_reason"] == "stop" and first.recorded.facts["usage"]
         rows = {row.seq: row for row in store.triage_rows()}
         assert 0 not in rows  # a model call that answered: nothing triage reads of it
         assert rows[1].kind == "provider_error" and rows[1].signature
@@ -89,7 +89,9 @@ def test_a_reader_that_fails_costs_the_facts_never_the_recording(
         model_call(store, "It ships today.")
         store.flush(30)
         stored = store.exchange("c", 0)
-    assert stored.response is not None and b"It ships today." in stored.response.body
-    assert stored.facts == {}
+    assert (
+        stored.recorded.response is not None and b"It ships today." in stored.recorded.response.body
+    )
+    assert stored.recorded.facts == {}
     assert "could not read the facts and signals of exchange 0" in caplog.text
     assert "this reader cannot read" in caplog.text

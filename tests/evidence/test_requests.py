@@ -90,9 +90,9 @@ async def test_every_reader_keys_a_compressed_request_as_the_proxy_did(
     verify = ssl.create_default_context()
     upstream_ca.configure_trust(verify)
 
-    assert canonicalize(stored_view(exchange), KeyConfig()).key == exchange.key  # rekey
-    assert explained(tmp_path, url, body) == exchange.key
-    assert imported(url, body) == exchange.key
+    assert canonicalize(stored_view(exchange), KeyConfig()).key == exchange.recorded.key  # rekey
+    assert explained(tmp_path, url, body) == exchange.recorded.key
+    assert imported(url, body) == exchange.recorded.key
     again = resend(
         store,
         exchange,
@@ -104,7 +104,7 @@ async def test_every_reader_keys_a_compressed_request_as_the_proxy_did(
         verify=verify,
         proxy=None,
     )
-    assert store.exchange("again", again.seq).key == exchange.key
+    assert store.exchange("again", again.seq).recorded.key == exchange.recorded.key
 
 
 def test_a_body_that_does_not_decode_is_keyed_by_its_bytes() -> None:

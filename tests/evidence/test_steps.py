@@ -273,7 +273,7 @@ def test_unlinked_traffic_stays_in_place_and_a_request_before_the_answer_is_not_
         seq=1,
         method="GET",
         url="https://w.test/weather?city=Paris",
-        started_at=model.started_at + 0.05,  # the answer's first byte came at 0.1 s
+        started_at=model.recorded.started_at + 0.05,  # the answer's first byte came at 0.1 s
     )
     telemetry = stored_exchange(seq=2, url="https://telemetry.test/v1/events", request_body=b"{}")
     steps = steps_of([model, early, telemetry]).steps

@@ -160,16 +160,23 @@ def test_browser_har_imports_with_pseudo_headers_dropped_and_secrets_marked(
         "3 of 3 entries have no chunk timing: they replay at once",
         "3 of 3 entries have no run context",
     ]
-    assert chat.http_version == "HTTP/2" and chat.started_at == pytest.approx(1777629600.123)
-    assert [name for name, _ in chat.request_headers] == [b"authorization", b"content-type"]
-    assert TOKEN not in exported and b"Bearer [" in chat.request_headers[0][1]
-    assert chat.response is not None
-    assert chat.response.body == b'{"choices":[],"model":"gpt-4o-mini-2024"}'
-    assert chat.response.headers == ((b"content-type", b"application/json"),)
-    assert chat.facts["model"] == "gpt-4o-mini" and chat.outcome is Outcome.COMPLETE
-    assert image.path == "/logo.png?v=2" and image.response is not None
-    assert image.response.body == PNG
-    assert script.response is not None and script.response.body == b""
+    assert chat.recorded.http_version == "HTTP/2" and chat.recorded.started_at == pytest.approx(
+        1777629600.123
+    )
+    assert [name for name, _ in chat.recorded.request_headers] == [
+        b"authorization",
+        b"content-type",
+    ]
+    assert TOKEN not in exported and b"Bearer [" in chat.recorded.request_headers[0][1]
+    assert chat.recorded.response is not None
+    assert chat.recorded.response.body == b'{"choices":[],"model":"gpt-4o-mini-2024"}'
+    assert chat.recorded.response.headers == ((b"content-type", b"application/json"),)
+    assert (
+        chat.recorded.facts["model"] == "gpt-4o-mini" and chat.recorded.outcome is Outcome.COMPLETE
+    )
+    assert image.recorded.path == "/logo.png?v=2" and image.recorded.response is not None
+    assert image.recorded.response.body == PNG
+    assert script.recorded.response is not None and script.recorded.response.body == b""
 
 
 def test_a_har_without_a_log_is_refused_before_anything_is_read(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def test_a_large_body_exports_and_imports_back_in_parts(format_: str, tmp_path: 
             opened = open_import(exported_file, "big-copy", no_keeper)
             store.import_cassette(opened.cassette, opened.exchanges)
 
-        answer = store.exchange("big-copy", 0).response
+        answer = store.exchange("big-copy", 0).recorded.response
         assert answer is not None and answer.body_ref == ref
         copied = hashlib.sha256()
         for part in store.read_blob(ref):

@@ -115,7 +115,7 @@ def test_a_voice_session_reads_as_turns_the_last_response_the_answer() -> None:
 
 def test_the_last_response_is_edited_and_its_audio_kept() -> None:
     messages, audio = edit_last_response(
-        VOICE.messages or (),
+        VOICE.recorded.messages or (),
         lambda found: (
             found | {"output": [{"type": "message", "content": [{"transcript": "Delivered."}]}]}
         ),
@@ -128,7 +128,7 @@ def test_the_last_response_is_edited_and_its_audio_kept() -> None:
     sent = [json.loads(m.data) for m in messages if not m.from_client]
     deltas = [e["delta"] for e in sent if e["type"] == "response.output_audio_transcript.delta"]
     assert deltas == ["Delivered."]
-    assert len(messages) == len(VOICE.messages or ()) - 1, "one delta said it all"
+    assert len(messages) == len(VOICE.recorded.messages or ()) - 1, "one delta said it all"
 
 
 @settings(max_examples=400, deadline=None)

@@ -3,18 +3,17 @@ and no JSON at all, whatever its shape, makes a reader raise."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.exchanges import stored_exchange
+from support.exchanges import changed, stored_exchange
 from support.streams import anthropic_stream, chat_stream, responses_stream
 
 from freezeframe.evidence.conversation import conversation_document, conversation_of
 from freezeframe.evidence.steps import agent_steps, steps_document
-from freezeframe.storage import Exchange, Outcome
+from freezeframe.storage import Exchange, Outcome, Slot
 
 ARGUMENTS = st.dictionaries(
     st.text(min_size=1, max_size=8),
@@ -70,7 +69,7 @@ def test_a_stream_cut_at_any_byte_gives_a_beginning_of_the_arguments_and_says_if
 ) -> None:
     body = STREAMS[api][1](split(arguments, list(range(0, len(arguments), 3))))
     cut %= len(body)  # never the whole stream
-    exchange = dataclasses.replace(streamed(api, body[:cut]), outcome=Outcome.TRUNCATED)
+    exchange = changed(streamed(api, body[:cut]), outcome=Outcome.TRUNCATED)
     conversation = conversation_of(exchange)
     answer = conversation.answer if conversation is not None else None
     assert answer is not None
@@ -158,4 +157,4 @@ def test_no_shape_of_json_makes_a_reader_raise(
     conversation = conversation_of(exchange)
     if conversation is not None:
         json.dumps(conversation_document(conversation))
-    json.dumps(steps_document(agent_steps([exchange, dataclasses.replace(exchange, seq=1)])))
+    json.dumps(steps_document(agent_steps([exchange, changed(exchange, slot=Slot(1, 0))])))

@@ -71,8 +71,8 @@ def test_every_turn_reads_back_byte_exact_from_a_store_opened_afresh(
     with open_store(store_url) as reopened:
         for seq in reversed(range(len(bodies))):
             exchange = reopened.exchange("chat", seq)
-            assert exchange.request_body == bodies[seq]
-            assert exchange.canonical == b"form " + bodies[seq]
+            assert exchange.recorded.request_body == bodies[seq]
+            assert exchange.recorded.canonical == b"form " + bodies[seq]
         assert reopened.verify("chat").ok
 
 
@@ -107,10 +107,10 @@ def test_removing_a_cassette_keeps_the_bases_another_cassette_still_reads_throug
     store.close()
     with open_store(store_url) as reopened:
         for seq, body in enumerate(bodies[6:]):
-            assert reopened.exchange("second", seq).request_body == body
+            assert reopened.exchange("second", seq).recorded.request_body == body
         assert reopened.verify("second").ok
         reopened.collect(grace=0, dry_run=False)
-        assert reopened.exchange("second", 5).request_body == bodies[-1]
+        assert reopened.exchange("second", 5).recorded.request_body == bodies[-1]
         assert reopened.verify("second").ok
 
 
@@ -134,7 +134,7 @@ def test_interleaved_conversations_each_follow_their_own_line(store: Store, stor
     whole = sum(len(blobs.compress(body)) for body in interleaved)
     assert stored_bytes(store_url) * 4 < 2 * whole
     for seq, body in enumerate(interleaved):
-        assert store.exchange("team", seq).request_body == body
+        assert store.exchange("team", seq).recorded.request_body == body
 
 
 def test_a_base_deleted_behind_the_writers_back_costs_only_the_saving(
@@ -147,7 +147,7 @@ def test_a_base_deleted_behind_the_writers_back_costs_only_the_saving(
     run_sql(store_url, "DELETE FROM exchanges", "DELETE FROM blobs")
     record(store, "gone", bodies[1:])
     for seq, body in enumerate(bodies[1:], start=1):
-        assert store.exchange("gone", seq).request_body == body
+        assert store.exchange("gone", seq).recorded.request_body == body
 
 
 def test_skip_delta_bases_in_base_4_keep_every_chain_short() -> None:
@@ -217,5 +217,7 @@ def test_any_bodies_come_back_exact_whatever_bases_they_get(
     with open_store(url) as store:
         record(store, "any", bodies)
     with open_store(url) as store:
-        assert [store.exchange("any", n).request_body for n in range(len(bodies))] == bodies
+        assert [
+            store.exchange("any", n).recorded.request_body for n in range(len(bodies))
+        ] == bodies
         assert store.verify("any").ok

@@ -78,12 +78,23 @@ def test_facts_stripped_and_messages_round_trip(store: Store, store_url: str) ->
     expected_facts = FACTS | {"top_p": 1.0}
     for found in (store.lookup("c", "ws", 0), store.exchange("c", 0)):
         assert found is not None
-        assert (found.facts, found.stripped, found.messages) == (expected_facts, stripped, MESSAGES)
-        assert isinstance(found.facts["top_p"], float) and found.facts["stream"] is False
+        assert (found.recorded.facts, found.recorded.stripped, found.recorded.messages) == (
+            expected_facts,
+            stripped,
+            MESSAGES,
+        )
+        assert (
+            isinstance(found.recorded.facts["top_p"], float)
+            and found.recorded.facts["stream"] is False
+        )
     found = store.exchange("c", 1)
-    assert (found.facts, found.stripped, found.messages) == ({}, {}, ())
+    assert (found.recorded.facts, found.recorded.stripped, found.recorded.messages) == ({}, {}, ())
     found = store.exchange("c", 2)
-    assert (found.facts, found.stripped, found.messages) == ({"model": "m"}, {}, None)
+    assert (found.recorded.facts, found.recorded.stripped, found.recorded.messages) == (
+        {"model": "m"},
+        {},
+        None,
+    )
 
     summaries = store.exchanges("c")
     assert [s.websocket_messages for s in summaries] == [3, 0, None]
@@ -100,8 +111,12 @@ def test_facts_stripped_and_messages_round_trip(store: Store, store_url: str) ->
 
     with open_store(store_url) as reopened:
         found = reopened.lookup("c", "ws", 0)
-        assert found is not None and found.messages == MESSAGES and found.facts == expected_facts
-        assert reopened.lookup("c", "plain", 0).messages is None  # type: ignore[union-attr]
+        assert (
+            found is not None
+            and found.recorded.messages == MESSAGES
+            and found.recorded.facts == expected_facts
+        )
+        assert reopened.lookup("c", "plain", 0).recorded.messages is None  # type: ignore[union-attr]
         assert [quiet.key, plain.key, full.key] == ["quiet", "plain", "ws"]
         assert reopened.verify("c").ok
 
@@ -117,7 +132,7 @@ def test_facts_no_column_can_hold_are_stored_as_unknown(store: Store) -> None:
         },
     )
     store.flush(WAIT)
-    assert store.exchange("c", 0).facts == {}
+    assert store.exchange("c", 0).recorded.facts == {}
 
 
 @pytest.mark.parametrize(

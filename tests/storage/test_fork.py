@@ -42,10 +42,10 @@ def test_a_fork_copies_up_to_a_seq_shares_bodies_and_proves_its_source(
         (2, 1, "key-0", "forked"),
     ]
     looked_up = store.lookup("bug-fix1", "key-0", 1)
-    assert looked_up is not None and looked_up.response is not None
-    assert looked_up.response.body == b"two"
-    assert looked_up.origin is not None
-    assert (looked_up.origin.cassette, looked_up.origin.seq) == ("bug", 2)
+    assert looked_up is not None and looked_up.recorded.response is not None
+    assert looked_up.recorded.response.body == b"two"
+    assert looked_up.recorded.origin is not None
+    assert (looked_up.recorded.origin.cassette, looked_up.recorded.origin.seq) == ("bug", 2)
     assert run_sql(store_url, "SELECT count(*) FROM blobs") == blobs_before, "bodies shared"
     report = store.verify("bug-fix1")
     assert report.ok and report.head == forked.head
@@ -94,12 +94,14 @@ def test_an_edited_fork_changes_one_answer_and_keeps_the_original_beside_it(
         edits={0: Edit(new_answer, {"finish_reason": "stop"}, ("$.orders: [1,2,3] -> [2]",))},
     )
     edited = store.exchange("bug-edit", 0)
-    assert edited.response is not None and edited.response.body == b'{"orders": [2]}'
-    assert edited.facts == {"finish_reason": "stop"}
-    assert edited.origin is not None
-    assert (edited.origin.kind, edited.origin.chain) == ("edited", original.chain)
-    assert edited.origin.changes == ("$.orders: [1,2,3] -> [2]",)
-    assert store.exchange("bug", 0).response == original.response
+    assert (
+        edited.recorded.response is not None and edited.recorded.response.body == b'{"orders": [2]}'
+    )
+    assert edited.recorded.facts == {"finish_reason": "stop"}
+    assert edited.recorded.origin is not None
+    assert (edited.recorded.origin.kind, edited.recorded.origin.chain) == ("edited", original.chain)
+    assert edited.recorded.origin.changes == ("$.orders: [1,2,3] -> [2]",)
+    assert store.exchange("bug", 0).recorded.response == original.recorded.response
     assert [c.origin for c in store.exchanges("bug-edit")] == ["edited", "forked"]
     assert store.verify("bug-edit").ok
     assert sorted(hit.cassette for hit in store.search("2")) == ["bug", "bug-edit"]
@@ -140,17 +142,17 @@ def test_an_edited_websocket_keeps_its_ending_and_carries_its_new_transcript(
     )
     store.flush(10)
     fixed = (said[0], dataclasses.replace(said[1], data=b'{"delta": "ord_8821"}'))
-    answer = store.exchange("voice", 0).response
+    answer = store.exchange("voice", 0).recorded.response
     assert answer is not None
     store.fork("voice", "voice-fix", edits={0: Edit(answer, {}, ("text",), fixed)})
 
     edited = store.exchange("voice-fix", 0)
-    assert edited.messages == fixed
-    assert (edited.outcome, edited.error) == (
+    assert edited.recorded.messages == fixed
+    assert (edited.recorded.outcome, edited.recorded.error) == (
         Outcome.TRUNCATED,
         "closed by server: 4001 session expired",
     ), "the session ends as it did"
-    assert store.exchange("voice", 0).messages == said, "the source is untouched"
+    assert store.exchange("voice", 0).recorded.messages == said, "the source is untouched"
     assert store.verify("voice-fix").ok
     assert [hit.cassette for hit in store.search("ord_8821")] == ["voice-fix"]
     assert [hit.cassette for hit in store.search("ord_7001")] == ["voice"]

@@ -46,6 +46,6 @@ def test_gc_removes_unused_bodies_older_than_the_grace_and_keeps_the_rest(
     collected = store.collect(3600)
     assert collected == counted
     assert run_sql(store_url, "SELECT count(*) FROM blobs")[0][0] == before - 2
-    assert store.exchange("kept", 0).response.body == b"used"  # type: ignore[union-attr]
+    assert store.exchange("kept", 0).recorded.response.body == b"used"  # type: ignore[union-attr]
     assert store.verify("kept").ok
     assert store.collect(0).bodies == 1, "with no grace, the young one goes too"

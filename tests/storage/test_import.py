@@ -40,7 +40,7 @@ def test_an_import_keeps_slots_bodies_and_drift_and_chains_afresh(store: Store) 
     assert (imported.cassette, imported.exchanges) == ("copy", 5)
     listed = store.exchanges("copy")
     assert [(s.seq, s.occurrence) for s in listed] == [(n, n) for n in range(5)]
-    assert store.exchange("copy", 4).response.body == b"answer 1"  # type: ignore[union-attr]
+    assert store.exchange("copy", 4).recorded.response.body == b"answer 1"  # type: ignore[union-attr]
     assert [d.paths for d in store.exchange("copy", 1).drift] == [("body:$.user",)]
     report = store.verify("copy")
     assert report.ok and report.head == imported.head
@@ -134,7 +134,7 @@ def test_a_fork_imported_with_its_origin_chains_from_it_and_says_so(store: Store
                 cassette="moved",
                 key="k",
                 response=plausible_response(body=f"answer {n % 3}".encode()),
-                origin=store.exchange("fork", n).origin,
+                origin=store.exchange("fork", n).recorded.origin,
             )
         )
         for n in range(2)

@@ -185,10 +185,10 @@ def test_a_64_mib_body_streams_through_with_flat_memory(
     assert ref == want
     assert got == want
     assert peak < 16 * MiB
-    assert found is not None and found.response is not None
-    assert (found.response.body, found.response.body_ref) == (b"", ref)
-    assert (found.request_body, found.request_body_ref) == (b"", ref)
-    assert store.exchange("c", 0).response == found.response
+    assert found is not None and found.recorded.response is not None
+    assert (found.recorded.response.body, found.recorded.response.body_ref) == (b"", ref)
+    assert (found.recorded.request_body, found.recorded.request_body_ref) == (b"", ref)
+    assert store.exchange("c", 0).recorded.response == found.recorded.response
     assert store.exchanges("c")[0].response_bytes == size
     [(parts, data_size, stored_size)] = run_sql(
         store_url, f"SELECT parts, length(data), stored_size FROM blobs WHERE {NOT_A_FORM}"
@@ -206,10 +206,10 @@ def test_a_large_body_given_as_bytes_is_read_back_by_reference(store: Store) -> 
     submit(store, "inline", body=body)
     store.flush(WAIT)
     found = store.lookup("c", "inline", 0)
-    assert found is not None and found.response is not None
-    assert found.response.body == b""
-    assert found.response.body_ref == BlobRef(digest(body), len(body))
-    assert read_back(store, found.response.body_ref) == found.response.body_ref
+    assert found is not None and found.recorded.response is not None
+    assert found.recorded.response.body == b""
+    assert found.recorded.response.body_ref == BlobRef(digest(body), len(body))
+    assert read_back(store, found.recorded.response.body_ref) == found.recorded.response.body_ref
 
 
 def test_streamed_bodies_up_to_the_inline_limit_are_loaded(store: Store) -> None:
@@ -220,16 +220,16 @@ def test_streamed_bodies_up_to_the_inline_limit_are_loaded(store: Store) -> None
     submit(store, "empty", body_ref=empty, request_body_ref=empty)
 
     found = store.lookup("c", "k", 0)  # waits for the writer; no flush
-    assert found is not None and found.response is not None
-    assert found.response.body_ref is None and found.request_body_ref is None
-    assert found.response.body == b"".join(chunks(2 * MiB + 5, seed=3))
-    assert found.request_body == b"".join(chunks(1000, seed=4))
+    assert found is not None and found.recorded.response is not None
+    assert found.recorded.response.body_ref is None and found.recorded.request_body_ref is None
+    assert found.recorded.response.body == b"".join(chunks(2 * MiB + 5, seed=3))
+    assert found.recorded.request_body == b"".join(chunks(1000, seed=4))
     assert store.exchanges("c")[0].response_bytes == 2 * MiB + 5
 
     nothing = store.lookup("c", "empty", 0)
-    assert nothing is not None and nothing.response is not None
-    assert (nothing.response.body, nothing.response.body_ref) == (b"", None)
-    assert (nothing.request_body, nothing.request_body_ref) == (b"", None)
+    assert nothing is not None and nothing.recorded.response is not None
+    assert (nothing.recorded.response.body, nothing.recorded.response.body_ref) == (b"", None)
+    assert (nothing.recorded.request_body, nothing.recorded.request_body_ref) == (b"", None)
     assert empty == BlobRef(digest(b""), 0)
     assert list(store.read_blob(empty)) == []
     assert store.verify("c").ok
@@ -262,8 +262,8 @@ def test_the_same_large_body_is_stored_once(
     sizes = {summary.name: summary.stored_bytes for summary in store.cassettes()}
     assert sizes == {"c": stored_size, "other": stored_size}
     inline = store.lookup("c", "inline", 0)
-    assert inline is not None and inline.response is not None
-    assert inline.response.body == b"".join(chunks(size, seed=6))
+    assert inline is not None and inline.recorded.response is not None
+    assert inline.recorded.response.body == b"".join(chunks(size, seed=6))
     assert store.verify("c").ok
     assert caplog.records == []  # the second copy was skipped, not refused
 
@@ -317,8 +317,8 @@ def test_close_aborts_unfinished_writers_and_writes_finished_ones(
         store.blob_writer()
     with open_store(store_url) as reopened:
         found = reopened.lookup("c", "k", 0)
-        assert found is not None and found.response is not None
-        assert digest(found.response.body) == ref.digest
+        assert found is not None and found.recorded.response is not None
+        assert digest(found.recorded.response.body) == ref.digest
         assert reopened.verify("c").ok
 
 
@@ -491,13 +491,15 @@ def test_a_version_1_store_is_migrated_when_opened(store_url: str) -> None:
         assert run_sql(store_url, "SELECT parts FROM blobs ORDER BY size") == [(0,), (0,), (0,)]
         assert store.verify("c").ok
         old = store.lookup("c", "k0", 0)
-        assert old is not None and old.response is not None
-        assert (old.request_body, old.response.body) == (b'{"q": 1}', b"answer")
+        assert old is not None and old.recorded.response is not None
+        assert (old.recorded.request_body, old.recorded.response.body) == (b'{"q": 1}', b"answer")
         assert old.chain == run_sql(store_url, "SELECT chain FROM exchanges WHERE seq = 0")[0][0]
         large = store.lookup("c", "k1", 0)
-        assert large is not None and large.response is not None
-        assert large.response.body_ref == BlobRef(digest(big), len(big))
-        assert read_back(store, large.response.body_ref) == large.response.body_ref
+        assert large is not None and large.recorded.response is not None
+        assert large.recorded.response.body_ref == BlobRef(digest(big), len(big))
+        assert (
+            read_back(store, large.recorded.response.body_ref) == large.recorded.response.body_ref
+        )
 
         ref = stream_in(store, 3 * MiB, seed=12)
         submit(store, "k2", body_ref=ref)
@@ -552,8 +554,8 @@ def test_a_version_2_store_keeps_its_canonical_forms_and_chain(store_url: str) -
         ]
         for exchange in old:
             found = store.lookup("c", exchange.key, 0)
-            assert found is not None and found.canonical == exchange.canonical
-            assert store.exchange("c", exchange.slot.seq).canonical == exchange.canonical
+            assert found is not None and found.recorded.canonical == exchange.canonical
+            assert store.exchange("c", exchange.slot.seq).recorded.canonical == exchange.canonical
         new = submit(store, "k2", body=b"answer 2")
         submit(store, "k0", body=b"answer 0 again")
         store.flush(WAIT)
@@ -565,7 +567,7 @@ def test_a_version_2_store_keeps_its_canonical_forms_and_chain(store_url: str) -
             b"GET /download k0",
         ]
         found = store.lookup("c", "k2", 0)
-        assert found is not None and found.canonical == new.canonical
+        assert found is not None and found.recorded.canonical == new.canonical
         report = store.verify("c")
         assert (report.ok, report.checked) == (True, 4)
 
@@ -590,7 +592,7 @@ def test_a_migration_to_version_3_cut_short_runs_again(store_url: str) -> None:
             (str(SCHEMA_VERSION),)
         ]
         found = store.lookup("c", "k0", 0)
-        assert found is not None and found.canonical == b"GET /download k0"
+        assert found is not None and found.recorded.canonical == b"GET /download k0"
         assert store.verify("c").ok
 
 
@@ -657,9 +659,17 @@ def test_a_version_3_store_is_migrated_and_its_chain_still_holds(store_url: str)
         assert (report.ok, report.checked) == (True, 3)
         for sent in old + new:
             found = store.exchange("c", sent.slot.seq)
-            assert found.response is not None and found.response.body == sent.response.body  # type: ignore[union-attr]
-            assert found.canonical == sent.canonical
-            assert (found.stripped, found.facts, found.messages, found.drift) == (
+            assert (
+                found.recorded.response is not None
+                and found.recorded.response.body == sent.response.body
+            )  # type: ignore[union-attr]
+            assert found.recorded.canonical == sent.canonical
+            assert (
+                found.recorded.stripped,
+                found.recorded.facts,
+                found.recorded.messages,
+                found.drift,
+            ) == (
                 None,
                 {},
                 None,
@@ -684,7 +694,7 @@ def test_a_version_3_store_is_migrated_and_its_chain_still_holds(store_url: str)
         report = store.verify("c")
         assert (report.ok, report.checked) == (True, 4)
         found = store.exchange("c", 3)
-        assert (found.stripped, found.facts, found.messages) == (
+        assert (found.recorded.stripped, found.recorded.facts, found.recorded.messages) == (
             later.stripped,
             later.facts,
             later.messages,
@@ -694,10 +704,13 @@ def test_a_version_3_store_is_migrated_and_its_chain_still_holds(store_url: str)
         # Rekeying with the same keys gives the old rows their stripped digests, and
         # leaves their chain values as they were.
         changes = store.rekey(
-            "c", lambda e: Rekeyed(e.key, e.key_scheme, e.canonical, {"query:ts": "f" * 16})
+            "c",
+            lambda e: Rekeyed(
+                e.recorded.key, e.recorded.key_scheme, e.recorded.canonical, {"query:ts": "f" * 16}
+            ),
         )
         assert all(c.new_key == c.old_key for c in changes)
-        assert store.exchange("c", 0).stripped == {"query:ts": "f" * 16}
+        assert store.exchange("c", 0).recorded.stripped == {"query:ts": "f" * 16}
         assert store.verify("c").ok
     assert run_sql(store_url, "SELECT seq, chain FROM exchanges ORDER BY seq")[:3] == chains
 
@@ -736,8 +749,8 @@ def test_streaming_in_never_waits_for_the_database(store: Store, store_url: str)
         threading.Thread(target=record, daemon=True).start()
         assert done.wait(WAIT)  # while the database is still locked
     found = store.lookup("c", "k", 0)
-    assert found is not None and found.response is not None
-    assert len(found.response.body) == 4 * MiB
+    assert found is not None and found.recorded.response is not None
+    assert len(found.recorded.response.body) == 4 * MiB
 
 
 # -- every past version ---------------------------------------------------------------
@@ -778,8 +791,8 @@ def test_a_store_of_every_past_version_is_migrated_to_the_current_schema(
 
     with open_store(store_url) as store:
         old = store.lookup("c", "k0", 0)
-        assert old is not None and old.response is not None
-        assert (old.request_body, old.response.body) == (b'{"q": 1}', b"answer")
+        assert old is not None and old.recorded.response is not None
+        assert (old.recorded.request_body, old.recorded.response.body) == (b'{"q": 1}', b"answer")
         submit(store, "k1", body=b"answer 1")
         store.flush(WAIT)
         report = store.verify("c")

@@ -40,7 +40,7 @@ def assert_same(got: Exchange | None, sent: NewExchange) -> None:
     assert got is not None
     for field in dataclasses.fields(NewExchange):
         if field.name not in {"slot", "signals", "to_read"}:
-            assert getattr(got, field.name) == getattr(sent, field.name), field.name
+            assert getattr(got.recorded, field.name) == getattr(sent, field.name), field.name
 
 
 def body_bytes(store_url: str) -> int:
@@ -120,8 +120,8 @@ def test_a_large_body_is_uploaded_in_parts_and_read_by_ranges(
         store.submit(plausible_exchange(slot, key="big", response=response))
         store.flush(WAIT)
         found = store.lookup("c", "big", 0)
-        assert found is not None and found.response is not None
-        assert found.response.body_ref == ref
+        assert found is not None and found.recorded.response is not None
+        assert found.recorded.response.body_ref == ref
         assert b"".join(store.read_blob(ref)) == large
         assert store.verify("c").ok
     assert body_bytes(store_url) == 0

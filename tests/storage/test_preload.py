@@ -75,9 +75,9 @@ def _record(
 
 
 def _answer(exchange: Exchange | None) -> bytes | None:
-    if exchange is None or exchange.response is None:
+    if exchange is None or exchange.recorded.response is None:
         return None
-    return exchange.response.body
+    return exchange.recorded.response.body
 
 
 def test_a_preloaded_cassette_is_answered_without_a_query(
@@ -135,7 +135,7 @@ def test_remove_and_rekey_are_not_hidden_by_the_table(store_url: str) -> None:
         store.preload("beta")
         store.remove("alpha")
         assert store.lookup("alpha", "k1", 0) is None
-        store.rekey("beta", lambda exchange: Rekeyed("new", 1, exchange.canonical, {}))
+        store.rekey("beta", lambda exchange: Rekeyed("new", 1, exchange.recorded.canonical, {}))
         assert store.lookup("beta", "k1", 0) is None
         assert _answer(store.lookup("beta", "new", 0)) == b"answer beta k1 0"
 
@@ -157,9 +157,9 @@ def test_large_bodies_stay_references(store_url: str) -> None:
         _record(store, "alpha", ["k1"], plausible_response(body=large))
         store.preload("alpha")
         found = store.lookup("alpha", "k1", 0)
-        assert found is not None and found.response is not None
-        assert found.response.body == b"" and found.response.body_ref is not None
-        assert b"".join(store.read_blob(found.response.body_ref)) == large
+        assert found is not None and found.recorded.response is not None
+        assert found.recorded.response.body == b"" and found.recorded.response.body_ref is not None
+        assert b"".join(store.read_blob(found.recorded.response.body_ref)) == large
 
 
 def test_a_full_table_holds_what_fits_and_leaves_the_rest_to_the_store() -> None:

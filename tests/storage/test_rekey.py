@@ -42,8 +42,8 @@ def keyed_by(new_keys: Mapping[bytes, str]) -> Callable[[Exchange], Rekeyed]:
     """A keyer giving each exchange the key its response body maps to, scheme 2."""
 
     def keyer(exchange: Exchange) -> Rekeyed:
-        assert exchange.response is not None
-        key = new_keys[exchange.response.body]
+        assert exchange.recorded.response is not None
+        key = new_keys[exchange.recorded.response.body]
         return Rekeyed(key, 2, b"form of " + key.encode(), {"query:ts": "f" * 16})
 
     return keyer
@@ -56,8 +56,8 @@ def served(store: Store, key: str) -> list[bytes]:
         found = store.lookup("c", key, occurrence)
         if found is None:
             return answers
-        assert found.response is not None and found.occurrence == occurrence
-        answers.append(found.response.body)
+        assert found.recorded.response is not None and found.recorded.slot.occurrence == occurrence
+        answers.append(found.recorded.response.body)
     raise AssertionError("more occurrences than recorded")
 
 
@@ -73,7 +73,10 @@ def test_unchanged_keys_leave_the_chain_as_it_was(store: Store, store_url: str) 
     before = chains(store_url)
 
     changes = store.rekey(
-        "c", lambda e: Rekeyed(e.key, e.key_scheme, e.canonical, e.stripped or {})
+        "c",
+        lambda e: Rekeyed(
+            e.recorded.key, e.recorded.key_scheme, e.recorded.canonical, e.recorded.stripped or {}
+        ),
     )
     assert changes == [
         KeyChange(0, "k", "k", 0, 0),
@@ -104,9 +107,13 @@ def test_a_collision_is_served_in_recorded_order(store: Store, store_url: str) -
     assert served(store, "same") == [b"one", b"two", b"three"]
     assert served(store, "first") == served(store, "second") == []
     found = store.exchange("c", 1)
-    assert (found.key, found.key_scheme, found.canonical) == ("same", 2, b"form of same")
-    assert found.stripped == {"query:ts": "f" * 16}
-    assert found.facts == {"model": "gpt-4o"}  # kept, and so are drift notes and bodies
+    assert (found.recorded.key, found.recorded.key_scheme, found.recorded.canonical) == (
+        "same",
+        2,
+        b"form of same",
+    )
+    assert found.recorded.stripped == {"query:ts": "f" * 16}
+    assert found.recorded.facts == {"model": "gpt-4o"}  # kept, and so are drift notes and bodies
     assert [d.paths for d in found.drift] == [("body:$.user",)]
     assert store.verify("c").ok
 

@@ -39,7 +39,7 @@ def test_remove_takes_the_cassette_and_only_the_bodies_no_one_else_uses(
     assert store.cassette_names() == ["kept"]
     assert store.cassettes() == [kept_before]
     assert store.verify("kept").ok
-    assert store.exchange("kept", 0).response.body == b"shared answer"  # type: ignore[union-attr]
+    assert store.exchange("kept", 0).recorded.response.body == b"shared answer"  # type: ignore[union-attr]
     digests = {row[0] for row in run_sql(store_url, "SELECT digest FROM blobs")}
     assert len(digests) == 3, "kept's request, form and answer; doomed's own are gone"
     with pytest.raises(CassetteNotFound):
@@ -64,8 +64,8 @@ def test_a_body_deleted_with_its_cassette_is_stored_again_when_it_recurs(store: 
     store.remove("first")
     record(store, "second", b"recurring body")
     found = store.lookup("second", "second-0", 0)
-    assert found is not None and found.response is not None
-    assert found.response.body == b"recurring body"
+    assert found is not None and found.recorded.response is not None
+    assert found.recorded.response.body == b"recurring body"
 
 
 def test_opening_without_create_refuses_a_missing_sqlite_store(tmp_path: Path) -> None:

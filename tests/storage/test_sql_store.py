@@ -82,8 +82,8 @@ def assert_same(got: Exchange | None, sent: NewExchange) -> None:
     for field in dataclasses.fields(NewExchange):
         # Signals are derived and read by triage (Store.triage_rows), not with the exchange.
         if field.name not in {"slot", "signals", "to_read"}:
-            assert getattr(got, field.name) == getattr(sent, field.name), field.name
-    assert (got.seq, got.occurrence) == (sent.slot.seq, sent.slot.occurrence)
+            assert getattr(got.recorded, field.name) == getattr(sent, field.name), field.name
+    assert (got.seq, got.recorded.slot.occurrence) == (sent.slot.seq, sent.slot.occurrence)
     assert len(got.chain) == 64
 
 
@@ -211,7 +211,7 @@ def test_equal_bodies_are_stored_once(store: Store, store_url: str) -> None:
     )
     assert count == 1
     assert stored_size < len(body)
-    assert store.lookup("c", "b", 0).response.body == body  # type: ignore[union-attr]
+    assert store.lookup("c", "b", 0).recorded.response.body == body  # type: ignore[union-attr]
     sizes = {summary.name: summary.stored_bytes for summary in store.cassettes()}
     assert sizes == {"c": stored_size, "other": stored_size}
 
@@ -263,8 +263,8 @@ def test_lookup_returns_the_nth_occurrence(store: Store) -> None:
 
     for n in range(3):
         found = store.lookup("c", "k", n)
-        assert found is not None and found.response is not None
-        assert found.response.body == b"answer %d" % n
+        assert found is not None and found.recorded.response is not None
+        assert found.recorded.response.body == b"answer %d" % n
     assert store.lookup("c", "k", 3) is None
     assert store.lookup("c", "other", 0) is None
     assert store.lookup("nope", "k", 0) is None

@@ -170,7 +170,7 @@ def test_every_other_write_is_done_by_the_writer_process(store: Store) -> None:
     # The writer process forgot the bodies the removals deleted: recorded again, stored again.
     assert record(store, "again", response=plausible_response(body=b"shared answer"))
     again = store.exchange("c", 0)
-    assert again.response is not None and again.response.body == b"shared answer"
+    assert again.recorded.response is not None and again.recorded.response.body == b"shared answer"
     assert store.verify("c").ok
     (child,) = writer_processes()
     assert child.pid != os.getpid()

@@ -7,7 +7,7 @@ from typing import Any
 
 from freezeframe.storage import Chunk, Exchange, NewExchange, Outcome, RecordedResponse, Slot
 
-__all__ = ["plausible_exchange", "plausible_response", "stored_exchange"]
+__all__ = ["changed", "plausible_exchange", "plausible_response", "stored_exchange"]
 
 
 def plausible_response(**changes: Any) -> RecordedResponse:
@@ -73,7 +73,7 @@ def stored_exchange(
     """An exchange as a store gives it back, at ``seq`` of cassette ``c``: ``url`` split into
     scheme, host, port and path; answered with ``status`` and ``response_body`` (no answer
     at all when ``status`` is None); started ``seq`` seconds after 1 700 000 000 unless
-    ``started_at`` says when. Keywords replace any other field."""
+    ``started_at`` says when. Keywords replace any other field of what was recorded."""
     scheme, _, rest = url.partition("://")
     authority, slash, path = rest.partition("/")
     host, _, port = authority.partition(":")
@@ -86,10 +86,8 @@ def stored_exchange(
             chunks=(Chunk(0, first_byte_at),),
             first_byte_at=first_byte_at,
         )
-    exchange = Exchange(
+    recorded = NewExchange(
         cassette="c",
-        seq=seq,
-        occurrence=0,
         key=f"k{seq}",
         key_scheme=1,
         canonical=b"{}",
@@ -107,6 +105,12 @@ def stored_exchange(
         outcome=Outcome.COMPLETE if response is not None else Outcome.FAILED,
         error=None if response is not None else "connection refused",
         context={},
-        chain="0" * 64,
+        slot=Slot(seq, 0),
+        stripped=None,
     )
-    return dataclasses.replace(exchange, **changes)
+    return Exchange(dataclasses.replace(recorded, **changes), chain="0" * 64)
+
+
+def changed(exchange: Exchange, **changes: Any) -> Exchange:
+    """``exchange`` with fields of what was recorded replaced (its cassette, slot, answer...)."""
+    return dataclasses.replace(exchange, recorded=dataclasses.replace(exchange.recorded, **changes))

@@ -8,17 +8,19 @@ import json
 import re
 
 import pytest
-from support.exchanges import stored_exchange
+from support.exchanges import changed, stored_exchange
 
-from freezeframe.storage import Chunk, Outcome
-from freezeframe.whatif.perturb import Perturber, Request, SpecError, parse_spec
+from freezeframe.storage import Chunk, Exchange, Outcome
+from freezeframe.whatif.perturb import Perturbed, Perturber, Request, SpecError, parse_spec
 
 ORDERS = {"orders": [{"id": "a", "user": "u-1"}, {"id": "b", "user": "u-2"}, {"id": "c"}]}
 TOOL = Request("tools.local", 443, "/orders")
 MODEL = Request("api.openai.com", 443, "/v1/chat/completions")
 
 
-def tool_answer(body: bytes = json.dumps(ORDERS).encode(), seq: int = 3, **changes: object):  # noqa: ANN201
+def tool_answer(
+    body: bytes = json.dumps(ORDERS).encode(), seq: int = 3, **changes: object
+) -> Exchange:
     return stored_exchange(
         seq=seq,
         url="https://tools.local/orders",
@@ -31,10 +33,12 @@ def tool_answer(body: bytes = json.dumps(ORDERS).encode(), seq: int = 3, **chang
     )
 
 
-def once(spec: str, request: Request = TOOL, seed: int = 1, exchange=None):  # noqa: ANN001, ANN201
+def once(
+    spec: str, request: Request = TOOL, seed: int = 1, exchange: Exchange | None = None
+) -> Perturbed | None:
     exchange = exchange or tool_answer()
     perturber = Perturber(parse_spec(spec), seed)
-    return perturber.perturb(exchange, exchange.response, request)
+    return perturber.perturb(exchange, exchange.recorded.response, request)
 
 
 def test_the_spec_reads_kind_argument_route_and_probability() -> None:
@@ -71,7 +75,7 @@ def test_the_same_seed_perturbs_the_same_answers_and_another_seed_others() -> No
 
     def rolls(seed: int) -> list[bool]:
         perturber = Perturber(spec, seed)
-        return [perturber.perturb(a, a.response, TOOL) is not None for a in answers]
+        return [perturber.perturb(a, a.recorded.response, TOOL) is not None for a in answers]
 
     assert rolls(7) == rolls(7)
     assert rolls(7) != rolls(8)
@@ -81,7 +85,7 @@ def test_the_same_seed_perturbs_the_same_answers_and_another_seed_others() -> No
 def test_a_retry_of_a_failure_is_rolled_again() -> None:
     perturber = Perturber(parse_spec("reset:0.5"), 3)
     exchange = tool_answer()
-    tries = [perturber.perturb(exchange, exchange.response, TOOL) for _ in range(30)]
+    tries = [perturber.perturb(exchange, exchange.recorded.response, TOOL) for _ in range(30)]
     assert any(t is None for t in tries) and any(t is not None for t in tries)
 
 
@@ -94,7 +98,7 @@ def test_a_route_limits_a_perturbation_to_its_host_and_path() -> None:
 def test_a_rate_limit_is_in_the_providers_shape_and_leaves_the_recording_for_a_retry() -> None:
     done = once("429=7", MODEL)
     assert done is not None and done.failure
-    assert (done.response.status, done.exchange.outcome) == (429, Outcome.COMPLETE)
+    assert (done.response.status, done.exchange.recorded.outcome) == (429, Outcome.COMPLETE)
     assert (b"retry-after", b"7") in done.response.headers
     assert json.loads(done.response.body)["error"]["code"] == "rate_limit_exceeded"
     claude = once("429", Request("api.anthropic.com", 443, "/v1/messages", anthropic=True))
@@ -112,12 +116,12 @@ def test_a_reset_sends_the_head_then_resets_and_a_cut_closes_part_way() -> None:
     reset = once("reset")
     assert reset is not None and reset.failure and reset.played
     assert reset.response.body == b"" and reset.response.status == 200
-    assert "reset" in (reset.exchange.error or "")
+    assert "reset" in (reset.exchange.recorded.error or "")
     cut = once("cut=0.5")
-    assert cut is not None and cut.exchange.outcome is Outcome.TRUNCATED
+    assert cut is not None and cut.exchange.recorded.outcome is Outcome.TRUNCATED
     assert cut.response.body == json.dumps(ORDERS).encode()[: len(cut.response.body)]
     assert len(cut.response.body) == len(json.dumps(ORDERS)) // 2
-    assert "reset" not in (cut.exchange.error or "")
+    assert "reset" not in (cut.exchange.recorded.error or "")
 
 
 def test_slow_stretches_the_recorded_delays_and_split_cuts_a_stream_elsewhere() -> None:
@@ -131,7 +135,7 @@ def test_slow_stretches_the_recorded_delays_and_split_cuts_a_stream_elsewhere() 
     )
     split = once("split", seed=5, exchange=stream)
     assert split is not None and split.response.body == body
-    assert split.response.chunks != stream.response.chunks  # type: ignore[union-attr]
+    assert split.response.chunks != stream.recorded.response.chunks  # type: ignore[union-attr]
     assert split.response.chunks[0] == Chunk(0, 0.1)
     assert once("split") is None  # a JSON answer is not a stream
 
@@ -166,10 +170,10 @@ def test_json_mutations_change_a_tools_answer_and_say_where() -> None:
 def test_a_json_mutation_keeps_the_answers_encoding_and_skips_what_is_not_json() -> None:
     zipped = gzip.compress(json.dumps(ORDERS).encode())
     plain = tool_answer(zipped)
-    assert plain.response is not None
-    headers = (*plain.response.headers, (b"content-encoding", b"gzip"))
-    exchange = dataclasses.replace(
-        plain, response=dataclasses.replace(plain.response, headers=headers)
+    assert plain.recorded.response is not None
+    headers = (*plain.recorded.response.headers, (b"content-encoding", b"gzip"))
+    exchange = changed(
+        plain, response=dataclasses.replace(plain.recorded.response, headers=headers)
     )
     dropped = once("json-drop=$.orders", exchange=exchange)
     assert dropped is not None

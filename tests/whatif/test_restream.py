@@ -12,7 +12,7 @@ import anthropic
 import httpx2
 import openai
 import pytest
-from support.exchanges import stored_exchange
+from support.exchanges import changed, stored_exchange
 from support.streams import anthropic_stream, chat_stream, responses_stream, sse
 
 from freezeframe.canonicalize import KeyConfig
@@ -31,9 +31,9 @@ def streamed(url: str, body: bytes) -> Exchange:
         response_body=body,
     )
     chunks = (Chunk(0, 0.25), Chunk(len(body) // 2, 0.5), Chunk(len(body) - 1, 1.25))
-    assert exchange.response is not None
-    response = dataclasses.replace(exchange.response, chunks=chunks, first_byte_at=0.25)
-    return dataclasses.replace(exchange, response=response)
+    assert exchange.recorded.response is not None
+    response = dataclasses.replace(exchange.recorded.response, chunks=chunks, first_byte_at=0.25)
+    return changed(exchange, response=response)
 
 
 def edit(exchange: Exchange, *sets: str) -> bytes:
