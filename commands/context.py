@@ -32,6 +32,7 @@ def option_value(name: str) -> Any:
 
 
 def debugging() -> bool:
+    """Whether ``--debug`` was given: tracebacks and debug logs."""
     return bool(option_value("debug"))
 
 

@@ -47,6 +47,7 @@ def echo(lines: Iterable[str], headings: bool = False) -> None:
 
 
 def emit_json(document: Any) -> None:
+    """The one JSON document of ``--json``: what is not JSON (a time, a path) as its text."""
     click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
 
 
@@ -69,6 +70,8 @@ class InertFormatter(logging.Formatter):
 
 
 def configure_logging(debug: bool) -> None:
+    """For the commands that run a proxy: its log on stderr, inert; mitmproxy's from warnings
+    up unless ``--debug``, the chattiest libraries' (hpack, asyncio, ...) always."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(InertFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=[handler])
