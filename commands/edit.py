@@ -19,102 +19,6 @@ from freezeframe.storage.names import validate_cassette_name
 
 
 @click.command()
-@click.argument("cassette")
-@store_options
-@RULES
-@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
-@JSON
-@debug_option
-def rekey(cassette: str, rules: str | None, dry_run: bool, as_json: bool) -> None:
-    """Recompute every key under the current rules; report collisions and splits.
-
-    A collision is recordings that had different keys and now share one (replay serves
-    them in recorded order); a split is recordings that shared a key and now differ. The
-    chain is checked first and re-computed after. Stop any proxy recording into the
-    cassette first: it counts occurrences in memory.
-
-    \b
-    Example:
-        freezeframe rekey bug-8821 --rules rules.toml --dry-run
-    """
-    from rich.console import Console
-
-    from freezeframe.proxy.keys import rules_config
-    from freezeframe.whatif.rekey import rekey as rekey_cassette
-    from freezeframe.whatif.rekey import report_lines
-
-    validate_cassette_name(cassette)
-    config = rules_config(rules, located().data_dir)
-    with open_store() as opened:
-        report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
-    if as_json:
-        emit_json(asdict(report))
-        return
-    console = Console()
-    for line in report_lines(report):
-        console.print(line, highlight=False)
-
-
-@click.group()
-def rules() -> None:
-    """Key rules learned from the recordings.
-
-    \b
-    Example:
-        freezeframe rules suggest bug-8821 --apply
-    """
-
-
-@rules.command(name="suggest")
-@click.argument("cassette")
-@store_options
-@setting(
-    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml]", "rules_file", metavar="FILE"
-)
-@click.option(
-    "--apply",
-    is_flag=True,
-    help="Add the suggested rules to the rules file, after showing what rekey would change.",
-)
-@JSON
-@debug_option
-def suggest(cassette: str, rules_file: str | None, apply: bool, as_json: bool) -> None:
-    """Suggest key rules from recordings of the same call that differ in volatile places.
-
-    Each suggestion names its evidence: the exchanges, the path and the values. The
-    conversation itself (messages, input, contents, system...) is never suggested.
-
-    \b
-    Example:
-        freezeframe rules suggest bug-8821
-        freezeframe rules suggest bug-8821 --apply
-    """
-    from freezeframe.proxy.keys import RULES_FILENAME, key_config_of
-    from freezeframe.whatif import suggest as suggesting
-
-    validate_cassette_name(cassette)
-    path = located().data_dir / RULES_FILENAME
-    if rules_file:
-        path = Path(rules_file).expanduser()
-    with open_store() as opened:
-        found = suggesting.suggestions_of(opened, cassette)
-        planned = None
-        if apply and found:
-            current = path.read_text(encoding="utf-8") if path.is_file() else ""
-            planned = suggesting.preview(opened, cassette, found, current, str(path), key_config_of)
-    if not as_json:
-        echo(suggesting.suggestion_lines(cassette, found, planned))
-    if planned is not None:
-        suggesting.write_rules(path, planned)
-        inform(f"added {len(found)} rules to {path}; run `freezeframe rekey {cassette}` to re-key")
-    if as_json:
-        document: dict[str, Any] = {"suggestions": [s.document() for s in found]}
-        if planned is not None:
-            document["applied"] = suggesting.applied_document(path, planned)
-        emit_json(document)
-
-
-@click.command()
 @click.argument("source")
 @click.argument("target")
 @click.option("--upto", type=int, default=None, metavar="SEQ", help="Copy exchanges 0 to SEQ only.")
@@ -303,3 +207,99 @@ def resend(
         emit_json(asdict(resent))
         return
     echo(resent_lines(cassette, seq, resent))
+
+
+@click.command()
+@click.argument("cassette")
+@store_options
+@RULES
+@click.option("--dry-run", is_flag=True, help="Report what would change; write nothing.")
+@JSON
+@debug_option
+def rekey(cassette: str, rules: str | None, dry_run: bool, as_json: bool) -> None:
+    """Recompute every key under the current rules; report collisions and splits.
+
+    A collision is recordings that had different keys and now share one (replay serves
+    them in recorded order); a split is recordings that shared a key and now differ. The
+    chain is checked first and re-computed after. Stop any proxy recording into the
+    cassette first: it counts occurrences in memory.
+
+    \b
+    Example:
+        freezeframe rekey bug-8821 --rules rules.toml --dry-run
+    """
+    from rich.console import Console
+
+    from freezeframe.proxy.keys import rules_config
+    from freezeframe.whatif.rekey import rekey as rekey_cassette
+    from freezeframe.whatif.rekey import report_lines
+
+    validate_cassette_name(cassette)
+    config = rules_config(rules, located().data_dir)
+    with open_store() as opened:
+        report = rekey_cassette(opened, cassette, config, dry_run=dry_run)
+    if as_json:
+        emit_json(asdict(report))
+        return
+    console = Console()
+    for line in report_lines(report):
+        console.print(line, highlight=False)
+
+
+@click.group()
+def rules() -> None:
+    """Key rules learned from the recordings.
+
+    \b
+    Example:
+        freezeframe rules suggest bug-8821 --apply
+    """
+
+
+@rules.command(name="suggest")
+@click.argument("cassette")
+@store_options
+@setting(
+    "--rules", "Key rules (TOML)  [default: <data dir>/rules.toml]", "rules_file", metavar="FILE"
+)
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Add the suggested rules to the rules file, after showing what rekey would change.",
+)
+@JSON
+@debug_option
+def suggest(cassette: str, rules_file: str | None, apply: bool, as_json: bool) -> None:
+    """Suggest key rules from recordings of the same call that differ in volatile places.
+
+    Each suggestion names its evidence: the exchanges, the path and the values. The
+    conversation itself (messages, input, contents, system...) is never suggested.
+
+    \b
+    Example:
+        freezeframe rules suggest bug-8821
+        freezeframe rules suggest bug-8821 --apply
+    """
+    from freezeframe.proxy.keys import RULES_FILENAME, key_config_of
+    from freezeframe.whatif import suggest as suggesting
+
+    validate_cassette_name(cassette)
+    path = located().data_dir / RULES_FILENAME
+    if rules_file:
+        path = Path(rules_file).expanduser()
+    with open_store() as opened:
+        found = suggesting.suggestions_of(opened, cassette)
+        planned = None
+        if apply and found:
+            current = path.read_text(encoding="utf-8") if path.is_file() else ""
+            planned = suggesting.preview(opened, cassette, found, current, str(path), key_config_of)
+    if not as_json:
+        echo(suggesting.suggestion_lines(cassette, found, planned))
+    if planned is not None:
+        suggesting.write_rules(path, planned)
+        inform(f"added {len(found)} rules to {path}; run `freezeframe rekey {cassette}` to re-key")
+    if as_json:
+        document: dict[str, Any] = {"suggestions": [s.document() for s in found]}
+        if planned is not None:
+            document["applied"] = suggesting.applied_document(path, planned)
+        emit_json(document)
