@@ -20,6 +20,7 @@ from support.proxy import free_port
 from freezeframe import cli
 from freezeframe.canonicalize import RequestView, canonicalize
 from freezeframe.canonicalize.drift import digests
+from freezeframe.commands.output import InertFormatter
 from freezeframe.proxy.keys import key_config
 from freezeframe.proxy.localcapture import local_capture_unavailable_reason
 from freezeframe.storage import Chunk, NewExchange, Outcome, RecordedResponse, open_store
@@ -584,7 +585,7 @@ def test_recorded_escape_sequences_never_reach_the_terminal(tmp_path: Path) -> N
 def test_log_lines_are_inert() -> None:
     import logging
 
-    formatter = cli._InertFormatter("%(message)s")
+    formatter = InertFormatter("%(message)s")
     line = formatter.format(
         logging.LogRecord("x", logging.INFO, "f", 1, "recorded %s", ("\x1b]52;c;Zm9v\x07",), None)
     )

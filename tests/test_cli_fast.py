@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_cli import invoke, record
 
-from freezeframe import cli
+from freezeframe.commands import running, start, triage
 from freezeframe.evidence import signatures
 from freezeframe.sandbox import command, wiring
 
@@ -111,7 +111,8 @@ def test_import_of_an_export_never_imports_the_proxy_engine(store: Path, tmp_pat
 
 
 def test_the_choices_the_cli_offers_are_the_ones_the_proxy_knows() -> None:
-    # Copied into cli.py so that --help need not import the sandbox and the CA tools.
-    assert cli.CAPTURES == command.CAPTURES
-    assert cli.SHELLS == wiring.SHELLS
-    assert cli.FAILURE_KINDS == signatures.KINDS
+    # Copied into the command modules so that --help need not import the sandbox, the CA
+    # tools and jsonschema.
+    assert start.CAPTURES == command.CAPTURES
+    assert running.SHELLS == wiring.SHELLS
+    assert triage.FAILURE_KINDS == signatures.KINDS

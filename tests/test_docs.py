@@ -38,7 +38,9 @@ def settings_rows() -> dict[str, tuple[str, str]]:
 
 
 RUN_OPTIONS = [
-    p for p in cli.run.params if isinstance(p, click.Option) and p.envvar and p.name != "debug"
+    p
+    for p in cli.main.commands["run"].params
+    if isinstance(p, click.Option) and p.envvar and p.name != "debug"
 ]
 
 

@@ -12,6 +12,7 @@ OURS = {
     "addons",
     "canonicalize",
     "cli",
+    "commands",
     "evidence",
     "exchange_formats",
     "providers",

@@ -107,6 +107,7 @@ def test_the_wheel_holds_one_import_name_and_what_running_needs(wheel: Path) -> 
     for needed in (
         "freezeframe/__main__.py",
         "freezeframe/cli.py",
+        "freezeframe/commands/read.py",
         "freezeframe/proxy/admin/templates/base.html",
         "freezeframe/proxy/admin/static/htmx-LICENSE.txt",
         "freezeframe/exchange_formats/schema/jsonl.schema.json",
