@@ -5,7 +5,8 @@
 
 Each stage runs the library function the record path runs (addons.record, storage.inflight,
 canonicalize, evidence, storage.sql's writer), on the same request (a 40-turn chat
-completion, about 20 KB) and answer (about 1 KB of JSON), and reports the process CPU time
+completion, about 20 KB) and answer (about 1 KB of JSON), and reports where it runs when
+recording (the event loop, or the store's writer) and the process CPU time
 (``time.process_time``: every thread of this process, so the store's writer thread is
 counted) per exchange. CPU time, not wall time, so a busy machine inflates it little; the
 stages are run interleaved, round after round, so what load there is falls on all of them.
@@ -13,12 +14,13 @@ stages are run interleaved, round after round, so what load there is falls on al
 The stages are what the issue (#30) names: tee (the answer's body fed chunk by chunk to its
 owner), hand-off (the pickling the writer process's channel does), decode and redaction (a
 request body's owner, storage.inflight.Body), parse (one ``json.loads`` of the request: the
-record path parses it four times, in the key, the facts, the signals and search), key
-(canonicalize, its own parse included), facts, signature (triage's signals), search values,
-compression (zstd, both bodies), and commit + index (a real SQLite store's writer thread,
-batched as it batches). Deltas are not a stage of their own: a conversation's body is
-compressed against its base inside commit. ``sent digest`` is replay's lookup by bytes
-(storage.sent), for comparison with ``key``.
+event loop parses it once, for the key, and the store's writer for the facts, the signals
+and search), key (canonicalize, its own parse included), facts, signature (triage's
+signals), the run's failures (RunReaders, the signals included), search values, compression
+(zstd, both bodies), and commit + index (a real SQLite store's writer thread, batched as it
+batches). Deltas are not a stage of their own: a conversation's body is compressed against
+its base inside commit. ``sent digest`` is replay's lookup by bytes (storage.sent), for
+comparison with ``key``.
 """
 
 from __future__ import annotations
