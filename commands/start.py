@@ -54,7 +54,7 @@ def run(**options: Any) -> None:
     from freezeframe.storage.sql import writerprocess
 
     settings = settings_module.build(**options, blobs=given_blobs())
-    if settings.store_writer == "process":
+    if settings.store_writer == "process" and not settings.writer_at_first_write:
         writerprocess.start_early()  # it imports the store while this process imports the proxy
     try:
         from freezeframe.proxy.serve import serve_process

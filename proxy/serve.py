@@ -191,6 +191,7 @@ async def serve(
     store = open_store(
         settings.store_url,
         writer_process=settings.store_writer == "process",
+        defer_writer=settings.writer_at_first_write,
         blobs=settings.blobs,
         outbox=settings.outbox,
         reader=READER,  # facts and signals are read there, off the event loop

@@ -224,6 +224,14 @@ class Settings:
         return self.store or default_store_url(self.data_dir)
 
     @property
+    def writer_at_first_write(self) -> bool:
+        """Whether the store's writer starts with the first write rather than before the
+        proxy serves: a replay writes only what it notes (misses, drift), so its writer
+        process is not started before the first answer (#30); ``--record-into`` writes
+        every answer, and the other modes record."""
+        return self.mode is Mode.REPLAY and self.record_into is None
+
+    @property
     def outbox(self) -> Path:
         """Where bodies wait while the object store (--blobs) is away."""
         return self.data_dir / OUTBOX_DIRNAME

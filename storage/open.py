@@ -10,6 +10,7 @@ def open_store(
     *,
     create: bool = True,
     writer_process: bool = False,
+    defer_writer: bool = False,
     blobs: str | None = None,
     outbox: Path | None = None,
     reader: str | None = None,
@@ -25,6 +26,9 @@ def open_store(
     ``writer_process``: the store's writes (commits, compression, search indexing) run in
     a child process instead of a thread of this one, so they never take the GIL from this
     process (the proxy; storage.sql.writerprocess). Close the store to drain it.
+    ``defer_writer``: that process is started by the first write, not now (a replaying
+    proxy, which may write nothing, answers sooner; a process that cannot start is then
+    reported by Store.health(), not raised here).
 
     ``blobs``: bodies go to (and are read from) that object store, ``s3://BUCKET[/PREFIX]``
     (storage.objects), waiting in the ``outbox`` directory while it is away.
@@ -41,6 +45,7 @@ def open_store(
         url,
         create=create,
         writer_process=writer_process,
+        defer_writer=defer_writer,
         blobs_url=blobs,
         outbox=outbox,
         reader=reader,

@@ -125,6 +125,7 @@ class SqlStore(Store):
         where: str,
         *,
         process_url: str | None = None,
+        defer_writer: bool = False,
         objects: Outbox | None = None,
         reader: str | None = None,
     ) -> None:
@@ -135,11 +136,14 @@ class SqlStore(Store):
         self._counters = Counters(self._load_counts)
         self._durable: dict[int, tuple[threading.Event, list[bool]]] = {}
         self._reader_path = reader
-        """open_store's ``reader``, for a thread writer started later."""
+        """open_store's ``reader``, for a writer started later."""
+        self._process_url = process_url
+        """Where a writer process writes; None: the writer is a thread of this process."""
         self._writer: Writer | WriterProcess | None = None
-        """None until the first write, with a thread writer: a process is started at once,
-        so the proxy that asked for one knows before it serves that it cannot start."""
-        if process_url is not None:
+        """None until the first write, with a thread writer or a deferred process; a process
+        not deferred is started at once, so the proxy that asked for one knows before it
+        serves that it cannot start."""
+        if process_url is not None and not defer_writer:
             self._writer = WriterProcess(
                 process_url, where, self._written, self._counters.moved, objects, reader
             )
@@ -156,14 +160,15 @@ class SqlStore(Store):
         *,
         create: bool = True,
         writer_process: bool = False,
+        defer_writer: bool = False,
         blobs_url: str | None = None,
         outbox: Path | None = None,
         reader: str | None = None,
     ) -> Self:
         """The store at ``url``; with ``writer_process`` (Linux only), written by a process
-        of its own (storage.sql.writerprocess), else by a thread of this one; with
-        ``blobs_url``, bodies in that object store (storage.objects), waiting in ``outbox``
-        while it is away."""
+        of its own (storage.sql.writerprocess), started now or, with ``defer_writer``, by the
+        first write; else by a thread of this one; with ``blobs_url``, bodies in that object
+        store (storage.objects), waiting in ``outbox`` while it is away."""
         apart = writer_process and sys.platform == "linux"
         objects = None if blobs_url is None else outbox_for(blobs_url, outbox)
         engine = connect(url, create=create)
@@ -172,6 +177,7 @@ class SqlStore(Store):
                 engine,
                 mask(url),
                 process_url=url if apart else None,
+                defer_writer=defer_writer,
                 objects=objects,
                 reader=reader,
             )
@@ -596,7 +602,19 @@ class SqlStore(Store):
             return writer
         with self._lock:
             self._check_open()
-            if self._writer is None:
+            if self._writer is None and self._process_url is not None:
+                # Deferred: the write waits in the channel while the process starts, and a
+                # process that cannot start is logged and reported by health().
+                self._writer = WriterProcess(
+                    self._process_url,
+                    self._where,
+                    self._written,
+                    self._counters.moved,
+                    self._objects,
+                    self._reader_path,
+                    wait=False,
+                )
+            elif self._writer is None:
                 self._writer = Writer(
                     self._engine,
                     self._written,

@@ -77,7 +77,11 @@ class WriterProcess:
         moved: Moved,
         objects: Outbox | None = None,
         reader: str | None = None,
+        *,
+        wait: bool = True,
     ) -> None:
+        """Start the process; with ``wait``, return once it has opened the store, or raise
+        StoreUnavailable with the reason it could not."""
         self._reader = reader
         """Open_store's ``reader``, which the process imports itself."""
         self._url = url
@@ -120,7 +124,7 @@ class WriterProcess:
         self._thread.start()
         # Ready before the proxy is: a first recording never waits for the process to start,
         # and one that cannot start stops the proxy's start with its reason.
-        if not self._ready.wait(START_WAIT_S) or self._died is not None:
+        if wait and (not self._ready.wait(START_WAIT_S) or self._died is not None):
             why = self._died or f"it did not start within {START_WAIT_S:.0f}s"
             self.stop()
             raise StoreUnavailable(f"cannot start the writer process of store {where}: {why}")

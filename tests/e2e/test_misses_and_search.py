@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import openai
+import psutil
 import pytest
 from support.proxy import ProxyProcess
 from support.upstream import Upstream
@@ -81,6 +82,49 @@ def test_misses_are_kept_with_their_explanation_and_listed_newest_first(
     assert said in text
     typo = freezeframe("show", "kep", "--misses", data_dir=data_dir)
     assert typo.returncode == 0 and "no misses kept for cassette 'kep'" in typo.stdout
+
+
+def writer_processes(proxy: ProxyProcess) -> list[psutil.Process]:
+    """The proxy's store writer processes (storage.sql.writerchild), live ones."""
+    assert proxy.process is not None
+    found = []
+    for child in psutil.Process(proxy.process.pid).children():
+        try:
+            if "writerchild" in " ".join(child.cmdline()) and child.status() != "zombie":
+                found.append(child)
+        except psutil.Error:
+            pass  # gone since it was listed
+    return found
+
+
+def test_a_replay_starts_its_store_writer_with_its_first_miss(
+    start_proxy: Callable[..., ProxyProcess],
+    upstream: Upstream,
+    client_env: ClientEnv,
+) -> None:
+    """A replay answered from its recordings writes nothing, so its writer process is not
+    started before its first answer (#30): the first miss starts it, the miss is kept, and a
+    writer that then dies is reported by /health as the store's problem."""
+    recorder = start_proxy(mode="record", cassette="kept")
+    client_env(recorder)
+    recorded = ask(upstream.base_url, "Summarise the report")
+    recorder.stop()
+
+    replayer = start_proxy(mode="replay", cassette="kept")
+    client_env(replayer)
+    assert ask(upstream.base_url, "Summarise the report") == recorded
+    assert writer_processes(replayer) == []
+    with pytest.raises(openai.NotFoundError):
+        ask(upstream.base_url, "Summarise the other report")
+    listed = replayer.admin("GET", "/api/cassettes/kept/misses").json()
+    assert [miss["occurrence"] for miss in listed] == [1]
+    (writer,) = writer_processes(replayer)
+
+    writer.kill()
+    health = replayer.health(lambda health: health["store_problem"] is not None)
+    assert health["status"] == "degraded"
+    assert "writer process exited" in health["store_problem"]
+    assert "writer process exited" in replayer.logged("writer process exited")
 
 
 def test_a_miss_answer_quotes_no_recording_to_a_shared_ports_clients(

@@ -185,3 +185,27 @@ def test_an_import_crosses_when_what_it_carries_can(store: Store) -> None:
     with pytest.raises(StoreError, match="written by a process of its own"):
         store.import_cassette("generated", read)
     assert store.cassette_names() == ["brought"]
+
+
+def test_a_deferred_writer_starts_with_the_first_write(store_url: str) -> None:
+    # A replaying proxy's store: no process until something is written (#30).
+    with open_store(store_url, writer_process=True, defer_writer=True) as store:
+        assert writer_processes() == []
+        assert store.health() is None
+        assert record(store, "first")
+        assert len(writer_processes()) == 1
+        assert store.lookup("c", "first", 0) is not None
+    eventually(lambda: not writer_processes(), "the writer process to exit")
+
+
+def test_a_deferred_writer_that_cannot_start_is_reported_by_health(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store.db"
+    with open_store(f"sqlite:///{path}", writer_process=True, defer_writer=True) as store:
+        path.unlink()  # the process opens the store it was started for, and finds none
+        with caplog.at_level(logging.ERROR, logger="freezeframe"):
+            assert not record(store, "lost")
+            eventually(lambda: store.health() is not None, "/health to report the writer")
+        assert "writer process exited" in str(store.health())
+        assert any("writer process exited" in r.getMessage() for r in caplog.records)
