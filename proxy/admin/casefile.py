@@ -59,6 +59,7 @@ from freezeframe.evidence.triage import (
 )
 from freezeframe.evidence.triage import numbers as group_numbers
 from freezeframe.evidence.words import plural
+from freezeframe.evidence.words import size as readable_size
 from freezeframe.proxy.admin import present
 from freezeframe.proxy.admin.context import AdminContext
 from freezeframe.proxy.admin.guard import csrf_token
@@ -166,14 +167,7 @@ def _when(epoch: float | None) -> str:
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+    return "-" if n is None else readable_size(n)
 
 
 def wants_json(request: Request) -> bool:

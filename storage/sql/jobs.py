@@ -8,6 +8,7 @@ process, which waits on it; the writer process answers over its channel instead
 """
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -36,9 +37,10 @@ from freezeframe.storage.sql.remove import remove_cassette
 from freezeframe.storage.sql.schema import cassettes, exchanges
 
 
-class Ticket:
+class Ticket(ABC):
     """A job on its way to the writer: the writer answers it once, with what the job
-    returned or what it raised."""
+    returned or what it raised (to a caller in this process, or over the writer
+    process's channel)."""
 
     def __init__(self, job: Job[Any]) -> None:
         self.job = job
@@ -47,8 +49,8 @@ class Ticket:
         """Whether the caller stopped waiting (Ctrl-C): an import then rolls back."""
         return False
 
-    def answer(self, result: object, error: BaseException | None) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def answer(self, result: object, error: BaseException | None) -> None: ...
 
 
 class Waiting[T](Ticket):
