@@ -29,8 +29,10 @@ LARGE = 9 * 1024 * 1024
 """More than the 8 MiB spill: streamed through a blob writer, uploaded in parts."""
 
 
-def freezeframe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A freezeframe command, outside the proxy the test pointed this process at."""
+def freezeframe(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A freezeframe command, outside the proxy the test pointed this process at, in ``cwd``:
+    given --store and not --data-dir, a command keeps its outbox in ./.freezeframe, which
+    must not land in the checkout (test_hostile_names watches it)."""
     outside = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     return subprocess.run(
         [sys.executable, "-P", "-m", "freezeframe", *args],
@@ -38,7 +40,7 @@ def freezeframe(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=Path(__file__).parents[2],
+        cwd=cwd,
     )
 
 
@@ -88,10 +90,10 @@ def test_recorded_into_postgresql_and_object_storage_and_replayed_byte_for_byte(
     assert replayer.stop() == 0
 
     verified = freezeframe(
-        "verify", "bucket", "--store", postgres_url, "--blobs", blobs_url, env={}
+        "verify", "bucket", "--store", postgres_url, "--blobs", blobs_url, env={}, cwd=tmp_path
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    shown = freezeframe("show", "bucket", "--store", postgres_url, env=env)
+    shown = freezeframe("show", "bucket", "--store", postgres_url, env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "/tool/counter" in shown.stdout
 
