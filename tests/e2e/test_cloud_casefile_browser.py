@@ -35,7 +35,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from support.browser import artifact_path, chromium_or_skip, failed, overflowing
 from support.cloud_upstream import AZURE_MODEL, CloudUpstream
 from support.proxy import ProxyProcess
-from support.ws_upstream import WsUpstream
+from support.ws_upstream import HANDSHAKE_S, WsUpstream
 
 from freezeframe.proxy.trust import client_bundle
 
@@ -232,7 +232,12 @@ def realtime_agent(up: WsUpstream, base: str) -> dict[str, str]:
     calls (run over HTTP, its output sent back), then the model's answer."""
     client = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key="sk-e2e-casefile-realtime")
     said = {"realtime": ""}
-    with client.realtime.connect(model="gpt-realtime") as connection, httpx.Client() as http:
+    with (
+        client.realtime.connect(
+            model="gpt-realtime", websocket_connection_options={"open_timeout": HANDSHAKE_S}
+        ) as connection,
+        httpx.Client() as http,
+    ):
         connection.recv()
         session = {"type": "realtime", "instructions": INSTRUCTIONS, "tools": [ORDERS]}
         connection.session.update(session=session)  # type: ignore[arg-type]

@@ -39,7 +39,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream
-from support.ws_upstream import WsUpstream
+from support.ws_upstream import HANDSHAKE_S, WsUpstream
 from websockets.sync.client import connect
 
 from freezeframe import cli
@@ -133,7 +133,7 @@ def traffic(upstream: Upstream, ws: WsUpstream, refused_port: int) -> list[Any]:
     with connect(
         ws.url("/v1/realtime?model=gpt-realtime"),
         additional_headers={"Authorization": f"Bearer {OPENAI_KEY}"},
-        open_timeout=10,
+        open_timeout=HANDSHAKE_S,
         close_timeout=10,
     ) as session:
         seen.append(session.recv(timeout=10))

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from mitmproxy.io import tnetstring
 from support.proxy import ProxyProcess, free_port
 from support.upstream import Upstream
-from support.ws_upstream import WsUpstream
+from support.ws_upstream import HANDSHAKE_S, WsUpstream
 from websockets.sync.client import connect
 
 from freezeframe import cli
@@ -71,7 +71,7 @@ def session(ws: WsUpstream, proxy: str, ca: ssl.SSLContext) -> list[str | bytes]
         proxy=proxy,
         ssl=ca,
         additional_headers={"Authorization": f"Bearer {API_KEY}"},
-        open_timeout=10,
+        open_timeout=HANDSHAKE_S,
         close_timeout=10,
     ) as conversation:
         seen = [conversation.recv(timeout=10)]

@@ -19,7 +19,7 @@ import openai
 import pytest
 import trustme
 from support.proxy import ProxyProcess
-from support.ws_upstream import WsUpstream
+from support.ws_upstream import HANDSHAKE_S, WsUpstream
 
 pytestmark = [
     pytest.mark.e2e,
@@ -48,10 +48,21 @@ def ws_upstream(upstream_ca: trustme.CA) -> Iterator[WsUpstream]:
         server.stop()
 
 
-def session(up: WsUpstream, prompt: str) -> list[dict[str, Any]]:
+def session(up: WsUpstream, prompt: str, proxy: ProxyProcess) -> list[dict[str, Any]]:
+    """The session as the client saw it; a handshake that timed out says what ``proxy``
+    had logged by then."""
+    try:
+        return _session(up, prompt)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; the proxy logged:\n{proxy.log}") from exc
+
+
+def _session(up: WsUpstream, prompt: str) -> list[dict[str, Any]]:
     client = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key=KEY)
     events: list[dict[str, Any]] = []
-    with client.realtime.connect(model="gpt-realtime") as connection:
+    with client.realtime.connect(
+        model="gpt-realtime", websocket_connection_options={"open_timeout": HANDSHAKE_S}
+    ) as connection:
         events.append(connection.recv().model_dump())
         connection.session.update(
             session={"type": "realtime", "instructions": ORDERS, "tools": [TOOL]}  # type: ignore[list-item]
@@ -91,11 +102,11 @@ def test_a_realtime_session_is_keyed_read_searched_exported_and_replayed(
 ) -> None:
     recorder = start_proxy(mode="record", cassette="rt", args=("--replay-pace", "instant"))
     client_env(recorder)
-    recorded = session(ws_upstream, "Where is my order?")
+    recorded = session(ws_upstream, "Where is my order?", recorder)
     recorder.admin("PUT", "/api/mode", json={"cassette": "rt-again"})
-    again = session(ws_upstream, "Where is my order?")
+    again = session(ws_upstream, "Where is my order?", recorder)
     recorder.admin("PUT", "/api/mode", json={"cassette": "rt-other"})
-    session(ws_upstream, "Cancel my order.")
+    session(ws_upstream, "Cancel my order.", recorder)
     assert recorder.stop() == 0
     assert again != recorded, "the server minted new ids and words the second time"
 
@@ -157,7 +168,7 @@ def test_a_realtime_session_is_keyed_read_searched_exported_and_replayed(
 
     replayer = start_proxy(mode="replay", cassette="rt", args=("--replay-pace", "instant"))
     client_env(replayer)
-    assert session(ws_upstream, "Where is my order?") == recorded
+    assert session(ws_upstream, "Where is my order?", replayer) == recorded
     assert ws_upstream.connections == 3, "replay opened no connection upstream"
     steps = replayer.admin("GET", "/cassettes/rt/steps.json").json()
     step = steps["steps"][0]
@@ -178,7 +189,7 @@ def test_an_edited_realtime_answer_replays_as_edited(
 ) -> None:
     recorder = start_proxy(mode="record", cassette="rt", args=("--replay-pace", "instant"))
     client_env(recorder)
-    recorded = session(ws_upstream, "Where is my order?")
+    recorded = session(ws_upstream, "Where is my order?", recorder)
     assert recorder.stop() == 0
 
     edited = freezeframe(
@@ -195,7 +206,7 @@ def test_an_edited_realtime_answer_replays_as_edited(
 
     replayer = start_proxy(mode="replay", cassette="rt-fix", args=("--replay-pace", "instant"))
     client_env(replayer)
-    replayed = session(ws_upstream, "Where is my order?")
+    replayed = session(ws_upstream, "Where is my order?", replayer)
     assert ws_upstream.connections == 1, "the edited session replayed without the server"
     said = "".join(e["delta"] for e in replayed if e["type"] == "response.output_text.delta")
     assert said == "Your order ord_8821 is processing."

@@ -22,7 +22,7 @@ import pytest
 import trustme
 from support.credential_corpus import corpus, json_body
 from support.proxy import ProxyProcess
-from support.ws_upstream import WsUpstream
+from support.ws_upstream import HANDSHAKE_S, WsUpstream
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -48,7 +48,7 @@ def open_session(up: WsUpstream, key: str = OPENAI_KEY) -> ClientConnection:
     return connect(
         up.url("/v1/realtime?model=gpt-realtime"),
         additional_headers={"Authorization": f"Bearer {key}"},
-        open_timeout=TIMEOUT,
+        open_timeout=HANDSHAKE_S,
         close_timeout=TIMEOUT,
     )
 
@@ -142,7 +142,9 @@ def test_the_openai_realtime_client_replays_its_session(
     def session() -> list[dict[str, Any]]:
         client = openai.OpenAI(base_url=f"{ws_upstream.base_url}/v1", api_key=OPENAI_KEY)
         events: list[dict[str, Any]] = []
-        with client.realtime.connect(model="gpt-realtime") as connection:
+        with client.realtime.connect(
+            model="gpt-realtime", websocket_connection_options={"open_timeout": HANDSHAKE_S}
+        ) as connection:
             events.append(connection.recv().model_dump())
             connection.conversation.item.create(
                 item={
