@@ -86,11 +86,13 @@ def canonical_of(
     """Compute the request key once per flow; replay and record both need it. The body is
     read once (storage.inflight), as held by mitmproxy unless it streamed in already."""
     if info.canonical is None:
-        if info.body is None:
+        landed = info.body
+        if landed is None:
             body = Body(redactor, info.secrets, flow.request.headers.fields, hold=None)
             body.feed(flow.request.raw_content or b"")
-            info.landed(body.end())
-        decoded = info.body.decoded
+            landed = body.end()
+            info.landed(landed)
+        decoded = landed.decoded
         if decoded is not None and not decoded.whole:
             log.warning(
                 "%s %s: body keyed as sent: %s",
@@ -98,7 +100,7 @@ def canonical_of(
                 display_url(flow, info),
                 decoded.note,
             )
-        info.view = wire_request(flow, info).view_of(info.body.keyed)
+        info.view = wire_request(flow, info).view_of(landed.keyed)
         info.canonical = canonicalize(info.view, config)
     return info.canonical
 

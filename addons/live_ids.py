@@ -12,6 +12,7 @@ named the recorded ids. The log says each pair as it is learned.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from mitmproxy import http
 
@@ -56,7 +57,7 @@ class LiveIds:
         if inner is False:
             return  # buffered: read whole in ``response``
 
-        def copy(data: bytes) -> bytes:
+        def copy(data: bytes) -> Iterable[bytes] | bytes:
             if len(tap) + len(data) <= TAPPED:
                 tap.extend(data)
             return inner(data) if callable(inner) else data

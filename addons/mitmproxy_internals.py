@@ -122,7 +122,9 @@ def coalesce_tls_writes(on: bool) -> None:
         tls.TLSLayer.event_to_child = _MITMPROXY_TLS_EVENT_TO_CHILD  # type: ignore[method-assign]
         return
 
-    def event_to_child(self: tls.TLSLayer, event: events.Event) -> layer.CommandGenerator[None]:
+    def event_to_child(
+        self: tunnel.TunnelLayer, event: events.Event
+    ) -> layer.CommandGenerator[None]:
         # mitmproxy's TunnelLayer.event_to_child, with the child's writes to this
         # connection held until its next other command, or its end.
         if self.tunnel_state is tunnel.TunnelState.ESTABLISHING and not self.command_to_reply_to:
@@ -143,7 +145,7 @@ def coalesce_tls_writes(on: bool) -> None:
 
 
 def _send_held(
-    tls_layer: tls.TLSLayer, held: list[commands.SendData]
+    tls_layer: tunnel.TunnelLayer, held: list[commands.SendData]
 ) -> layer.CommandGenerator[None]:
     """The held writes to the layer's connection as one, and none held after."""
     if len(held) > 1:

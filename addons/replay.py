@@ -525,7 +525,8 @@ class Replay:
         cassette = info.cassette
         request = f"{flow.request.method} {display_url(flow, info)}"
         self._state.tally.missed(cassette)
-        kind, recorded, near = "freezeframe_replay_miss", 0, ()
+        kind, recorded = "freezeframe_replay_miss", 0
+        near: tuple[Nearest, ...] = ()
         rule: tuple[dict[str, Any], str] | None = None
         if not self._store.has_cassette(cassette):
             kind = "freezeframe_unknown_cassette"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .jsonbody import MAX_DEPTH, JsonValue, NotJson, Number, decode_json, encode_json
 from .jsonpath import member_path
-from .model import Difference
+from .model import Difference, DifferenceLike
 
 _MAX_DIFFERENCES = 50
 _MAX_SHOWN = 80
@@ -93,7 +93,7 @@ SAID_CHARS = 60
 """Characters of a value in a one-line miss message."""
 
 
-def said(found: Sequence[Difference]) -> str:
+def said(found: Sequence[DifferenceLike]) -> str:
     """Differences as one line, each path with its recorded and live value cut to a readable
     length: what a miss's message says where the user reads it (the SDK's exception, the
     proxy's log, ``show --misses``, the pytest failure)."""

@@ -5,7 +5,7 @@ All are frozen so a key, once computed, cannot drift from the request and option
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Self
+from typing import Protocol, Self
 from urllib.parse import parse_qsl
 
 from blake3 import blake3
@@ -167,3 +167,16 @@ class Difference:
     path: str
     live: str
     recorded: str
+
+
+class DifferenceLike(Protocol):
+    """What reading a difference needs (`said`, what-if's rule for a miss): a `Difference`,
+    or the store's record of one in a miss (storage.Difference), which is a type of its own
+    because canonicalize and storage import nothing of each other."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def live(self) -> str: ...
+    @property
+    def recorded(self) -> str: ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -38,10 +38,14 @@ def usage() -> Iterator[None]:
 
 class Separated(click.types.StringParamType):
     """A repeatable option whose environment variable separates values with ``sep``
-    (click would split on whitespace, which breaks regexes with spaces)."""
+    (click would split on whitespace, which breaks regexes with spaces). click's own
+    ``envvar_list_splitter`` is one per class; the separator is one per option."""
 
     def __init__(self, sep: str) -> None:
-        self.envvar_list_splitter = sep
+        self.sep = sep
+
+    def split_envvar_value(self, rv: str) -> Sequence[str]:
+        return (rv or "").split(self.sep)
 
 
 def debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -55,7 +59,9 @@ def debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
-def setting(flag: str, help: str, *names: str, **kwargs: Any) -> Callable[..., Any]:
+def setting(
+    flag: str, help: str, *names: str, **kwargs: Any
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """An option backed by its ``FREEZEFRAME_*`` variable, as the contract's table says."""
     kwargs.setdefault("envvar", "FREEZEFRAME_" + flag.lstrip("-").replace("-", "_").upper())
     kwargs.setdefault("show_default", kwargs.get("default") is not None)

@@ -135,8 +135,10 @@ def show(
             one = documents.exchange_document(opened.exchange(cassette, seq))
         notes = opened.notes(cassette, seq)
     if as_json:
-        listed = [documents.summary_document(row) for row in rows] if seq is None else None
-        emit_json(with_notes(one, notes) if seq is not None else listed)
+        if seq is None:
+            emit_json([documents.summary_document(row) for row in rows])
+        else:
+            emit_json(with_notes(one, notes))
         return
     if seq is None:
         rich_console().print(listings.exchanges_table(rows))

@@ -127,7 +127,7 @@ def java_truststore(ca: Path, bundle: Path) -> Path:
     sources = (system_ca_file(), ca)
     if dest.exists() and dest.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
         return dest
-    certificates = []
+    certificates: list[pkcs12.PKCS12Certificate] = []
     for block in bundle.read_bytes().split(_PEM_END):
         if b"-----BEGIN CERTIFICATE-----" not in block:
             continue

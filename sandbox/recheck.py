@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import glob
 import json
 import math
@@ -38,12 +39,12 @@ from typing import Any
 
 from blake3 import blake3
 
-from freezeframe.addons.state import Event
+from freezeframe.addons.state import Event, Mode
 from freezeframe.canonicalize import Route
 from freezeframe.evidence.triage import Group
 from freezeframe.providers.apis import api_of
 from freezeframe.providers.prices import cost_of, tokens_of
-from freezeframe.proxy.settings import Mode, Settings
+from freezeframe.proxy.settings import Settings
 from freezeframe.sandbox.aside import output_to, output_to_stderr
 from freezeframe.sandbox.command import Confinement, run_command
 from freezeframe.storage import (
@@ -593,7 +594,7 @@ def _copies(store: Store, name: str, exchanges: Sequence[Exchange]) -> Iterator[
                 stripped=recorded.stripped or {},
                 origin=None,
             ),
-            streams=tuple((ref, lambda ref=ref: store.read_blob(ref)) for ref in refs),
+            streams=tuple((ref, functools.partial(store.read_blob, ref)) for ref in refs),
         )
 
 

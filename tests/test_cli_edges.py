@@ -12,6 +12,8 @@ import pytest
 from support.proxy import ProxyProcess
 from test_cli import assert_one_line_error, invoke, record
 
+from freezeframe import cli
+
 
 def freezeframe(
     *args: str, cwd: Path, env: dict[str, str] | None = None
@@ -127,6 +129,18 @@ def test_arguments_click_cannot_check_are_usage_errors_too(
     assert done.stderr.startswith("freezeframe: error: ") and done.stderr.count("\n") == 1
     assert fragment in done.stderr and f"(see freezeframe {args[0]} --help)" in done.stderr
     assert invoke("ls", "--json", "--data-dir", str(data_dir)).stdout.count('"name"') == 2
+
+
+def test_a_variable_of_several_values_splits_on_its_separator_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A pattern may hold spaces and commas, so FREEZEFRAME_REDACT_PATTERNS holds one a line;
+    # the lists of names split on commas, each option on its own separator.
+    monkeypatch.setenv("FREEZEFRAME_REDACT_PATTERNS", "sk-[a-z]+ x\nid: [0-9, ]+")
+    monkeypatch.setenv("FREEZEFRAME_REDACT_HEADERS", "x-one,x two")
+    parsed = cli.main.commands["run"].make_context("run", [])
+    assert parsed.params["redact_patterns"] == ("sk-[a-z]+ x", "id: [0-9, ]+")
+    assert parsed.params["redact_headers"] == ("x-one", "x two")
 
 
 def test_search_that_finds_nothing_says_so(data_dir: Path) -> None:

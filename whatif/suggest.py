@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from freezeframe.canonicalize import Difference, KeyConfig, RuleSet, parse_rules
+from freezeframe.canonicalize import DifferenceLike, KeyConfig, RuleSet, parse_rules
 from freezeframe.canonicalize.diff import differences
 from freezeframe.storage import Exchange, Miss, Store
 from freezeframe.whatif.rekey import RekeyReport, rekey
@@ -189,7 +189,7 @@ def suggestions_of(store: Store, cassette: str) -> list[Suggestion]:
     return suggest([store.exchange(cassette, s.seq) for s in store.exchanges(cassette)])
 
 
-def from_miss(host: str, path: str, found: Iterable[Difference]) -> Suggestion | None:
+def from_miss(host: str, path: str, found: Iterable[DifferenceLike]) -> Suggestion | None:
     """The rule that would have made a miss a hit, when the nearest recording differs from
     the request only at proposable paths whose values are both machine-made; else None."""
     differing = [d for d in found if d.path != "…"]

@@ -77,7 +77,7 @@ def waterfall(summaries: Sequence[ExchangeSummary], span: tuple[float, float]) -
         duration = summary.duration or 0.0
         first = summary.first_byte_after if summary.first_byte_after is not None else duration
         usage = summary.facts.get("usage")
-        counts: Mapping[str, int] = usage if isinstance(usage, Mapping) else {}
+        counts = usage if isinstance(usage, Mapping) else {}
         model = summary.facts.get("answered_model") or summary.facts.get("model")
         rows.append(
             Row(
@@ -97,8 +97,14 @@ def waterfall(summaries: Sequence[ExchangeSummary], span: tuple[float, float]) -
     return rows
 
 
-def _first_of(counts: Mapping[str, int], names: Sequence[str]) -> int | None:
-    return next((counts[name] for name in names if name in counts), None)
+def _first_of(counts: Mapping[str, int | str], names: Sequence[str]) -> int | None:
+    """The first of ``names`` that ``counts`` holds a number for: usage is a fact of counts
+    (storage.FACT_KINDS), though a fact's type allows a map of labels too."""
+    for name in names:
+        value = counts.get(name)
+        if isinstance(value, int):
+            return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,6 +184,19 @@ def test_pages_render_recorded_bytes_as_text_under_a_strict_csp(
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
 
 
+def test_the_waterfall_shows_each_calls_tokens_under_either_apis_names(tmp_path: Path) -> None:
+    chat = {"usage": {"prompt_tokens": 12, "completion_tokens": 3}}
+    responses = {"usage": {"input_tokens": 40, "output_tokens": 7, "total_tokens": 47}}
+    settings = Settings(data_dir=tmp_path, admin=Address.parse(ADMIN, "admin"))
+    with open_store(f"sqlite:///{tmp_path / 'freezeframe.db'}") as store:
+        record(store, "chat", 1, facts=chat)
+        record(store, "responses", 1, facts=responses)
+        app = create_app(store, RuntimeState(Mode.REPLAY, "chat"), settings)
+        with TestClient(app, base_url=f"http://{ADMIN}") as client:
+            assert "12 / 3" in client.get("/cassettes/chat").text
+            assert "40 / 7" in client.get("/cassettes/responses").text
+
+
 def test_a_truncated_answer_shows_its_partial_body_and_outcome(
     client: TestClient,
 ) -> None:
