@@ -21,7 +21,7 @@ from freezeframe.addons.state import Mode, RuntimeState
 from freezeframe.canonicalize import KeyConfig, canonicalize
 from freezeframe.evidence.response_ids import answer_ids, is_responses_path, pair_ids
 from freezeframe.providers.bodies import media_type, response_body
-from freezeframe.storage import Store, StoreError
+from freezeframe.storage import ReplayStore, StoreError
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.redaction import Redactor
 
@@ -34,7 +34,7 @@ _FORWARDED = (Mode.RECORD, Mode.PASSTHROUGH, Mode.AUTO)
 
 class LiveIds:
     def __init__(
-        self, store: Store, state: RuntimeState, key_config: KeyConfig, redactor: Redactor
+        self, store: ReplayStore, state: RuntimeState, key_config: KeyConfig, redactor: Redactor
     ) -> None:
         self._store = store
         self._state = state

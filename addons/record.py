@@ -40,8 +40,8 @@ from freezeframe.storage import (
     NewExchange,
     Origin,
     Outcome,
+    RecordStore,
     Slot,
-    Store,
     StoreError,
 )
 from freezeframe.storage.inflight import Body, Landed
@@ -176,7 +176,7 @@ class _Recording:
 class Record:
     def __init__(
         self,
-        store: Store,
+        store: RecordStore,
         state: RuntimeState,
         key_config: KeyConfig,
         redactor: Redactor,

@@ -41,7 +41,7 @@ from freezeframe.addons._flows import info_of
 from freezeframe.addons.uploads import RequestBody
 from freezeframe.addons.websocket import handshake_headers, is_websocket
 from freezeframe.addons.wsreenact import Conversation
-from freezeframe.storage import Chunk, Exchange, Header, Outcome, RecordedResponse, Store
+from freezeframe.storage import Chunk, Exchange, Header, Outcome, ReadStore, RecordedResponse
 from freezeframe.storage.redaction import Redactor
 
 log = logging.getLogger("freezeframe.reenact")
@@ -91,7 +91,7 @@ class _Upload:
 class Reenactor:
     """A mitmproxy addon that owns the loopback server for the lifetime of the proxy."""
 
-    def __init__(self, store: Store, redactor: Redactor) -> None:
+    def __init__(self, store: ReadStore, redactor: Redactor) -> None:
         self._store = store
         self._redactor = redactor
         self._staged: dict[str, Staged | _Upload | Conversation] = {}

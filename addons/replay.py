@@ -49,7 +49,7 @@ from freezeframe.storage import (
     Nearest,
     Outcome,
     RecordedResponse,
-    Store,
+    ReplayStore,
     StoreError,
 )
 from freezeframe.storage.redaction import Redactor
@@ -82,7 +82,7 @@ _UNKNOWN_BYTES = _KeyedInFull()
 class Replay:
     def __init__(
         self,
-        store: Store,
+        store: ReplayStore,
         state: RuntimeState,
         key_config: KeyConfig,
         redactor: Redactor,

@@ -16,7 +16,7 @@ from typing import Any
 
 from freezeframe.canonicalize.drift import described
 from freezeframe.evidence.response_ids import IdMap
-from freezeframe.storage import Store
+from freezeframe.storage import ReplayStore
 
 
 class Mode(enum.StrEnum):
@@ -208,7 +208,7 @@ class SharedPositions:
     """Replay positions counted in the store, so proxy replicas that replay one session
     together (``--replay-session``) hand out each recording once, in order per key."""
 
-    def __init__(self, store: Store, session: str) -> None:
+    def __init__(self, store: ReplayStore, session: str) -> None:
         self._store = store
         self.session = session
 

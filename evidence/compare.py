@@ -40,7 +40,7 @@ from freezeframe.evidence.model_ids import IdRoles, minted_ids
 from freezeframe.evidence.response_ids import IdMap, Minted, answer_ids, pair_ids
 from freezeframe.evidence.steps import MODEL, Step, agent_steps
 from freezeframe.providers.bodies import media_type, response_body
-from freezeframe.storage import Exchange, ExchangeFilter, Outcome, Store
+from freezeframe.storage import Exchange, ExchangeFilter, Outcome, ReadStore
 from freezeframe.storage.names import validate_cassette_name
 
 type _Readers = tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]
@@ -124,7 +124,7 @@ def compare_runs(
     return RunDiff(a_name, b_name, tuple(pairs))
 
 
-def read_run(store: Store, spec: str) -> list[Exchange]:
+def read_run(store: ReadStore, spec: str) -> list[Exchange]:
     """The exchanges of ``CASSETTE`` or ``CASSETTE@RUN_ID``, whole, in recorded order (a
     cassette may have '@' in its name: the whole text is tried as a name first). Raises
     ValueError for a run the cassette does not have, CassetteNotFound for no cassette."""

@@ -61,10 +61,11 @@ from freezeframe.storage import (
     ExchangeNotFound,
     Imported,
     NewExchange,
+    ReadStore,
     RecheckResult,
     Signals,
-    Store,
     TriageRow,
+    WriteStore,
 )
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
@@ -410,7 +411,7 @@ def signed_imports(items: Iterable[Imported]) -> Iterator[Imported]:
 
 
 def groups(rows: Iterable[TriageRow], kind: str | None = None) -> list[Group]:
-    """The failure groups of the failing rows (Store.triage_rows), largest (most failures)
+    """The failure groups of the failing rows (ReadStore.triage_rows), largest (most failures)
     first; only those of ``kind`` when given."""
     by_signature: dict[str, list[Occurrence]] = {}
     for found in stored_occurrences(rows):
@@ -483,7 +484,7 @@ def parse_duration(text: str) -> float:
 
 
 def find_groups(
-    store: Store,
+    store: ReadStore,
     *,
     since: float | None = None,
     pattern: str | None = None,
@@ -502,7 +503,7 @@ def find_groups(
     return groups(store.triage_rows(since=after, cassettes=names), kind)
 
 
-def find_group(store: Store, group: str) -> Group:
+def find_group(store: ReadStore, group: str) -> Group:
     """The group that ``group`` names (``GROUP`` in the CLI): its number as ``triage`` lists
     it, its signature, or a prefix of exactly one signature. Signatures run to 200
     characters, which nobody types; ValueError (one line) when it names none or several."""
@@ -536,7 +537,7 @@ def find_group(store: Store, group: str) -> Group:
     )
 
 
-def numbers(store: Store) -> dict[str, int]:
+def numbers(store: ReadStore) -> dict[str, int]:
     """Each signature's group number as ``triage`` lists it unfiltered (largest group first):
     the number a filtered listing shows too, so that ``recheck N`` finds the group shown."""
     return {group.signature: n for n, group in enumerate(find_groups(store), start=1)}
@@ -565,14 +566,14 @@ def last_recheck(result: RecheckResult) -> dict[str, Any]:
     return {"at": result.at, "summary": line, "document": document}
 
 
-def stale_cassettes(store: Store) -> dict[str, int]:
+def stale_cassettes(store: ReadStore) -> dict[str, int]:
     """The cassettes holding an exchange whose signals are missing or older than
     SIGNATURE_VERSION, with how many exchanges each holds: what ``rebuild`` reads."""
     names = dict.fromkeys(cassette for cassette, _ in store.unsigned(SIGNATURE_VERSION))
     return {name: len(store.exchanges(name)) for name in names}
 
 
-def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> int:
+def rebuild(store: WriteStore, advance: Callable[[int], None] = lambda _: None) -> int:
     """Work out again the signals of every exchange of each cassette that holds one whose
     signals are missing or older than SIGNATURE_VERSION (a store recorded before triage, or
     by older rules): all its exchanges, in order, since its runs' failures are read from
@@ -588,7 +589,7 @@ def rebuild(store: Store, advance: Callable[[int], None] = lambda _: None) -> in
     return signed
 
 
-def _signatures(store: Store, cassettes: list[str]) -> dict[tuple[str, int], str]:
+def _signatures(store: ReadStore, cassettes: list[str]) -> dict[tuple[str, int], str]:
     """The signature of each failing exchange of ``cassettes``, by (cassette, seq)."""
     if not cassettes:
         return {}
@@ -597,7 +598,7 @@ def _signatures(store: Store, cassettes: list[str]) -> dict[tuple[str, int], str
 
 
 def _follow_rechecks(
-    store: Store, before: dict[tuple[str, int], str], after: dict[tuple[str, int], str]
+    store: WriteStore, before: dict[tuple[str, int], str], after: dict[tuple[str, int], str]
 ) -> None:
     """Keep each last recheck under the signature its failures bear now, when they all bear
     one and it has none of its own."""
@@ -613,7 +614,7 @@ def _follow_rechecks(
 
 
 def sign_cassette(
-    store: Store, cassette: str, advance: Callable[[int], None] = lambda _: None
+    store: WriteStore, cassette: str, advance: Callable[[int], None] = lambda _: None
 ) -> int:
     """Work out the signals of every exchange of ``cassette``, in order; how many. ``edit``
     calls it on the fork it made, whose edited answer the old answer's signals would
@@ -634,7 +635,7 @@ def sign_cassette(
     return len(found)
 
 
-def pending_count(store: Store) -> int:
+def pending_count(store: ReadStore) -> int:
     """Exchanges whose signals are missing or from older rules (``triage --rebuild``)."""
     return len(store.unsigned(SIGNATURE_VERSION))
 

@@ -3,9 +3,9 @@
 Each format is one module, a reader or writer of the store's records: ``jsonl``
 (freezeframe's own lossless form), ``bundle`` (a signed case file), ``har`` (HAR 1.2),
 ``flows`` (mitmproxy's flow files, import only), ``otel`` (OTLP traces) and ``dataset`` (eval
-rows), the last two export only. Exports read through the Store interface and evidence's read
-model; imports write through Store.import_cassette, in one transaction, so no format knows
-SQL.
+rows), the last two export only. Exports read through a ReadStore and evidence's read
+model; imports write through WriteStore.import_cassette, in one transaction, so no format
+knows SQL.
 ``open_import`` tells the formats apart by their first bytes.
 """
 

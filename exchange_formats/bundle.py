@@ -53,7 +53,15 @@ from freezeframe.exchange_formats.portable import (
     origin_document,
     read_origin,
 )
-from freezeframe.storage import BlobRef, ForkOrigin, Imported, Note, Store, StoreError, boundedjson
+from freezeframe.storage import (
+    BlobRef,
+    ForkOrigin,
+    Imported,
+    Note,
+    ReadStore,
+    StoreError,
+    boundedjson,
+)
 
 FORMAT = "freezeframe.bundle"
 MANIFEST = "manifest.json"
@@ -90,7 +98,7 @@ class BundleReport:
 
 
 def export_bundle(
-    store: Store,
+    store: ReadStore,
     cassette: str,
     out: IO[bytes],
     key: Ed25519PrivateKey | None,

@@ -26,13 +26,13 @@ from freezeframe.exchange_formats.jsonl import Progress
 from freezeframe.exchange_formats.reading import Current, each_exchange
 from freezeframe.providers.bodies import json_ready
 from freezeframe.providers.messages import Message, Tool, ToolCall
-from freezeframe.storage import Exchange, Store
+from freezeframe.storage import Exchange, ReadStore
 
 """The values of ``export --shape``, the default first."""
 
 
 def export_dataset(
-    store: Store, cassette: str, out: IO[bytes], shape: str, progress: Progress
+    store: ReadStore, cassette: str, out: IO[bytes], shape: str, progress: Progress
 ) -> int:
     """Write one row per model call of the cassette; returns how many rows were written."""
     rows = 0

@@ -27,7 +27,7 @@ from freezeframe.exchange_formats.har import export_har, read_har
 from freezeframe.exchange_formats.jsonl import Progress, export_jsonl, jsonl_notes, read_jsonl
 from freezeframe.exchange_formats.otel import export_otel, post_to, write_lines
 from freezeframe.exchange_formats.signing import keygen, load_private
-from freezeframe.storage import ForkOrigin, Imported, ImportedCassette, Note, Store
+from freezeframe.storage import ForkOrigin, Imported, ImportedCassette, Note, ReadStore, Store
 from freezeframe.storage.filemode import open_private
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
 
@@ -49,7 +49,7 @@ __all__ = [
 
 
 def export_cassette(
-    store: Store,
+    store: ReadStore,
     cassette: str,
     path: Path,
     format: str,
@@ -89,7 +89,7 @@ def export_cassette(
 
 
 def send_otel(
-    store: Store, cassette: str, endpoint: str, progress: Progress = lambda _: None
+    store: ReadStore, cassette: str, endpoint: str, progress: Progress = lambda _: None
 ) -> int:
     """POST the cassette's spans to a collector's OTLP/HTTP endpoint; returns the spans."""
     store.exchanges(cassette)  # CassetteNotFound before anything is sent

@@ -39,13 +39,13 @@ from freezeframe.storage import (
     Imported,
     Message,
     Outcome,
+    ReadStore,
     RecordedResponse,
-    Store,
     boundedjson,
 )
 
 
-def export_har(store: Store, cassette: str, out: IO[bytes], progress: Progress) -> int:
+def export_har(store: ReadStore, cassette: str, out: IO[bytes], progress: Progress) -> int:
     """Write the cassette as one HAR document, entry by entry; returns the entries written."""
     creator = {"name": "freezeframe", "version": version("freezeframe")}
     out.write(b'{"log":{"version":"1.2","creator":')

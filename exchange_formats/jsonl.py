@@ -30,7 +30,15 @@ from freezeframe.exchange_formats.portable import (
     ref_document,
 )
 from freezeframe.exchange_formats.streaming import Streamed
-from freezeframe.storage import BlobRef, Exchange, ForkOrigin, Imported, Note, Store, boundedjson
+from freezeframe.storage import (
+    BlobRef,
+    Exchange,
+    ForkOrigin,
+    Imported,
+    Note,
+    ReadStore,
+    boundedjson,
+)
 
 FORMAT = "freezeframe.jsonl"
 
@@ -96,7 +104,7 @@ def dumps(document: object) -> str:
     return json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress) -> int:
+def export_jsonl(store: ReadStore, cassette: str, out: IO[bytes], progress: Progress) -> int:
     """Write the cassette to ``out``; returns how many exchanges were written."""
     first = header(cassette, store.fork_origin(cassette), store.notes(cassette))
     out.write(dumps(first).encode("utf-8") + b"\n")
@@ -108,7 +116,7 @@ def export_jsonl(store: Store, cassette: str, out: IO[bytes], progress: Progress
     return count
 
 
-def write_exchange(store: Store, exchange: Exchange, out: IO[bytes]) -> None:
+def write_exchange(store: ReadStore, exchange: Exchange, out: IO[bytes]) -> None:
     """One exchange's line; a body the store keeps out of memory is streamed into it."""
     streamed = Streamed(store)
 

@@ -30,7 +30,7 @@ from freezeframe.evidence import Conversation, conversations_of
 from freezeframe.exchange_formats.jsonl import Progress
 from freezeframe.exchange_formats.reading import Current, each_exchange
 from freezeframe.providers.messages import Message, ToolCall
-from freezeframe.storage import Exchange, Outcome, Store
+from freezeframe.storage import Exchange, Outcome, ReadStore
 
 _CLIENT = 3
 """SpanKind CLIENT."""
@@ -77,7 +77,7 @@ Send = Callable[[bytes], None]
 """Takes one ExportTraceServiceRequest as JSON."""
 
 
-def export_otel(store: Store, cassette: str, send: Send, progress: Progress) -> int:
+def export_otel(store: ReadStore, cassette: str, send: Send, progress: Progress) -> int:
     """Hand ``send`` one OTLP request per exchange, in recorded order; returns the spans."""
     spans = 0
     pending: dict[str, dict[str, Any]] = {}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from freezeframe.storage import Exchange, Store
+from freezeframe.storage import Exchange, ReadStore
 
 
 def each_exchange(
-    store: Store, cassette: str, progress: Callable[[int], None]
+    store: ReadStore, cassette: str, progress: Callable[[int], None]
 ) -> Iterator[Exchange]:
     for summary in store.exchanges(cassette):
         yield store.exchange(cassette, summary.seq)

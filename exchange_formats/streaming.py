@@ -13,13 +13,13 @@ import codecs
 import json
 from typing import IO
 
-from freezeframe.storage import BlobRef, Store
+from freezeframe.storage import BlobRef, ReadStore
 
 
 class Streamed:
     """The bodies one document names by mark, and how to write it with them in place."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ReadStore) -> None:
         self._store = store
         self._marks: dict[str, tuple[BlobRef, bool]] = {}
 

@@ -8,13 +8,13 @@ closest first.
 
 from __future__ import annotations
 
-from freezeframe.storage import Store
+from freezeframe.storage import ReadStore
 from freezeframe.storage.names import closest_names
 
 NAMES_SHOWN = 5
 
 
-def empty_cassette(store: Store, cassette: str) -> str | None:
+def empty_cassette(store: ReadStore, cassette: str) -> str | None:
     """A one-line warning when ``cassette`` has no recordings; None when it has some."""
     known = _known(store, cassette)
     if known is None:
@@ -24,7 +24,7 @@ def empty_cassette(store: Store, cassette: str) -> str | None:
     return f"cassette {cassette!r} has no recordings; every request will miss. Known: {known}"
 
 
-def nothing_to_replay(store: Store, cassette: str) -> str | None:
+def nothing_to_replay(store: ReadStore, cassette: str) -> str | None:
     """Why ``exec --mode replay`` refuses to start its command, or None when it need not: a
     cassette with no recordings would only answer misses, and the agent's own traceback
     (25 lines of it) hid the one line that said why."""
@@ -37,7 +37,7 @@ def nothing_to_replay(store: Store, cassette: str) -> str | None:
     )
 
 
-def _known(store: Store, cassette: str) -> str | None:
+def _known(store: ReadStore, cassette: str) -> str | None:
     """None when ``cassette`` has recordings; else the names the store does hold, closest
     first ("" when it holds none)."""
     if store.has_cassette(cassette):

@@ -12,14 +12,14 @@ import asyncio
 import logging
 import time
 
-from freezeframe.storage import CassetteNotFound, Removed, Store, StoreError
+from freezeframe.storage import CassetteNotFound, Removed, StoreError, WriteStore
 
 log = logging.getLogger("freezeframe")
 
 SWEEP_EVERY_S = 3600.0
 
 
-def sweep(store: Store, max_age: float, now: float | None = None) -> list[Removed]:
+def sweep(store: WriteStore, max_age: float, now: float | None = None) -> list[Removed]:
     """Remove every cassette whose last exchange started more than ``max_age`` seconds ago."""
     limit = (now if now is not None else time.time()) - max_age
     removed = []
@@ -41,7 +41,7 @@ def sweep(store: Store, max_age: float, now: float | None = None) -> list[Remove
     return removed
 
 
-async def keep_sweeping(store: Store, max_age: float, stop: asyncio.Event) -> None:
+async def keep_sweeping(store: WriteStore, max_age: float, stop: asyncio.Event) -> None:
     """Sweep now and every SWEEP_EVERY_S until ``stop``; a store that fails is logged and
     tried again next time."""
     while not stop.is_set():

@@ -35,7 +35,7 @@ from freezeframe.proxy.notices import empty_cassette
 from freezeframe.proxy.retention import keep_sweeping
 from freezeframe.proxy.settings import KEY_FILENAME, Address, Settings
 from freezeframe.proxy.trust import PlantedLink, client_bundle, refuse_links, upstream_bundle
-from freezeframe.storage import CassetteNotFound, Store, open_store
+from freezeframe.storage import CassetteNotFound, Store, WriteStore, open_store
 from freezeframe.storage.redaction import Redactor
 from freezeframe.whatif.perturb import Perturber
 
@@ -239,7 +239,7 @@ async def serve_process(settings: Settings) -> None:
         gc.enable()
 
 
-def _empty(store: Store, cassette: str) -> None:
+def _empty(store: WriteStore, cassette: str) -> None:
     """``--fresh``: the cassette is recorded again from its first exchange."""
     try:
         removed = store.remove(cassette)

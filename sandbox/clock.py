@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from freezeframe.storage import Store
+from freezeframe.storage import ReadStore, Store
 
 RECORDED = "recorded"
 #: Where distributions install libfaketime (Debian and Ubuntu per architecture, Fedora's
@@ -67,7 +67,7 @@ class Clock:
             ) from None
         return cls(moment if moment.tzinfo else moment.astimezone())
 
-    def start(self, store: Store, cassette: str) -> datetime:
+    def start(self, store: ReadStore, cassette: str) -> datetime:
         """When the command's clock starts: the given moment, or the time of the first
         request recorded in ``cassette``."""
         if self.moment is not None:

@@ -54,9 +54,10 @@ from freezeframe.storage import (
     ExchangeNotFound,
     Imported,
     Miss,
+    ReadStore,
     RecheckResult,
     Slot,
-    Store,
+    WriteStore,
 )
 
 RUN_VARIABLE = "FREEZEFRAME_RECHECK_RUN"
@@ -89,7 +90,7 @@ class Recheck:
 
 
 async def recheck(
-    store: Store,
+    store: WriteStore,
     group: Group,
     command: Sequence[str],
     settings: Settings,
@@ -222,7 +223,7 @@ class Estimate:
         }
 
 
-def estimate(store: Store, group: Group, tries: int) -> Estimate:
+def estimate(store: ReadStore, group: Group, tries: int) -> Estimate:
     """The cost of ``tries`` tries of each run of ``group`` with a live model, read from the
     recorded model calls (a fixed agent may make more or fewer: this is the run as it was)."""
     calls, cost, unpriced = 0, 0.0, 0
@@ -378,7 +379,7 @@ class LiveRecheck:
 
 
 async def recheck_live(
-    store: Store,
+    store: WriteStore,
     group: Group,
     command: Sequence[str],
     settings: Settings,
@@ -436,7 +437,7 @@ async def recheck_live(
     return LiveRecheck(group.signature, planned, tuple(checks), stopped, untried)
 
 
-def _spent(store: Store, went_live: Sequence[Event], recorded: Estimate) -> float:
+def _spent(store: ReadStore, went_live: Sequence[Event], recorded: Estimate) -> float:
     """What a try's live calls cost, from their answers' token counts; a call whose answer
     carries none (or that the store did not keep) is counted at the recorded run's cost per
     call."""
@@ -474,7 +475,7 @@ def try_cassette(run: str, number: int) -> str:
     return f"{cassette}.try-{digest}-{number}" if run_id else f"{cassette}.try-{number}"
 
 
-def keep(store: Store, document: dict[str, Any]) -> None:
+def keep(store: WriteStore, document: dict[str, Any]) -> None:
     """Keep a recheck's document (``recheck_document`` or ``live_document``) as its group's
     last, for the case file's triage page."""
     store.keep_recheck(RecheckResult(document["signature"], time.time(), json.dumps(document)))
@@ -534,7 +535,7 @@ def _told(run: str) -> Iterator[None]:
 
 
 class _Extracted:
-    def __init__(self, store: Store, name: str) -> None:
+    def __init__(self, store: WriteStore, name: str) -> None:
         self.store, self.name = store, name
 
     def __enter__(self) -> str:
@@ -556,7 +557,7 @@ class _Whole:
         return None
 
 
-def _cassette_of(store: Store, run: str) -> _Extracted | _Whole:
+def _cassette_of(store: WriteStore, run: str) -> _Extracted | _Whole:
     """The cassette to replay ``run`` from: its own, or a copy of its exchanges alone."""
     cassette, _, run_id = run.partition("@")
     if not run_id:
@@ -568,14 +569,14 @@ def _cassette_of(store: Store, run: str) -> _Extracted | _Whole:
     return _Extracted(store, name)
 
 
-def _run_exchanges(store: Store, run: str) -> list[Exchange]:
+def _run_exchanges(store: ReadStore, run: str) -> list[Exchange]:
     """The exchanges of ``run`` (a cassette, or ``cassette@run_id``), in order."""
     cassette, _, run_id = run.partition("@")
     where = ExchangeFilter(run_id=run_id) if run_id else None
     return [store.exchange(cassette, s.seq) for s in store.exchanges(cassette, where)]
 
 
-def _copies(store: Store, name: str, exchanges: Sequence[Exchange]) -> Iterator[Imported]:
+def _copies(store: ReadStore, name: str, exchanges: Sequence[Exchange]) -> Iterator[Imported]:
     counts: dict[str, int] = {}
     for seq, e in enumerate(exchanges):
         recorded = e.recorded
@@ -634,7 +635,7 @@ def recheck_document(report: Recheck) -> dict[str, Any]:
 
 
 def recheck_group(
-    store: Store,
+    store: WriteStore,
     group: Group,
     command: Sequence[str],
     settings: Settings,

@@ -1,10 +1,11 @@
-"""Where recordings live: cassettes of exchanges behind the Store interface.
+"""Where recordings live: cassettes of exchanges behind the Store interface
+and its roles (storage.base).
 
 Nothing here knows about mitmproxy or how request keys are made: keys and
 canonical forms are opaque. Callers see frozen records, never rows.
 """
 
-from freezeframe.storage.base import BlobWriter, Store
+from freezeframe.storage.base import Store
 from freezeframe.storage.errors import (
     CassetteNotFound,
     ExchangeNotFound,
@@ -15,6 +16,8 @@ from freezeframe.storage.errors import (
     StoreUnavailable,
 )
 from freezeframe.storage.open import open_store
+from freezeframe.storage.reading import ReadStore
+from freezeframe.storage.recording import BlobWriter, RecordStore
 from freezeframe.storage.records import (
     FACT_NAMES,
     BlobRef,
@@ -55,7 +58,9 @@ from freezeframe.storage.records import (
     TriageRow,
     VerifyReport,
 )
+from freezeframe.storage.replaying import ReplayStore
 from freezeframe.storage.stats import WriterStats
+from freezeframe.storage.writing import WriteStore
 
 __all__ = [
     "FACT_NAMES",
@@ -87,11 +92,14 @@ __all__ = [
     "Note",
     "Origin",
     "Outcome",
+    "ReadStore",
     "RecheckResult",
+    "RecordStore",
     "RecordedResponse",
     "Rekeyed",
     "RunOverview",
     "Removed",
+    "ReplayStore",
     "SchemaTooNew",
     "SearchHit",
     "Signals",
@@ -106,5 +114,6 @@ __all__ = [
     "TriageRow",
     "VerifyReport",
     "WriterStats",
+    "WriteStore",
     "open_store",
 ]

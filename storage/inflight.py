@@ -30,7 +30,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from freezeframe.storage.base import BlobWriter
 from freezeframe.storage.encodings import (
     HELD_DECODED,
     Decoded,
@@ -42,6 +41,7 @@ from freezeframe.storage.encodings import (
     encode_start,
 )
 from freezeframe.storage.errors import StoreError
+from freezeframe.storage.recording import BlobWriter
 from freezeframe.storage.records import BlobRef, Header
 from freezeframe.storage.redaction import Redactor
 

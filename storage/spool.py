@@ -22,8 +22,8 @@ from typing import IO
 import blake3
 
 from freezeframe.storage import blobs
-from freezeframe.storage.base import BlobWriter
 from freezeframe.storage.errors import StoreClosed, StoreError
+from freezeframe.storage.recording import BlobWriter
 from freezeframe.storage.records import BlobRef
 
 SPOOL_PREFIX = "freezeframe-body-"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from freezeframe.canonicalize import SCHEME_VERSION, KeyConfig, canonicalize
 from freezeframe.canonicalize.drift import digests
 from freezeframe.evidence.requests import stored_view
-from freezeframe.storage import Exchange, KeyChange, Rekeyed, Store
+from freezeframe.storage import Exchange, KeyChange, Rekeyed, WriteStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,9 @@ class RekeyReport:
     """Seqs whose request body is too large to re-key here; their key is unchanged."""
 
 
-def rekey(store: Store, cassette: str, config: KeyConfig, *, dry_run: bool = False) -> RekeyReport:
+def rekey(
+    store: WriteStore, cassette: str, config: KeyConfig, *, dry_run: bool = False
+) -> RekeyReport:
     """Recompute every key of ``cassette``; unless ``dry_run``, write them and re-chain.
 
     Raises CassetteNotFound, or StoreError when the cassette's chain is already broken:

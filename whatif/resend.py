@@ -43,6 +43,7 @@ from freezeframe.storage import (
     Outcome,
     RecordedResponse,
     Store,
+    WriteStore,
     boundedjson,
 )
 from freezeframe.storage.encodings import content_codings, decode_body, encode
@@ -183,7 +184,7 @@ def resend(
 
 
 def _forked(
-    store: Store,
+    store: WriteStore,
     exchange: Exchange,
     into: str,
     response: RecordedResponse | None,

@@ -31,7 +31,7 @@ from typing import Any
 
 from freezeframe.canonicalize import DifferenceLike, KeyConfig, RuleSet, parse_rules
 from freezeframe.canonicalize.diff import differences
-from freezeframe.storage import Exchange, Miss, Store
+from freezeframe.storage import Exchange, Miss, ReadStore, WriteStore
 from freezeframe.whatif.rekey import RekeyReport, rekey
 
 FEW_PATHS = 3
@@ -184,7 +184,7 @@ def suggest(exchanges: Sequence[Exchange]) -> list[Suggestion]:
     return result
 
 
-def suggestions_of(store: Store, cassette: str) -> list[Suggestion]:
+def suggestions_of(store: ReadStore, cassette: str) -> list[Suggestion]:
     """``suggest`` over a cassette's recordings. Raises CassetteNotFound."""
     return suggest([store.exchange(cassette, s.seq) for s in store.exchanges(cassette)])
 
@@ -244,7 +244,7 @@ class Preview:
 
 
 def preview(
-    store: Store,
+    store: WriteStore,
     cassette: str,
     chosen: Sequence[Suggestion],
     current: str,

@@ -71,8 +71,8 @@ from freezeframe.storage import (
     ExchangeNotFound,
     ExchangeSummary,
     Outcome,
+    ReadStore,
     RecordedResponse,
-    Store,
 )
 from freezeframe.storage.encodings import decode_body
 from freezeframe.storage.names import InvalidCassetteName, validate_cassette_name
@@ -481,7 +481,7 @@ def _groups(rows: list[present.Row], by_run: bool) -> list[tuple[str | None, lis
     return list(groups.items())
 
 
-def _health(store: Store, row: CassetteSummary) -> dict[str, Any]:
+def _health(store: ReadStore, row: CassetteSummary) -> dict[str, Any]:
     """What the cassette list says of each cassette beside its size: how many exchanges
     failed (counted with the listing, unless it was filtered: then counted here), how many
     misses replay noted, and what it was forked from."""
@@ -498,7 +498,7 @@ def _health(store: Store, row: CassetteSummary) -> dict[str, Any]:
 
 
 def _said(
-    store: Store, name: str, shown: list[ExchangeSummary]
+    store: ReadStore, name: str, shown: list[ExchangeSummary]
 ) -> dict[int, tuple[str, str | None]]:
     """Per exchange of a waterfall page, what it was (the model's answer or the tool called,
     as the steps page titles it; plain HTTP's title is its URL, already on the line) and why
@@ -513,11 +513,11 @@ def _said(
     }
 
 
-def _whole_run(store: Store, name: str) -> list[Exchange]:
+def _whole_run(store: ReadStore, name: str) -> list[Exchange]:
     return [store.exchange(name, row.seq) for row in store.exchanges(name)]
 
 
-def _exchange_context(store: Store, exchange: Exchange, config: KeyConfig) -> dict[str, Any]:
+def _exchange_context(store: ReadStore, exchange: Exchange, config: KeyConfig) -> dict[str, Any]:
     """What the exchange page shows beside the document: the conversation, body previews,
     the stream chart; bodies kept in the store are read only as far as a preview goes."""
     conversation = conversation_of(exchange)

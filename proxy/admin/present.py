@@ -22,8 +22,8 @@ from freezeframe.storage import (
     Exchange,
     ExchangeSummary,
     Header,
+    ReadStore,
     RecordedResponse,
-    Store,
     boundedjson,
 )
 from freezeframe.storage.encodings import decode_body
@@ -199,7 +199,7 @@ class Preview:
 
 
 def preview(
-    store: Store, data: bytes, ref: BlobRef | None, headers: Sequence[Header] = ()
+    store: ReadStore, data: bytes, ref: BlobRef | None, headers: Sequence[Header] = ()
 ) -> Preview | None:
     """The start of a body held in memory (``data``) or in the store (``ref``): at most
     PREVIEW_BYTES read, whatever its size. None for an empty body. A JSON body held in

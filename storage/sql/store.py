@@ -40,11 +40,12 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from freezeframe.storage import blobs
-from freezeframe.storage.base import BlobWriter, Store
+from freezeframe.storage.base import Store
 from freezeframe.storage.counters import CassetteCounts, Counters
 from freezeframe.storage.errors import CassetteNotFound, ExchangeNotFound, StoreClosed, StoreError
 from freezeframe.storage.jobs import Import, Job, Planned, Rekey, Remove
 from freezeframe.storage.objects import Outbox, outbox_for
+from freezeframe.storage.recording import BlobWriter
 from freezeframe.storage.records import (
     BlobRef,
     Candidate,
@@ -573,10 +574,6 @@ class SqlStore(Store):
     def notes(self, cassette: str | None = None, seq: int | None = None) -> list[Note]:
         with self._connect() as conn:
             return triage.list_notes(conn, cassette, seq)
-
-    def search_notes(self, query: str, cassette: str | None = None, limit: int = 50) -> list[Note]:
-        with self._connect() as conn:
-            return triage.find_notes(conn, query, cassette, limit)
 
     def close(self) -> None:
         with self._lock:

@@ -166,14 +166,3 @@ def list_notes(conn: Connection, cassette: str | None, seq: int | None = None) -
     if seq is not None:
         query = query.where(notes.c.seq == seq)
     return [Note(*row) for row in conn.execute(query)]
-
-
-def find_notes(conn: Connection, query: str, cassette: str | None, limit: int) -> list[Note]:
-    """The notes whose text holds ``query`` (case-insensitively), newest first."""
-    wanted = " ".join(query.casefold().split())
-    found = [
-        note
-        for note in list_notes(conn, cassette)
-        if wanted and wanted in " ".join(note.text.casefold().split())
-    ]
-    return list(reversed(found))[:limit]
