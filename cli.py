@@ -10,6 +10,9 @@ which turns every expected failure into one line on stderr with a non-zero exit
 
 from __future__ import annotations
 
+if not __name__.startswith("freezeframe."):
+    raise ImportError(f"import freezeframe.{__name__}, not {__name__}: one name, one module")
+
 import os
 import sys
 from typing import Any, NoReturn

@@ -12,6 +12,9 @@ first asked for.
 
 from __future__ import annotations
 
+if not __name__.startswith("freezeframe."):
+    raise ImportError(f"import freezeframe.{__name__}, not {__name__}: one name, one module")
+
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 

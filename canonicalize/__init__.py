@@ -5,6 +5,9 @@ Pure by design: only the standard library and blake3, no clock and no I/O (excep
 in every process and every version with the same SCHEME_VERSION.
 """
 
+if not __name__.startswith("freezeframe."):
+    raise ImportError(f"import freezeframe.{__name__}, not {__name__}: one name, one module")
+
 from .diff import differences, nearest, said
 from .facts import (
     FACT_NAMES,

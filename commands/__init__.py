@@ -10,3 +10,6 @@ arguments, calls the library functions that do its job and prints what they retu
 
 Importing this package loads nothing: ``cli`` imports the modules.
 """
+
+if not __name__.startswith("freezeframe."):
+    raise ImportError(f"import freezeframe.{__name__}, not {__name__}: one name, one module")

@@ -8,6 +8,9 @@ mitmproxy or of the running process.
 
 from __future__ import annotations
 
+if not __name__.startswith("freezeframe."):
+    raise ImportError(f"import freezeframe.{__name__}, not {__name__}: one name, one module")
+
 import importlib
 from typing import TYPE_CHECKING, Any
 

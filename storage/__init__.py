@@ -5,6 +5,9 @@ Nothing here knows about mitmproxy or how request keys are made: keys and
 canonical forms are opaque. Callers see frozen records, never rows.
 """
 
+if not __name__.startswith("freezeframe."):
+    raise ImportError(f"import freezeframe.{__name__}, not {__name__}: one name, one module")
+
 from freezeframe.storage.base import Store
 from freezeframe.storage.errors import (
     CassetteNotFound,

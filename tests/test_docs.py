@@ -139,7 +139,9 @@ def test_make_run_installs_only_what_running_needs() -> None:
         ).stdout
         return [line for line in printed.splitlines() if "pip install" in line and " -e " in line]
 
-    assert installs("run") == [".venv/bin/python -m pip install --quiet -e ."]
+    assert installs("run") == [
+        ".venv/bin/python -m pip install --quiet --config-settings editable_mode=strict -e ."
+    ]
     assert any("'.[test,dev]'" in line for line in installs("test"))
 
 

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 
+import freezeframe
 from freezeframe.storage.errors import StoreClosed, StoreError, StoreUnavailable
 from freezeframe.storage.objects import Outbox
 from freezeframe.storage.records import Miss, NewExchange
@@ -61,9 +62,10 @@ does not spin."""
 
 _EXIT_WAIT_S = 5.0
 _CHILD = "from freezeframe.storage.sql.writerchild import main; main()"
-_PACKAGE_HOME = Path(__file__).parents[3]
-"""Where the freezeframe package this module was imported from lives (its symlinked
-checkout folder, or site-packages)."""
+_PACKAGE_HOME = Path(freezeframe.__file__).parents[1]
+"""Where the freezeframe package this module was imported through was found (a checkout,
+the editable install's tree in its ``build/``, or site-packages): in a checkout this module's
+own file is in ``storage/``, not under ``freezeframe/``."""
 
 
 class WriterProcess:
