@@ -40,7 +40,7 @@ def _fresh(code: str, *args: str) -> object:
 
 def test_the_cli_and_the_proxy_import_no_default_addon() -> None:
     loaded = _fresh(
-        "import json, sys, cli, proxy.serve, proxy.master\n"
+        "import json, sys, freezeframe.cli, freezeframe.proxy.serve, freezeframe.proxy.master\n"
         f"print(json.dumps([m for m in {list(DEFAULT_ADDON_ONLY)!r} if m in sys.modules]))"
     )
     assert loaded == []
@@ -49,7 +49,7 @@ def test_the_cli_and_the_proxy_import_no_default_addon() -> None:
 def test_a_sqlite_store_imports_no_postgresql_dialect(tmp_path: Path) -> None:
     loaded = _fresh(
         "import json, sys\n"
-        "from storage import open_store\n"
+        "from freezeframe.storage import open_store\n"
         f"open_store('sqlite:///{tmp_path}/freezeframe.db').close()\n"
         "print(json.dumps('sqlalchemy.dialects.postgresql' in sys.modules))"
     )
@@ -58,7 +58,7 @@ def test_a_sqlite_store_imports_no_postgresql_dialect(tmp_path: Path) -> None:
 
 def test_mitmproxy_default_addons_still_load_on_first_use() -> None:
     names = _fresh(
-        "import json, proxy.mitmcore\n"
+        "import json, freezeframe.proxy.mitmcore\n"
         "from mitmproxy import addons\n"
         "from mitmproxy.addons import onboarding\n"
         "print(json.dumps([type(a).__name__ for a in addons.default_addons()]))"
