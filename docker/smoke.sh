@@ -235,6 +235,24 @@ stop_freezeframe() {  # SIGTERM drains the store: every replica must exit 0
     done
 }
 
+wait_resolves() {  # wait_resolves NAME: until freezeframe's container resolves NAME (90 s)
+    # podman's network DNS (aardvark-dns 1.4 on Debian 12) drops lookups while it reloads for
+    # a container that starts or stops, at worst for tens of seconds: a recording made then
+    # holds the proxy's failed lookup, not the agent's exchange.
+    c exec -T freezeframe python -c '
+import socket, sys, time
+deadline = time.monotonic() + 90
+while True:
+    try:
+        socket.getaddrinfo(sys.argv[1], 443)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
+' "$1" >"$work/resolve.log" 2>&1 || fail "freezeframe's container could not resolve $1 in 90 s: $(tail -n 1 "$work/resolve.log")"
+}
+
 agent_failed() {  # agent_failed MODE OUTPUT
     cat "$2" "$2.err" >&2
     c logs --no-color freezeframe | tail -n 30 >&2
@@ -245,18 +263,19 @@ agent_run() {  # agent_run MODE OUTPUT [FRESH]: freezeframe up in MODE, then the
     FREEZEFRAME_MODE=$1 FREEZEFRAME_FRESH=${3:-} c up -d freezeframe >/dev/null 2>&1 \
         || fail "compose up freezeframe ($1)"
     wait_health
+    [ "$1" != record ] || wait_resolves upstream
     if ! c run --rm -T --no-deps agent >"$2" 2>"$2.err"; then
         if [ "$1" != record ] || ! grep -q "Temporary failure in name resolution" "$2.err"; then
             agent_failed "$1" "$2"
         fi
-        # podman's network DNS (aardvark-dns 1.4 on Debian 12) drops lookups while it reloads
-        # for a container that starts or stops, at worst for tens of seconds: the proxy's
-        # lookup of the upstream failed, not freezeframe. Recorded again, afresh, once.
+        # The name resolved a moment ago (wait_resolves) and was lost again as another
+        # container came or went: recorded again, afresh, once the name resolves.
         say "$project: the upstream's name did not resolve in podman's network; recording again"
         stop_freezeframe freezeframe
         FREEZEFRAME_MODE=record FREEZEFRAME_FRESH=1 c up -d freezeframe >/dev/null 2>&1 \
             || fail "compose up freezeframe (record, again)"
         wait_health
+        wait_resolves upstream
         c run --rm -T --no-deps agent >"$2" 2>"$2.err" || agent_failed "$1" "$2"
     fi
     c logs --no-color freezeframe | grep -q "freezeframe $1: proxy on 0.0.0.0:8080" \
